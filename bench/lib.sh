@@ -1,0 +1,364 @@
+# Shared helpers for bench/run.sh and bench/idle.sh: tools, ports, process
+# lifetime, readiness probes, CPU accounting and the config writers.
+# Sourced, never run. Callers use `set -euo pipefail` and call bench_init first.
+
+# bench_init sets ROOT, TMP and the process registry, and installs the trap
+# that kills everything started through start_pinned when the script exits.
+bench_init() {
+	ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	TMP=$(mktemp -d "${TMPDIR:-/tmp}/loopgate-bench.XXXXXX")
+	# nginx workers drop to an unprivileged user when started as root; they
+	# must be able to reach their temp paths under $TMP.
+	chmod 755 "$TMP"
+	STARTED_PIDS=()
+	trap bench_cleanup EXIT
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+	cd "$ROOT"
+}
+
+# bench_cleanup stops every started process tree: TERM first, KILL after 3 s.
+bench_cleanup() {
+	local rc=$? pid all=() i
+	trap - EXIT INT TERM
+	for pid in "${STARTED_PIDS[@]}"; do
+		# Collect descendants before the parent goes, so orphans are found too.
+		all+=($(process_tree "$pid"))
+	done
+	for pid in "${STARTED_PIDS[@]}"; do
+		kill -TERM "$pid" 2>/dev/null || true
+	done
+	for i in $(seq 30); do
+		local alive=0
+		for pid in "${all[@]}"; do
+			kill -0 "$pid" 2>/dev/null && alive=1
+		done
+		((alive)) || break
+		sleep 0.1
+	done
+	for pid in "${all[@]}"; do
+		kill -KILL "$pid" 2>/dev/null || true
+	done
+	for pid in "${STARTED_PIDS[@]}"; do
+		wait "$pid" 2>/dev/null || true
+	done
+	rm -rf "$TMP"
+	exit "$rc"
+}
+
+# log writes a progress line to stderr, keeping stdout for the report.
+log() {
+	printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2
+}
+
+# ensure_wrk installs wrk through apt when it is missing (fresh CI machines).
+ensure_wrk() {
+	command -v wrk >/dev/null 2>&1 && return 0
+	log "wrk not found; installing it with apt-get"
+	local sudo=()
+	[[ $(id -u) -eq 0 ]] || sudo=(sudo)
+	"${sudo[@]}" apt-get install -y wrk >&2 ||
+		{ "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" apt-get install -y wrk >&2; }
+	command -v wrk >/dev/null 2>&1 || { log "wrk is still missing; cannot benchmark"; exit 1; }
+}
+
+# build_tools builds the helper commands into $TMP/bin.
+build_tools() {
+	mkdir -p "$TMP/bin"
+	go build -o "$TMP/bin/" ./bench/cmd/freeport ./bench/cmd/backend ./bench/cmd/idleconns
+}
+
+# free_ports N prints N distinct free loopback ports, one per line.
+free_ports() {
+	"$TMP/bin/freeport" -n "$1"
+}
+
+# setup_pinning decides the CPUs: proxy on CPU 0, backend and load generator
+# on CPU 1. With fewer than two CPUs or no taskset nothing is pinned.
+setup_pinning() {
+	if command -v taskset >/dev/null 2>&1 && (($(nproc) >= 2)); then
+		PROXY_CPU=0
+		LOAD_CPU=1
+		PINNING="proxy on CPU 0, backend and wrk on CPU 1"
+	else
+		PROXY_CPU=""
+		LOAD_CPU=""
+		PINNING="not pinned (needs taskset and 2 CPUs)"
+	fi
+}
+
+# pinned CPU CMD... runs CMD pinned to CPU, or unpinned when CPU is empty.
+pinned() {
+	local cpu=$1
+	shift
+	if [[ -n $cpu ]]; then
+		taskset -c "$cpu" "$@"
+	else
+		"$@"
+	fi
+}
+
+# start_pinned NAME CPU CMD... starts CMD in the background, output to
+# $TMP/NAME.log, and registers it for cleanup. The pid is left in STARTED_PID.
+start_pinned() {
+	local name=$1 cpu=$2
+	shift 2
+	pinned "$cpu" "$@" >"$TMP/$name.log" 2>&1 &
+	STARTED_PID=$!
+	STARTED_PIDS+=("$STARTED_PID")
+}
+
+# probe_http PORT succeeds when GET / on the port answers 200 with the
+# benchmark body, so a proxy that answers fast but wrongly is caught here.
+probe_http() {
+	local port=$1 fd reply
+	# The group scopes the 2>/dev/null; on exec itself it would silence the script.
+	{ exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
+	printf 'GET / HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n\r\n' "$port" >&"$fd"
+	reply=$(timeout 2 cat <&"$fd" 2>/dev/null || true)
+	exec {fd}>&-
+	[[ $reply == HTTP/1.?" 200"* && $reply == *"hello world"* ]]
+}
+
+# wait_ready NAME PID PORT waits up to 10 s for the process to answer the
+# probe. On failure it prints the tail of the process log and returns 1.
+wait_ready() {
+	local name=$1 pid=$2 port=$3 i
+	for i in $(seq 100); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "$name exited during startup; log tail:"
+			tail -n 20 "$TMP/$name.log" >&2 || true
+			return 1
+		fi
+		probe_http "$port" && return 0
+		sleep 0.1
+	done
+	log "$name did not answer 200 \"hello world\" on port $port within 10 s; log tail:"
+	tail -n 20 "$TMP/$name.log" >&2 || true
+	return 1
+}
+
+# process_tree PID prints PID and all its descendants.
+process_tree() {
+	local root=$1
+	awk -v root="$root" '
+		FNR == 1 {
+			line = $0
+			pid = line; sub(/ .*/, "", pid)
+			sub(/^.*\) /, "", line)          # comm may hold spaces and parens
+			split(line, f, " ")
+			parent[pid] = f[2]
+		}
+		END {
+			inTree[root] = 1
+			do {
+				grew = 0
+				for (p in parent) if (!(p in inTree) && (parent[p] in inTree)) { inTree[p] = 1; grew = 1 }
+			} while (grew)
+			for (p in inTree) if (p in parent) print p
+		}' /proc/[0-9]*/stat 2>/dev/null
+}
+
+# cpu_ticks PID prints utime+stime in clock ticks of PID and its descendants.
+# /proc/PID/stat already totals all threads of a process; descendants matter
+# for nginx, whose worker is a child of the master.
+cpu_ticks() {
+	local total=0 pid line fields
+	for pid in $(process_tree "$1"); do
+		line=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+		line=${line##*) }
+		read -r -a fields <<<"$line"
+		# After the comm field: [0]=state ... [11]=utime [12]=stime.
+		total=$((total + fields[11] + fields[12]))
+	done
+	echo "$total"
+}
+
+# version lines for the report header; empty when the tool is absent.
+nginx_version() { command -v nginx >/dev/null 2>&1 && nginx -v 2>&1 | sed -n 's|.*nginx/||p' || true; }
+haproxy_version() { command -v haproxy >/dev/null 2>&1 && haproxy -v 2>/dev/null | awk 'NR==1 {print $3}' || true; }
+wrk_version() { wrk -v 2>&1 | awk 'NR==1 {print $2}' || true; }
+
+# write_nginx_dirs DIR creates an nginx prefix with private temp paths.
+write_nginx_dirs() {
+	mkdir -p "$1/logs" "$1/tmp"
+}
+
+# nginx_common DIR prints the main-context lines shared by both nginx roles.
+nginx_common() {
+	local dir=$1
+	cat <<EOF
+worker_processes 1;
+daemon off;
+pid $dir/nginx.pid;
+error_log $dir/logs/error.log warn;
+events { worker_connections 4096; }
+EOF
+}
+
+# nginx_http_common DIR prints the http-context lines shared by both roles.
+nginx_http_common() {
+	local dir=$1
+	cat <<EOF
+    access_log off;
+    keepalive_requests 10000000;
+    keepalive_timeout 300s;
+    client_body_temp_path $dir/tmp/body;
+    proxy_temp_path $dir/tmp/proxy;
+    fastcgi_temp_path $dir/tmp/fastcgi;
+    uwsgi_temp_path $dir/tmp/uwsgi;
+    scgi_temp_path $dir/tmp/scgi;
+EOF
+}
+
+# write_nginx_backend_conf DIR PORT: one worker answering 12 bytes.
+write_nginx_backend_conf() {
+	local dir=$1 port=$2
+	write_nginx_dirs "$dir"
+	{
+		nginx_common "$dir"
+		echo "http {"
+		nginx_http_common "$dir"
+		cat <<EOF
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            default_type text/plain;
+            return 200 "hello world\n";
+        }
+    }
+}
+EOF
+	} >"$dir/nginx.conf"
+}
+
+# write_nginx_proxy_conf DIR PORT BACKEND_PORT: one worker, keep-alive upstream.
+write_nginx_proxy_conf() {
+	local dir=$1 port=$2 backend=$3
+	write_nginx_dirs "$dir"
+	{
+		nginx_common "$dir"
+		echo "http {"
+		nginx_http_common "$dir"
+		cat <<EOF
+    upstream backend {
+        server 127.0.0.1:$backend;
+        keepalive 64;
+        keepalive_requests 10000000;
+        keepalive_timeout 300s;
+    }
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
+EOF
+	} >"$dir/nginx.conf"
+}
+
+# start_nginx NAME DIR CPU starts nginx on a config written by the writers above.
+start_nginx() {
+	local name=$1 dir=$2 cpu=$3
+	start_pinned "$name" "$cpu" nginx -p "$dir/" -c "$dir/nginx.conf" -e "$dir/logs/error.log"
+}
+
+# write_haproxy_conf FILE PORT BACKEND_PORT: one thread, connection reuse, no logs.
+write_haproxy_conf() {
+	local file=$1 port=$2 backend=$3
+	cat >"$file" <<EOF
+global
+    nbthread 1
+    maxconn 4096
+
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 300s
+    timeout server 300s
+    timeout http-keep-alive 300s
+
+frontend bench
+    bind 127.0.0.1:$port
+    default_backend backend
+
+backend backend
+    http-reuse always
+    server s1 127.0.0.1:$backend maxconn 64
+EOF
+}
+
+# write_loopgate_config FILE PORT BACKEND_PORT CHAIN writes a Loopgate config
+# (schema: engine/config) with one upstream and two routes to it, "/" exact
+# and "/" prefix, one loop, no pinning (the scripts pin with taskset) and no
+# admin listener. CHAIN is "plain" or "default".
+#
+# This is the one place that knows Loopgate's config schema.
+write_loopgate_config() {
+	local file=$1 port=$2 backend=$3 chain=$4
+	cat >"$file" <<EOF
+# Written by bench/lib.sh write_loopgate_config (chain: $chain).
+listen: 127.0.0.1:$port
+admin: "off"
+loops: 1
+pin: false
+upstreams:
+  - name: backend
+    nodes: ["127.0.0.1:$backend"]
+    max_idle: 64
+routes:
+  - id: root-exact
+    path: /
+    upstream: backend
+  - id: root-prefix
+    prefix: /
+    upstream: backend
+EOF
+	case $chain in
+	plain) ;;
+	default)
+		# DEFAULT FILTER CHAIN: append the options that turn on the default
+		# chain (request ID, header rules, local rate limit, metrics) here,
+		# e.g. `cat >>"$file" <<EOF ... EOF`. Until Loopgate has them, this
+		# row runs the same config as the plain one.
+		;;
+	*)
+		log "write_loopgate_config: unknown chain '$chain'"
+		return 1
+		;;
+	esac
+}
+
+# start_loopgate NAME CONFIG CPU starts bin/loopgate (or $LOOPGATE_BIN).
+start_loopgate() {
+	local name=$1 config=$2 cpu=$3
+	start_pinned "$name" "$cpu" "$LOOPGATE_BIN" -config "$config" -loops 1
+}
+
+# start_backend PORT starts the benchmark backend pinned to LOAD_CPU: nginx
+# when installed and working, else bench/cmd/backend. Sets BACKEND_KIND and
+# BACKEND_PID.
+start_backend() {
+	local port=$1
+	if command -v nginx >/dev/null 2>&1; then
+		write_nginx_backend_conf "$TMP/nginx-backend" "$port"
+		start_nginx nginx-backend "$TMP/nginx-backend" "$LOAD_CPU"
+		BACKEND_PID=$STARTED_PID
+		if wait_ready nginx-backend "$BACKEND_PID" "$port"; then
+			BACKEND_KIND="nginx $(nginx_version) (1 worker)"
+			return 0
+		fi
+		log "nginx backend failed; falling back to bench/cmd/backend"
+		kill -TERM "$BACKEND_PID" 2>/dev/null || true
+		wait "$BACKEND_PID" 2>/dev/null || true
+	fi
+	start_pinned go-backend "$LOAD_CPU" "$TMP/bin/backend" -addr "127.0.0.1:$port"
+	BACKEND_PID=$STARTED_PID
+	wait_ready go-backend "$BACKEND_PID" "$port" || { log "no working backend"; exit 1; }
+	BACKEND_KIND="bench/cmd/backend (Go, raw TCP)"
+}

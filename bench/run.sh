@@ -1,0 +1,272 @@
+#!/usr/bin/env bash
+# run.sh: the `make bench` harness. Compares Loopgate with nginx and haproxy
+# as keep-alive reverse proxies in front of one backend and prints a Markdown
+# table of medians (also written to bench/out/latest.md). See bench/README.md.
+#
+# Environment:
+#   BENCH_DURATION  seconds of each measured wrk run (default 10)
+#   BENCH_ROUNDS    interleaved rounds over all proxies (default 3)
+#   BENCH_ONLY      space-separated subset of: direct nginx haproxy loopgate loopgate-chain
+#   LOOPGATE_BIN    gateway binary (default bin/loopgate, built by `make build`)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_init
+
+DURATION=${BENCH_DURATION:-10}
+ROUNDS=${BENCH_ROUNDS:-3}
+WARMUP=2
+CONNS=64
+LOOPGATE_BIN=${LOOPGATE_BIN:-$ROOT/bin/loopgate}
+OUT=$ROOT/bench/out
+RAW=$OUT/raw
+[[ $DURATION =~ ^[1-9][0-9]*$ ]] || { log "BENCH_DURATION must be whole seconds, got '$DURATION'"; exit 2; }
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { log "BENCH_ROUNDS must be a positive integer, got '$ROUNDS'"; exit 2; }
+
+declare -A LABEL=(
+	[direct]="direct (no proxy)"
+	[nginx]="nginx"
+	[haproxy]="haproxy"
+	[loopgate]="loopgate (plain)"
+	[loopgate-chain]="loopgate (default chain)"
+)
+declare -A PORT=() PID=()
+TARGETS=()  # keys of the targets that started, in table order
+NOTES=()    # lines printed under the table
+FAILED=0    # set when a proxy that is installed failed to start or died
+
+# wanted KEY reports whether BENCH_ONLY (if set) selects the target.
+wanted() {
+	[[ -z ${BENCH_ONLY:-} || " $BENCH_ONLY " == *" $1 "* ]]
+}
+
+# add_target KEY PORT PID registers a started, verified target.
+add_target() {
+	TARGETS+=("$1")
+	PORT[$1]=$2
+	PID[$1]=$3
+}
+
+# start_proxies BACKEND_PORT NGINX_PORT HAPROXY_PORT LOOPGATE_PORT CHAIN_PORT
+# starts every installed proxy on its own port and keeps those
+# that answer the probe. All stay up for the whole run; idle ones cost nothing.
+start_proxies() {
+	local backend=$1 port
+	declare -A proxy_port=([nginx]=$2 [haproxy]=$3 [loopgate]=$4 [loopgate-chain]=$5)
+
+	wanted direct && add_target direct "$backend" ""
+
+	port=${proxy_port[nginx]}
+	if ! wanted nginx; then :
+	elif command -v nginx >/dev/null 2>&1; then
+		write_nginx_proxy_conf "$TMP/nginx-proxy" "$port" "$backend"
+		start_nginx nginx-proxy "$TMP/nginx-proxy" "$PROXY_CPU"
+		if wait_ready nginx-proxy "$STARTED_PID" "$port"; then
+			add_target nginx "$port" "$STARTED_PID"
+		else
+			NOTES+=("nginx failed to start; row skipped (see log above)")
+			FAILED=1
+		fi
+	else
+		NOTES+=("nginx not installed; row skipped")
+	fi
+
+	port=${proxy_port[haproxy]}
+	if ! wanted haproxy; then :
+	elif command -v haproxy >/dev/null 2>&1; then
+		write_haproxy_conf "$TMP/haproxy.cfg" "$port" "$backend"
+		start_pinned haproxy "$PROXY_CPU" haproxy -db -f "$TMP/haproxy.cfg"
+		if wait_ready haproxy "$STARTED_PID" "$port"; then
+			add_target haproxy "$port" "$STARTED_PID"
+		else
+			NOTES+=("haproxy failed to start; row skipped (see log above)")
+			FAILED=1
+		fi
+	else
+		NOTES+=("haproxy not installed; row skipped")
+	fi
+
+	local key chain
+	for key in loopgate loopgate-chain; do
+		port=${proxy_port[$key]}
+		wanted "$key" || continue
+		if [[ ! -x $LOOPGATE_BIN ]]; then
+			NOTES+=("${LABEL[$key]}: ${LOOPGATE_BIN#"$ROOT"/} missing (run \`make build\`); row skipped")
+			continue
+		fi
+		chain=plain
+		[[ $key == loopgate-chain ]] && chain=default
+		write_loopgate_config "$TMP/$key.yaml" "$port" "$backend" "$chain"
+		start_loopgate "$key" "$TMP/$key.yaml" "$PROXY_CPU"
+		if wait_ready "$key" "$STARTED_PID" "$port"; then
+			add_target "$key" "$port" "$STARTED_PID"
+		else
+			NOTES+=("${LABEL[$key]} failed to start; row skipped (see log above)")
+			FAILED=1
+		fi
+	done
+}
+
+# parse_wrk FILE prints: requests req/s p50_ms p99_ms non2xx socket_errors
+# (NA for a figure wrk did not print).
+parse_wrk() {
+	awk '
+		function ms(v,   n, u) {
+			n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+			if (u == "us") return n / 1000
+			if (u == "ms") return n
+			if (u == "s")  return n * 1000
+			if (u == "m")  return n * 60000
+			if (u == "h")  return n * 3600000
+			return "NA"
+		}
+		function or_na(v) { return v == "" ? "NA" : v }
+		$1 == "50%"              { p50 = ms($2) }
+		$1 == "99%"              { p99 = ms($2) }
+		/ requests in /          { req = $1 }
+		$1 == "Requests/sec:"    { rps = $2 }
+		/Socket errors:/         { sock = $4 + $6 + $8 + $10 }
+		/Non-2xx or 3xx/         { non2xx = $NF }
+		END { printf "%s %s %s %s %d %d\n", or_na(req), or_na(rps), or_na(p50), or_na(p99), non2xx, sock }
+	' "$1"
+}
+
+# measure ROUND KEY warms the target up, then runs the measured wrk while
+# reading the proxy's CPU ticks on both sides, and appends one results line:
+# round key requests req/s p50 p99 cpu_us_per_req non2xx socket_errors
+measure() {
+	local round=$1 key=$2 url="http://127.0.0.1:${PORT[$2]}/" pid=${PID[$2]}
+	local raw="$RAW/round$round-$key.txt" before="" after="" cpu=NA
+	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${WARMUP}s" "$url" >/dev/null 2>&1 || true
+	[[ -n $pid ]] && before=$(cpu_ticks "$pid")
+	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$url" >"$raw" 2>&1 ||
+		log "wrk exited non-zero for ${LABEL[$key]} (see $raw)"
+	[[ -n $pid ]] && after=$(cpu_ticks "$pid")
+
+	local requests rps p50 p99 non2xx sock
+	read -r requests rps p50 p99 non2xx sock < <(parse_wrk "$raw")
+	if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+		log "${LABEL[$key]} died during round $round; log tail:"
+		tail -n 20 "$TMP/$key.log" >&2 || true
+		NOTES+=("${LABEL[$key]} died during round $round")
+		FAILED=1
+	elif [[ -n $pid && $requests != NA && $requests -gt 0 ]]; then
+		cpu=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="$requests" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
+	fi
+	echo "$round $key $requests $rps $p50 $p99 $cpu $non2xx $sock" >>"$RAW/results.txt"
+	log "round $round ${LABEL[$key]}: $rps req/s, p50 $p50 ms, p99 $p99 ms, CPU $cpu µs/req, non-2xx $non2xx, socket errors $sock"
+}
+
+# median reads numbers (one per line, NA ignored) and prints their median.
+median() {
+	{ grep -v '^NA$' || true; } | sort -g | awk '
+		{ v[NR] = $1 }
+		END {
+			if (NR == 0) { print "NA"; exit }
+			print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		}'
+}
+
+# column KEY N prints field N of every results line for KEY.
+column() {
+	awk -v k="$1" -v n="$2" '$2 == k { print $n }' "$RAW/results.txt"
+}
+
+# fmt FORMAT VALUE formats a number, passing NA through as a dash.
+fmt() {
+	if [[ $2 == NA ]]; then echo "—"; else printf "$1" "$2"; fi
+}
+
+# report prints the header line, the table of medians and the notes.
+report() {
+	local cpu_model key label rps p50 p99 cpu errs warnings=()
+	cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+	echo "Loopgate bench, $(date -u '+%Y-%m-%d %H:%M UTC'): kernel $(uname -r), CPU ${cpu_model:-unknown} × $(nproc)," \
+		"nginx ${NGINX_VERSION:-absent}, haproxy ${HAPROXY_VERSION:-absent}, wrk $WRK_VERSION."
+	echo
+	echo "Backend: $BACKEND_KIND. Load: \`wrk -t1 -c$CONNS -d${DURATION}s\` after a ${WARMUP} s warm-up;" \
+		"$PINNING. Median of $ROUNDS interleaved rounds."
+	echo
+	echo "| proxy | req/s | p50 ms | p99 ms | CPU µs/req |"
+	echo "|---|---:|---:|---:|---:|"
+	declare -gA MEDIAN_CPU=() MEDIAN_P99=()
+	for key in "${TARGETS[@]}"; do
+		label=${LABEL[$key]}
+		rps=$(column "$key" 4 | median)
+		p50=$(column "$key" 5 | median)
+		p99=$(column "$key" 6 | median)
+		cpu=$(column "$key" 7 | median)
+		MEDIAN_CPU[$key]=$cpu
+		MEDIAN_P99[$key]=$p99
+		errs=$(awk -v k="$key" '$2 == k { n += $8; s += $9 } END { printf "%d %d", n, s }' "$RAW/results.txt")
+		if [[ $errs != "0 0" ]]; then
+			label="$label ⚠"
+			read -r n s <<<"$errs"
+			warnings+=("⚠ ${LABEL[$key]}: $n non-2xx/3xx responses and $s socket errors over $ROUNDS rounds; its figures are not comparable (raw output in bench/out/raw/).")
+		fi
+		printf '| %s | %s | %s | %s | %s |\n' "$label" "$(fmt %.0f "$rps")" "$(fmt %.2f "$p50")" \
+			"$(fmt %.2f "$p99")" "$(fmt %.1f "$cpu")"
+	done
+	echo
+	relative_to_nginx
+	local line
+	for line in "${warnings[@]}" "${NOTES[@]}"; do
+		echo "- $line"
+	done
+}
+
+# relative_to_nginx prints Loopgate's CPU per request and p99 against nginx's,
+# next to the targets from DESIGN.md section 4.
+relative_to_nginx() {
+	local key limit base=${MEDIAN_CPU[nginx]:-NA} base99=${MEDIAN_P99[nginx]:-NA}
+	[[ $base != NA ]] || return 0
+	for key in loopgate loopgate-chain; do
+		[[ ${MEDIAN_CPU[$key]:-NA} != NA ]] || continue
+		limit=1.0
+		[[ $key == loopgate-chain ]] && limit=1.2
+		awk -v l="${LABEL[$key]}" -v c="${MEDIAN_CPU[$key]}" -v b="$base" -v lim="$limit" \
+			-v p="${MEDIAN_P99[$key]}" -v bp="$base99" 'BEGIN {
+				r = c / b
+				printf "- %s: CPU/req %.2f× nginx (target ≤ %.1f×: %s)", l, r, lim, (r <= lim ? "met" : "missed")
+				if (p != "NA" && bp != "NA") printf ", p99 %.2f× nginx (target ≤ 1.0×: %s)", p / bp, (p <= bp ? "met" : "missed")
+				printf ".\n"
+			}'
+	done
+}
+
+main() {
+	ensure_wrk
+	setup_pinning
+	CLK_TCK=$(getconf CLK_TCK)
+	NGINX_VERSION=$(nginx_version)
+	HAPROXY_VERSION=$(haproxy_version)
+	WRK_VERSION=$(wrk_version)
+	log "building bench tools"
+	build_tools
+	rm -rf "$RAW"
+	mkdir -p "$RAW"
+	: >"$RAW/results.txt"
+
+	local ports
+	mapfile -t ports < <(free_ports 5)
+	start_backend "${ports[0]}"
+	log "backend: $BACKEND_KIND on port ${ports[0]}"
+	start_proxies "${ports[@]}"
+	((${#TARGETS[@]} > 0)) || { log "nothing to benchmark"; exit 1; }
+
+	local total=$((ROUNDS * ${#TARGETS[@]} * (WARMUP + DURATION)))
+	log "targets: ${TARGETS[*]}; about $total s of load; $PINNING"
+	local round i n=${#TARGETS[@]}
+	for round in $(seq "$ROUNDS"); do
+		# Rotate the starting target each round so no proxy always runs
+		# first (or last) on a machine whose load drifts.
+		for i in $(seq 0 $((n - 1))); do
+			measure "$round" "${TARGETS[$(((i + round - 1) % n))]}"
+		done
+	done
+
+	report | tee "$OUT/latest.md"
+	log "report written to bench/out/latest.md; raw wrk output in bench/out/raw/"
+	return "$FAILED"
+}
+
+main "$@"

@@ -1,0 +1,124 @@
+// Command loopgate runs the Loopgate API gateway.
+//
+// With no -config it runs on the embedded default config. -demo-upstream
+// starts a small HTTP server for that config to proxy to, so the gateway
+// works out of the box:
+//
+//	loopgate -demo-upstream 127.0.0.1:9001
+//	curl http://127.0.0.1:8080/api/echo -d hello
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	_ "net/http/pprof" // served on the admin port only
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/loopgate/loopgate/engine"
+	"github.com/loopgate/loopgate/engine/config"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "loopgate:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		configPath = flag.String("config", "", "YAML config file (default: the embedded config)")
+		loops      = flag.Int("loops", -1, "event loops; 0 = one per CPU (overrides the config)")
+		pin        = flag.Bool("pin", false, "lock each loop to an OS thread (overrides the config when set)")
+		demo       = flag.String("demo-upstream", "", "also serve a demo upstream on this address")
+		check      = flag.Bool("check", false, "validate the config and exit")
+	)
+	flag.Parse()
+
+	cfg := config.Embedded()
+	if *configPath != "" {
+		var err error
+		if cfg, err = config.Load(*configPath); err != nil {
+			return err
+		}
+	}
+	if *loops >= 0 {
+		cfg.Loops = *loops
+	}
+	if *pin {
+		cfg.Pin = true
+	}
+	if *check {
+		fmt.Println("config ok")
+		return nil
+	}
+
+	if *demo != "" {
+		if err := startDemoUpstream(*demo); err != nil {
+			return err
+		}
+	}
+	srv, err := engine.New(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.Admin != "off" {
+		if err := startAdmin(cfg.Admin, srv); err != nil {
+			return err
+		}
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- srv.Run() }()
+	select {
+	case err := <-done:
+		return err
+	case <-srv.Ready():
+	}
+	log.Printf("loopgate: serving on %s (admin %s)", cfg.Listen, cfg.Admin)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	select {
+	case err := <-done:
+		return err
+	case s := <-sig:
+		log.Printf("loopgate: %s: draining for up to %s", s, time.Duration(cfg.Timeouts.Drain))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Timeouts.Drain))
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	<-done
+	log.Printf("loopgate: stopped")
+	return nil
+}
+
+// startAdmin serves health and pprof on the control-plane port, never on a loop.
+func startAdmin(addr string, srv *engine.Server) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("admin: %w", err)
+	}
+	mux := http.DefaultServeMux // net/http/pprof registered itself here
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		select {
+		case <-srv.Ready():
+			fmt.Fprintln(w, "ready")
+		default:
+			http.Error(w, "starting", http.StatusServiceUnavailable)
+		}
+	})
+	go func() { _ = (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln) }()
+	return nil
+}

@@ -1,0 +1,66 @@
+// Benchmarks for the hot paths; each must report 0 allocs/op.
+
+package codec
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+func BenchmarkParseRequest(b *testing.B) {
+	buf := []byte(typicalGET)
+	var r Request
+	lim := DefaultLimits()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		if n, err := ParseRequest(buf, &r, &lim); n != len(buf) || err != nil {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+func BenchmarkParseResponse(b *testing.B) {
+	buf := []byte(typicalResponse)
+	var r Response
+	lim := DefaultLimits()
+	b.ReportAllocs()
+	b.SetBytes(int64(len(buf)))
+	for b.Loop() {
+		if n, err := ParseResponse(buf, &r, &lim); n != len(buf) || err != nil {
+			b.Fatal(n, err)
+		}
+	}
+}
+
+// BenchmarkChunkedDecode walks a 64 KiB body in chunks of mixed sizes, delivered in 16 KiB reads.
+func BenchmarkChunkedDecode(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	payload := make([]byte, 64<<10)
+	enc := encodeChunked(rng, payload, false, false)
+	const readSize = 16 << 10
+	var d ChunkedDecoder
+	b.ReportAllocs()
+	b.SetBytes(int64(len(enc)))
+	for b.Loop() {
+		d.Reset(0)
+		total := 0
+		for off := 0; off < len(enc); off += readSize {
+			src := enc[off:min(off+readSize, len(enc))]
+			for len(src) > 0 {
+				n, data, done, err := d.Next(src)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += len(data)
+				src = src[n:]
+				if done || n == 0 {
+					break
+				}
+			}
+		}
+		if !d.Done() || total != len(payload) {
+			b.Fatal("incomplete", total)
+		}
+	}
+}

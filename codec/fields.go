@@ -1,0 +1,203 @@
+// Field-line parsing shared by requests and responses, and the framing facts it collects.
+
+package codec
+
+import "bytes"
+
+// fieldState collects, while field lines are parsed, what the framing and connection rules need.
+// It lives on the parser's stack for one call.
+type fieldState struct {
+	isRequest bool // apply request-only rules (Host, Expect)
+
+	contentLength int64 // -1 when absent
+	teSeen        bool  // a Transfer-Encoding field was seen (its value was validated as "chunked")
+
+	connClose     bool // Connection lists "close"
+	connKeepAlive bool // Connection lists "keep-alive"
+	connUpgrade   bool // Connection lists "upgrade"
+	upgradeSeen   bool // an Upgrade field is present
+
+	expectContinue bool   // Expect: 100-continue
+	hostCount      int    // number of Host fields
+	host           []byte // value of the Host field
+}
+
+// parseFields parses field lines from buf[pos:] up to and including the empty line that ends the head,
+// appending them to *hdrs. It returns the offset just past that empty line, or (0, nil) when buf ends first.
+// Errors are request sentinels; ParseResponse maps them to 502.
+func parseFields(buf []byte, pos int, lim *Limits, fs *fieldState, hdrs *Headers) (int, error) {
+	for {
+		if pos >= len(buf) {
+			return needMoreHead(buf, lim)
+		}
+		switch buf[pos] {
+		case '\r':
+			if pos+1 >= len(buf) {
+				return needMoreHead(buf, lim)
+			}
+			if buf[pos+1] != '\n' {
+				return 0, ErrMalformed
+			}
+			pos += 2
+			if pos > lim.MaxHeaderBytes {
+				return 0, ErrHeadersTooLarge
+			}
+			return pos, nil
+		case ' ', '\t':
+			return 0, ErrObsFold
+		}
+
+		nl := bytes.IndexByte(buf[pos:], '\n')
+		if nl < 0 {
+			return needMoreHead(buf, lim)
+		}
+		next := pos + nl + 1 // offset of the next line
+		if next > lim.MaxHeaderBytes || len(*hdrs) >= lim.MaxHeaderCount {
+			return 0, ErrHeadersTooLarge
+		}
+		if nl == 0 || buf[next-2] != '\r' {
+			return 0, ErrMalformed // bare LF
+		}
+		name, value, err := splitFieldLine(buf[pos : next-2])
+		if err != nil {
+			return 0, err
+		}
+		*hdrs = append(*hdrs, Header{Name: name, Value: value})
+		if err := fs.apply(name, value); err != nil {
+			return 0, err
+		}
+		pos = next
+	}
+}
+
+// needMoreHead reports that the head is incomplete, unless buf is already too long to hold a head within limits.
+// An incomplete head is at least len(buf)+1 bytes long.
+func needMoreHead(buf []byte, lim *Limits) (int, error) {
+	if len(buf) >= lim.MaxHeaderBytes {
+		return 0, ErrHeadersTooLarge
+	}
+	return 0, nil
+}
+
+// splitFieldLine splits one field line (without CRLF) into name and OWS-trimmed value, validating both.
+func splitFieldLine(line []byte) (name, value []byte, err error) {
+	i := 0
+	for i < len(line) && tcharTable[line[i]] {
+		i++
+	}
+	if i == len(line) {
+		return nil, nil, ErrMalformed // no colon
+	}
+	switch line[i] {
+	case ':':
+	case ' ', '\t':
+		return nil, nil, ErrSpaceBeforeColon
+	default:
+		return nil, nil, ErrBadHeaderName
+	}
+	if i == 0 {
+		return nil, nil, ErrBadHeaderName
+	}
+	value = line[i+1:]
+	for j := 0; j < len(value); j++ {
+		if !valueTable[value[j]] {
+			return nil, nil, ErrBadHeaderValue
+		}
+	}
+	return line[:i], trimOWS(value), nil
+}
+
+// apply records what a field means for framing and connection handling.
+func (fs *fieldState) apply(name, value []byte) error {
+	switch len(name) {
+	case 4:
+		if fs.isRequest && equalFold(name, "host") {
+			fs.hostCount++
+			if fs.hostCount > 1 {
+				return ErrDuplicateHost
+			}
+			if !validHost(value, true) {
+				return ErrBadHost
+			}
+			fs.host = value
+		}
+	case 6:
+		if fs.isRequest && equalFold(name, "expect") {
+			fs.expectContinue = equalFold(value, "100-continue")
+		}
+	case 7:
+		if equalFold(name, "upgrade") {
+			fs.upgradeSeen = true
+		}
+	case 10:
+		if equalFold(name, "connection") {
+			fs.connClose = fs.connClose || listHas(value, "close")
+			fs.connKeepAlive = fs.connKeepAlive || listHas(value, "keep-alive")
+			fs.connUpgrade = fs.connUpgrade || listHas(value, "upgrade")
+		}
+	case 14:
+		if equalFold(name, "content-length") {
+			n, ok := parseContentLength(value)
+			if !ok || (fs.contentLength >= 0 && n != fs.contentLength) {
+				return ErrBadContentLength
+			}
+			fs.contentLength = n
+		}
+	case 17:
+		if equalFold(name, "transfer-encoding") {
+			// Only a single "chunked" is accepted: a second field would apply chunked twice or add a coding.
+			if fs.teSeen || !equalFold(value, "chunked") {
+				return ErrUnknownTransferEncoding
+			}
+			fs.teSeen = true
+		}
+	}
+	return nil
+}
+
+// maxContentLengthDigits keeps a decimal Content-Length below 2^63 without overflow checks.
+const maxContentLengthDigits = 18
+
+// parseContentLength parses a Content-Length value: digits only, or a comma list of identical such values.
+func parseContentLength(v []byte) (int64, bool) {
+	n := int64(-1)
+	for {
+		end := bytes.IndexByte(v, ',')
+		if end < 0 {
+			end = len(v)
+		}
+		digits := trimOWS(v[:end])
+		if len(digits) == 0 || len(digits) > maxContentLengthDigits {
+			return 0, false
+		}
+		var x int64
+		for _, c := range digits {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			x = x*10 + int64(c-'0')
+		}
+		if n >= 0 && x != n {
+			return 0, false
+		}
+		n = x
+		if end == len(v) {
+			return n, true
+		}
+		v = v[end+1:]
+	}
+}
+
+// validHost reports whether h is a plausible host[:port] (RFC 3986 reg-name, IPv4 or IP-literal).
+// Empty is allowed only where the caller says so (an empty Host header is legal in HTTP/1.1).
+func validHost(h []byte, allowEmpty bool) bool {
+	if len(h) == 0 {
+		return allowEmpty
+	}
+	for _, c := range h {
+		if !hostTable[c] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,169 @@
+// Fuzz targets: the parsers and the chunked decoder never panic, stay inside their input and agree with themselves.
+
+package codec
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+// smallLimits make the limit paths reachable for the fuzzer.
+var smallLimits = Limits{MaxURIBytes: 16, MaxHeaderCount: 3, MaxHeaderBytes: 128, MaxBodyBytes: 100}
+
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range validRequests {
+		f.Add([]byte(s))
+		f.Add([]byte(s + s))
+	}
+	for _, tt := range badRequests {
+		if len(tt.in) < 512 {
+			f.Add([]byte(tt.in))
+		}
+	}
+	f.Add([]byte("GET /" + "0123456789abcdef" + " HTTP/1.1\r\nHost: h\r\n\r\n"))
+	f.Add([]byte("POST http://a:1/b?c HTTP/1.1\r\nHost: a\r\nContent-Length: 7, 7\r\nConnection: upgrade\r\nUpgrade: x\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, lim := range []*Limits{nil, &smallLimits} {
+			var r1, r2 Request
+			n, err := ParseRequest(data, &r1, lim)
+			checkRequestResult(t, data, n, err, &r1)
+			n2, err2 := ParseRequest(data, &r2, lim)
+			if n2 != n || err2 != err || (err == nil && describeRequest(&r1) != describeRequest(&r2)) {
+				t.Fatalf("non-deterministic: %d, %v then %d, %v", n, err, n2, err2)
+			}
+			// Failing early is consistent: if half the input fails, the whole does.
+			k := len(data) / 2
+			if nk, errk := ParseRequest(data[:k], &r2, lim); errk != nil && err == nil {
+				t.Fatalf("prefix %d fails with %v but whole parses (n=%d)", k, errk, n)
+			} else if n > 0 && k < n && (nk != 0 || errk != nil) {
+				t.Fatalf("prefix %d of a %d-byte head: %d, %v", k, n, nk, errk)
+			}
+			if n > 0 {
+				if nn, errn := ParseRequest(data[:n], &r2, lim); nn != n || errn != nil || describeRequest(&r1) != describeRequest(&r2) {
+					t.Fatalf("head alone: %d, %v", nn, errn)
+				}
+			}
+		}
+	})
+}
+
+func checkRequestResult(t *testing.T, data []byte, n int, err error, r *Request) {
+	t.Helper()
+	if err != nil {
+		e, ok := err.(*Error)
+		if !ok || n != 0 {
+			t.Fatalf("error %v (%T) with n=%d", err, err, n)
+		}
+		switch e.Status {
+		case 400, 413, 414, 431:
+		default:
+			t.Fatalf("unexpected status %d", e.Status)
+		}
+		return
+	}
+	if n < 0 || n > len(data) || r.HeadLen > n || (n > 0 && r.HeadLen == 0) {
+		t.Fatalf("n=%d HeadLen=%d len=%d", n, r.HeadLen, len(data))
+	}
+	if n == 0 {
+		return
+	}
+	head := data[:n]
+	views := [][]byte{r.Method, r.URI, r.Query, r.Host}
+	if !bytes.Equal(r.Path, slashPath) || &r.Path[0] != &slashPath[0] {
+		views = append(views, r.Path)
+	}
+	for _, h := range r.Headers {
+		views = append(views, h.Name, h.Value)
+	}
+	for i, v := range views {
+		if !within(v, head) {
+			t.Fatalf("view %d %q is outside the head", i, v)
+		}
+	}
+	if len(r.Method) == 0 || len(r.URI) == 0 || len(r.Path) == 0 || r.ContentLength < -1 || (r.Chunked && r.ContentLength != -1) {
+		t.Fatalf("inconsistent request: %s", describeRequest(r))
+	}
+}
+
+func FuzzParseResponse(f *testing.F) {
+	f.Add([]byte(typicalResponse))
+	f.Add([]byte("HTTP/1.1 204\r\n\r\nHTTP/1.0 200 OK\r\n\r\n"))
+	for _, tt := range badResponses {
+		if len(tt.in) < 512 {
+			f.Add([]byte(tt.in))
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, lim := range []*Limits{nil, &smallLimits} {
+			var r1, r2 Response
+			n, err := ParseResponse(data, &r1, lim)
+			if err != nil && (n != 0 || (err != ErrBadResponse && err != ErrResponseHeadTooLarge)) {
+				t.Fatalf("%d, %v", n, err)
+			}
+			if n < 0 || n > len(data) || r1.HeadLen != n {
+				t.Fatalf("n=%d HeadLen=%d", n, r1.HeadLen)
+			}
+			if n > 0 {
+				if r1.Status < 100 || r1.Status > 599 || !within(r1.Reason, data[:n]) {
+					t.Fatalf("bad status %d or reason view", r1.Status)
+				}
+				for _, h := range r1.Headers {
+					if !within(h.Name, data[:n]) || !within(h.Value, data[:n]) {
+						t.Fatalf("header view outside head")
+					}
+				}
+				_ = r1.BodyMode(false).String()
+			}
+			n2, err2 := ParseResponse(data, &r2, lim)
+			if n2 != n || err2 != err || describeResponse(&r1) != describeResponse(&r2) {
+				t.Fatalf("non-deterministic")
+			}
+		}
+	})
+}
+
+func FuzzChunkedDecoder(f *testing.F) {
+	for _, tt := range badChunked {
+		if len(tt.in) < 512 {
+			f.Add([]byte(tt.in), uint64(0))
+		}
+	}
+	f.Add([]byte("5;a=b\r\nhello\r\n0\r\nX: y\r\n\r\nrest"), uint64(1))
+	f.Add([]byte("The quick brown fox"), uint64(7))
+	f.Add([]byte{}, uint64(0))
+	f.Fuzz(func(t *testing.T, data []byte, seed uint64) {
+		// As framing: whole and byte by byte agree on everything observable.
+		for _, limit := range []int64{0, 64} {
+			var d ChunkedDecoder
+			d.Reset(limit)
+			whole := feedChunked(t, &d, data)
+			d.Reset(limit)
+			split := feedChunked(t, &d, bytewise(data)...)
+			if whole.err != split.err || whole.done != split.done || !bytes.Equal(whole.payload, split.payload) ||
+				(whole.err == nil && whole.consumed != split.consumed) {
+				t.Fatalf("limit %d: whole %+v, byte by byte %+v", limit, whole, split)
+			}
+			if whole.err != nil && whole.err != ErrBadChunk && whole.err != ErrBodyTooLarge {
+				t.Fatalf("unexpected error %v", whole.err)
+			}
+		}
+
+		// As payload: encoding then decoding round-trips, at the exact limit and one under it.
+		rng := rand.New(rand.NewPCG(seed, uint64(len(data))))
+		enc := encodeChunked(rng, data, seed&1 == 1, seed&2 == 2)
+		var d ChunkedDecoder
+		d.Reset(int64(len(data)))
+		cut := rng.IntN(len(enc) + 1)
+		res := feedChunked(t, &d, enc[:cut], enc[cut:])
+		if res.err != nil || !res.done || res.consumed != len(enc) || !bytes.Equal(res.payload, data) {
+			t.Fatalf("round trip: %+v", res)
+		}
+		if len(data) > 0 {
+			d.Reset(int64(len(data) - 1))
+			if res := feedChunked(t, &d, enc); res.err != ErrBodyTooLarge {
+				t.Fatalf("limit one under the size: %+v", res)
+			}
+		}
+	})
+}

@@ -1,0 +1,75 @@
+// Tests for Headers lookups and IsHopByHop.
+
+package codec
+
+import "testing"
+
+func TestHeadersLookups(t *testing.T) {
+	h := Headers{
+		{Name: []byte("Content-Type"), Value: []byte("text/plain")},
+		{Name: []byte("connection"), Value: []byte("keep-alive, X-Secret ,Upgrade")},
+		{Name: []byte("X-Dup"), Value: []byte("first")},
+		{Name: []byte("x-dup"), Value: []byte("second")},
+		{Name: []byte("CONNECTION"), Value: []byte("te")},
+	}
+	if got := string(h.Get("content-type")); got != "text/plain" {
+		t.Errorf("Get(content-type) = %q", got)
+	}
+	if got := string(h.Get("X-DUP")); got != "first" {
+		t.Errorf("Get(X-DUP) = %q, want first match", got)
+	}
+	if h.Get("missing") != nil || h.Get("content-typ") != nil {
+		t.Error("Get of absent name returned non-nil")
+	}
+	for _, tok := range []string{"keep-alive", "x-secret", "UPGRADE", "TE"} {
+		if !h.ConnectionHas(tok) || !h.Listed([]byte(tok)) {
+			t.Errorf("ConnectionHas/Listed(%q) = false", tok)
+		}
+	}
+	for _, tok := range []string{"close", "x-secre", "", "keep-alive, x-secret"} {
+		if h.ConnectionHas(tok) || h.Listed([]byte(tok)) {
+			t.Errorf("ConnectionHas/Listed(%q) = true", tok)
+		}
+	}
+	if (Headers{}).ConnectionHas("close") {
+		t.Error("empty Headers has close")
+	}
+}
+
+func TestListHasEmptyElements(t *testing.T) {
+	if !listHas([]byte(" , ,close,"), "close") || listHas([]byte(",,"), "close") || !listHas([]byte(",,"), "") {
+		t.Error("listHas mishandles empty list elements")
+	}
+}
+
+func TestIsHopByHop(t *testing.T) {
+	hop := []string{"Connection", "keep-alive", "Proxy-Connection", "proxy-authenticate", "PROXY-AUTHORIZATION",
+		"te", "Trailer", "Transfer-Encoding", "upgrade"}
+	for _, n := range hop {
+		if !IsHopByHop([]byte(n)) {
+			t.Errorf("IsHopByHop(%q) = false", n)
+		}
+	}
+	for _, n := range []string{"Host", "Content-Length", "Trailers", "Upgrade-Insecure-Requests", "tx", "", "X-Forwarded-For", "Authorization"} {
+		if IsHopByHop([]byte(n)) {
+			t.Errorf("IsHopByHop(%q) = true", n)
+		}
+	}
+}
+
+func TestLookupsDoNotAllocate(t *testing.T) {
+	var r Request
+	if _, err := ParseRequest([]byte(typicalGET), &r, nil); err != nil {
+		t.Fatal(err)
+	}
+	name := []byte("X-Request-Id")
+	allocs := testing.AllocsPerRun(100, func() {
+		_ = r.Headers.Get("authorization")
+		_ = r.Headers.ConnectionHas("close")
+		_ = r.Headers.Listed(name)
+		_ = IsHopByHop(name)
+	})
+	if allocs != 0 {
+		t.Errorf("lookups allocate %v times", allocs)
+	}
+}

@@ -1,0 +1,271 @@
+// clientConn: one accepted connection and the state machine that serves it.
+
+package engine
+
+import (
+	"time"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/panjf2000/gnet/v2"
+)
+
+// clientState is where a client connection is in its request cycle.
+//
+// Transitions, all through clientConn.setState:
+//
+//	Idle -> ReadingHead        the first byte of a request arrived
+//	Idle, ReadingHead -> ReadingBody | WaitingUpstream   a head was parsed and routed
+//	ReadingBody -> WaitingUpstream     the request body was sent whole
+//	ReadingBody, WaitingUpstream -> WritingResponse      the response head was written
+//	WritingResponse -> Idle    the response is complete and the connection stays open
+//	any -> Closing             the last response is written; close once it is flushed
+//	any -> Closed
+type clientState uint8
+
+const (
+	stateIdle clientState = iota
+	stateReadingHead
+	stateReadingBody
+	stateWaitingUpstream
+	stateWritingResponse
+	stateClosing
+	stateClosed
+)
+
+var clientStateNames = [...]string{"idle", "reading-head", "reading-body", "waiting-upstream", "writing-response", "closing", "closed"}
+
+func (s clientState) String() string { return clientStateNames[s] }
+
+// clientConn is one client connection. Owned by its loop.
+type clientConn struct {
+	gc    gnet.Conn
+	loop  *loop
+	state clientState
+	timer wheel.Timer // header read, idle, body read or linger deadline
+	ex    *exchange   // the request being served, nil between requests
+
+	closeAfter  bool      // close once the current response is written
+	peerGone    bool      // gnet reported the close; handling is deferred
+	serving     bool      // serve is on the stack
+	lingerUntil time.Time // Closing: give up flushing after this
+
+	prev, next *clientConn // loop.clients
+}
+
+func (cc *clientConn) setState(s clientState) { cc.state = s }
+
+// idle waits for the next request for at most d.
+func (cc *clientConn) idle(d time.Duration) {
+	cc.setState(stateIdle)
+	cc.loop.wheel.Arm(&cc.timer, d)
+}
+
+// traffic is OnTraffic: new bytes from the client.
+func (cc *clientConn) traffic() {
+	switch cc.state {
+	case stateIdle, stateReadingHead:
+		cc.serve()
+	case stateReadingBody:
+		cc.loop.wheel.Arm(&cc.timer, time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
+		cc.ex.pumpBody()
+	case stateWritingResponse:
+		if ex := cc.ex; ex != nil && !ex.reqDone { // the upstream answered before the body ended
+			ex.pumpBody()
+		}
+	case stateClosing, stateClosed:
+		_, _ = cc.gc.Discard(-1)
+		return
+	}
+	// gnet cannot stop reading, so bytes the client sends ahead of the
+	// current exchange (pipelining, or a body the upstream is not taking)
+	// pile up here; past the cap the connection is cut.
+	if cc.state != stateClosed && cc.gc.InboundBuffered() > int(cc.loop.srv.cfg.Limits.MaxConnBuffer) {
+		cc.close()
+	}
+}
+
+// serve parses and starts requests while the connection is between
+// exchanges. Pipelined requests are taken one at a time, so responses go
+// out strictly in order.
+func (cc *clientConn) serve() {
+	l := cc.loop
+	cc.serving = true
+	defer func() { cc.serving = false }()
+	for cc.state == stateIdle || cc.state == stateReadingHead {
+		buf, _ := cc.gc.Peek(-1)
+		if len(buf) == 0 {
+			return
+		}
+		req := &l.req
+		req.Reset()
+		n, err := codec.ParseRequest(buf, req, &l.limits)
+		if err != nil {
+			cc.reject(err)
+			return
+		}
+		if n == 0 {
+			if cc.state == stateIdle {
+				cc.setState(stateReadingHead)
+				l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.HeaderRead))
+			}
+			return
+		}
+		cc.timer.Stop()
+		cc.start(req, n)
+	}
+}
+
+// reject answers a request that could not be parsed and closes, since the
+// framing of anything after it is unknown.
+func (cc *clientConn) reject(err error) {
+	var id [24]byte
+	n := cc.loop.nextRequestID(&id)
+	e, ok := err.(*codec.Error)
+	if !ok {
+		e = codec.ErrMalformed
+	}
+	cc.closeAfter = true
+	cc.writeError(e.Status, e.Code, e.Message, id[:n], false)
+	cc.closeWhenFlushed()
+}
+
+// start routes a parsed head and begins its exchange. The head's views die at
+// Discard, so everything needed later is copied out first.
+func (cc *clientConn) start(req *codec.Request, headLen int) {
+	l := cc.loop
+	l.srv.requests.Add(1)
+	ex := l.getExchange()
+	ex.begin(cc, req)
+	cc.ex = ex
+	if !req.KeepAlive || l.srv.draining.Load() {
+		cc.closeAfter = true
+	}
+	snap := l.srv.snap.Load()
+	idx, ok := snap.table.Match(req.Host, req.Method, req.Path, l.scratch[:0])
+	if !ok {
+		_, _ = cc.gc.Discard(headLen)
+		if req.HasBody() {
+			cc.closeAfter = true // the body is not read, so the framing is lost
+		}
+		ex.respond(404, 40401, "no route for this path")
+		return
+	}
+	head := ex.buildUpstreamHead(req, headLen)
+	_, _ = cc.gc.Discard(headLen)
+	if ex.reqMode != codec.BodyNone {
+		cc.setState(stateReadingBody)
+		l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.Idle))
+	} else {
+		cc.setState(stateWaitingUpstream)
+	}
+	ex.forward(snap, idx, head)
+}
+
+// finish is called when the exchange is complete and its response written.
+func (cc *clientConn) finish() {
+	ex := cc.ex
+	cc.ex = nil
+	bodyLeft := ex.reqMode != codec.BodyNone && !ex.reqDone
+	cc.loop.putExchange(ex)
+	if cc.state == stateClosed {
+		return
+	}
+	if cc.closeAfter || bodyLeft {
+		cc.closeWhenFlushed()
+		return
+	}
+	cc.idle(time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
+	if !cc.serving { // else the serve loop up the stack takes the next request
+		cc.serve()
+	}
+}
+
+// onTimer fires the deadline of the current state.
+func (cc *clientConn) onTimer() {
+	switch cc.state {
+	case stateIdle:
+		cc.close()
+	case stateReadingHead:
+		cc.reject(errHeaderTimeout)
+	case stateReadingBody:
+		if ex := cc.ex; ex != nil && !ex.respStarted {
+			ex.call.Abort()
+			cc.closeAfter = true
+			ex.respond(408, 40801, "timed out reading the request body")
+			return
+		}
+		cc.close()
+	case stateClosing:
+		cc.lingerCheck()
+	}
+}
+
+var errHeaderTimeout = &codec.Error{Status: 408, Code: 40801, Message: "timed out reading the request head"}
+
+// closeWhenFlushed closes once gnet has written everything queued: gnet's own
+// close writes what it can without blocking and drops the rest, which would
+// truncate a large final response.
+func (cc *clientConn) closeWhenFlushed() {
+	if cc.state == stateClosed {
+		return
+	}
+	cc.setState(stateClosing)
+	cc.lingerUntil = time.Now().Add(time.Duration(cc.loop.srv.cfg.Timeouts.Drain))
+	cc.lingerCheck()
+}
+
+func (cc *clientConn) lingerCheck() {
+	if cc.gc.OutboundBuffered() == 0 || time.Now().After(cc.lingerUntil) {
+		cc.close()
+		return
+	}
+	cc.loop.wheel.Arm(&cc.timer, wheel.DefaultTick)
+}
+
+// write queues p for the client. It reports false when the connection is
+// gone or its output queue passed the cap (a client not reading); in both
+// cases the connection is closed.
+func (cc *clientConn) write(p []byte) bool {
+	if cc.peerGone || cc.state == stateClosed {
+		return false
+	}
+	if _, err := cc.gc.Write(p); err != nil || cc.peerGone {
+		cc.close()
+		return false
+	}
+	if cc.gc.OutboundBuffered() > int(cc.loop.srv.cfg.Limits.MaxConnBuffer) {
+		cc.close()
+		return false
+	}
+	return true
+}
+
+// close tears the connection down now, aborting any exchange.
+func (cc *clientConn) close() {
+	if cc.state == stateClosed {
+		return
+	}
+	cc.release()
+	_ = cc.gc.Close()
+}
+
+// onClosed is OnClose: the peer closed, or our own close completed.
+func (cc *clientConn) onClosed() {
+	if cc.state != stateClosed {
+		cc.release()
+	}
+}
+
+// release frees everything the connection holds.
+func (cc *clientConn) release() {
+	cc.setState(stateClosed)
+	cc.timer.Stop()
+	if ex := cc.ex; ex != nil {
+		cc.ex = nil
+		ex.call.Abort()
+		cc.loop.putExchange(ex)
+	}
+	cc.loop.clients.remove(cc)
+	cc.loop.srv.clients.Add(-1)
+}

@@ -1,0 +1,188 @@
+// The Config types, and Parse, Load, Default, Embedded and RouterSpecs.
+
+package config
+
+import (
+	"bytes"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/loopgate/loopgate/engine/router"
+)
+
+// AdminOff as the Admin address disables the admin listener.
+const AdminOff = "off"
+
+// Balancer names accepted in Upstream.Balancer.
+const (
+	RoundRobin         = "round_robin"
+	WeightedRoundRobin = "weighted_round_robin" // smooth weighted round robin, as in nginx
+)
+
+// Config is the whole gateway configuration.
+type Config struct {
+	Listen   string   `yaml:"listen"` // client listener "host:port"; default "127.0.0.1:8080"; port 0 picks a free port
+	Admin    string   `yaml:"admin"`  // admin listener "host:port"; default "127.0.0.1:9901"; "off" disables it
+	Loops    int      `yaml:"loops"`  // event loops; default 0 = one per CPU (runtime.NumCPU())
+	Pin      bool     `yaml:"pin"`    // lock each event loop to its own OS thread; default false
+	Limits   Limits   `yaml:"limits"`
+	Timeouts Timeouts `yaml:"timeouts"`
+
+	Upstreams []Upstream `yaml:"upstreams"` // default none
+	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
+}
+
+// Limits bound what one client connection may send or queue.
+type Limits struct {
+	MaxURIBytes    ByteSize `yaml:"max_uri_bytes"`    // request target length; default 8KiB; over it: 414, code 41401
+	MaxHeaderCount int      `yaml:"max_header_count"` // header fields per request; default 50; over it: 431, code 43101
+	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"` // header block size; default 16KiB; over it: 431, code 43101
+	MaxBodyBytes   ByteSize `yaml:"max_body_bytes"`   // request body size; default 10MiB; over it: 413, code 41301
+
+	// MaxConnBuffer caps the bytes a connection may have queued in either
+	// direction: unread pipelined input, or output the peer is not reading.
+	// Beyond it the exchange is aborted and the connection closed. It must
+	// hold a whole request head (max_uri_bytes + max_header_bytes).
+	// Default 4MiB.
+	MaxConnBuffer ByteSize `yaml:"max_conn_buffer"`
+}
+
+// Timeouts are the client-side deadlines.
+type Timeouts struct {
+	HeaderRead Duration `yaml:"header_read"` // time to receive a whole request head; default 10s; expiry: 408, code 40801
+	Idle       Duration `yaml:"idle"`        // keep-alive wait for the next request; default 60s; expiry: connection closed
+	Drain      Duration `yaml:"drain"`       // graceful-shutdown budget for in-flight requests; default 30s
+}
+
+// Upstream is a named group of backend nodes and how to reach them.
+type Upstream struct {
+	Name  string `yaml:"name"`  // required, unique; letters, digits, '-', '_', '.'
+	Nodes []Node `yaml:"nodes"` // at least one; each "host:port" or {addr: "host:port", weight: 3}
+
+	// Balancer is "round_robin" or "weighted_round_robin". Default
+	// round_robin, or weighted_round_robin when any node's weight is not 1.
+	Balancer string `yaml:"balancer"`
+
+	ConnectTimeout     Duration `yaml:"connect_timeout"`      // dial deadline; default 1s; failure: 502, code 50201
+	ResponseTimeout    Duration `yaml:"response_timeout"`     // request sent to first response byte; default 5s; expiry: 504, code 50401
+	PoolAcquireTimeout Duration `yaml:"pool_acquire_timeout"` // wait for a connection when max_conns are busy; default 500ms; expiry: 503, code 50302
+	MaxIdle            int      `yaml:"max_idle"`             // idle keep-alive connections per node per loop; default 64, or max_conns if smaller
+	MaxConns           int      `yaml:"max_conns"`            // connections per node per loop (active + idle + dialing); default 256
+	IdleTimeout        Duration `yaml:"idle_timeout"`         // idle pooled connections older than this are closed; default 30s
+}
+
+// Node is one backend address. In YAML it is either the bare string
+// "host:port" or a mapping {addr: "host:port", weight: 3}.
+type Node struct {
+	Addr   string `yaml:"addr"`   // required "host:port", numeric port
+	Weight int    `yaml:"weight"` // relative share for weighted_round_robin; default 1
+}
+
+// Route sends matching requests to an upstream. Matching semantics are
+// those of package router; exactly one of Path and Prefix is set.
+type Route struct {
+	ID       string   `yaml:"id"`                // unique name used in logs and metrics; default "route-<index>"
+	Path     string   `yaml:"path,omitempty"`    // exact path, or pattern with "*" (one segment) / trailing "**" (one or more)
+	Prefix   string   `yaml:"prefix,omitempty"`  // whole-segment prefix, e.g. "/static/"
+	Host     string   `yaml:"host,omitempty"`    // only this Host (case-insensitive, port ignored); default "" = any host
+	Methods  []string `yaml:"methods,omitempty"` // only these methods; default empty = any method
+	Upstream string   `yaml:"upstream"`          // required: name of an upstream
+
+	// Per-route overrides; default (zero) inherits the upstream's value.
+	ConnectTimeout  Duration `yaml:"connect_timeout"`
+	ResponseTimeout Duration `yaml:"response_timeout"`
+}
+
+//go:embed default.yaml
+var embeddedYAML []byte
+
+// Default returns a Config holding only defaults: no upstreams, no routes.
+func Default() *Config {
+	c := &Config{}
+	applyDefaults(c)
+	return c
+}
+
+// Embedded returns the built-in demo configuration: listen on
+// 127.0.0.1:8080, admin on 127.0.0.1:9901, and routes "/api/echo" (exact)
+// and "/" (prefix) to upstream "demo" at 127.0.0.1:9001. Each call returns
+// a new *Config. It panics if the embedded file is invalid, which its tests
+// rule out.
+func Embedded() *Config {
+	c, err := Parse(embeddedYAML)
+	if err != nil {
+		panic("config: embedded default.yaml is invalid: " + err.Error())
+	}
+	return c
+}
+
+// Load reads and parses the YAML file at path. See Parse.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(data)
+}
+
+// Parse decodes YAML strictly, applies defaults and validates. An empty
+// document yields Default(). Every error message starts with "config: " and
+// names the field path; validation reports all problems at once, one per
+// line (the error is an errors.Join).
+func Parse(data []byte) (*Config, error) {
+	c := &Config{}
+	if err := decodeStrict(data, c); err != nil {
+		return nil, err
+	}
+	applyDefaults(c)
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decodeStrict decodes one YAML document into c, rejecting unknown keys.
+func decodeStrict(data []byte, c *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil // empty document
+		}
+		return explainDecodeError(data, err)
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err != nil:
+		return explainDecodeError(data, err)
+	default:
+		return fmt.Errorf("config: line %d: a second YAML document; the file must hold exactly one", extra.Line)
+	}
+}
+
+// RouterSpecs returns the routes' match criteria in route order, so
+// router.Table indexes equal route indexes.
+func (c *Config) RouterSpecs() []router.Spec {
+	specs := make([]router.Spec, len(c.Routes))
+	for i, r := range c.Routes {
+		specs[i] = router.Spec{Path: r.Path, Prefix: r.Prefix, Host: r.Host, Methods: r.Methods}
+	}
+	return specs
+}
+
+// findUpstream returns the upstream called name, or nil.
+func (c *Config) findUpstream(name string) *Upstream {
+	for i := range c.Upstreams {
+		if c.Upstreams[i].Name == name {
+			return &c.Upstreams[i]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+// Tests for decoding, defaults, validation messages and the embedded config.
+
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/loopgate/loopgate/engine/router"
+	"github.com/loopgate/loopgate/pool/pooltest"
+)
+
+func TestMain(m *testing.M) { pooltest.Main(m) }
+
+func mustParse(t *testing.T, text string) *Config {
+	t.Helper()
+	c, err := Parse([]byte(text))
+	if err != nil {
+		t.Fatalf("Parse: %v\n%s", err, text)
+	}
+	return c
+}
+
+func TestDefaultsMatchDocumentation(t *testing.T) {
+	want := &Config{
+		Listen: "127.0.0.1:8080",
+		Admin:  "127.0.0.1:9901",
+		Limits: Limits{
+			MaxURIBytes:    8 * 1024,
+			MaxHeaderCount: 50,
+			MaxHeaderBytes: 16 * 1024,
+			MaxBodyBytes:   10 * 1024 * 1024,
+			MaxConnBuffer:  4 * 1024 * 1024,
+		},
+		Timeouts: Timeouts{
+			HeaderRead: Duration(10 * time.Second),
+			Idle:       Duration(60 * time.Second),
+			Drain:      Duration(30 * time.Second),
+		},
+	}
+	if got := Default(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)
+	}
+	for _, empty := range []string{"", "# nothing here\n", "---\n"} {
+		if got := mustParse(t, empty); !reflect.DeepEqual(got, want) {
+			t.Errorf("Parse(%q) = %+v, want the defaults", empty, got)
+		}
+	}
+}
+
+// sampleYAML exercises every option and both node forms.
+const sampleYAML = `
+listen: 0.0.0.0:80
+admin: "off"
+loops: 2
+pin: true
+limits:
+  max_uri_bytes: 4KiB
+  max_header_count: 64
+  max_header_bytes: 32768
+  max_body_bytes: 1MiB
+  max_conn_buffer: 2MiB
+timeouts:
+  header_read: 5s
+  idle: 2m
+  drain: 10s
+upstreams:
+  - name: users
+    nodes:
+      - 10.0.0.1:8080
+      - addr: 10.0.0.2:8080
+        weight: 3
+    connect_timeout: 250ms
+    max_conns: 32
+  - name: static
+    nodes: ["10.0.1.1:80", {addr: "10.0.1.2:80"}]
+    balancer: round_robin
+    response_timeout: 30s
+    pool_acquire_timeout: 1s
+    max_idle: 8
+    max_conns: 16
+    idle_timeout: 90s
+routes:
+  - id: get-user
+    path: /api/users/*
+    host: api.example.com
+    methods: [GET, head]
+    upstream: users
+    response_timeout: 2s
+  - path: /assets/**
+    upstream: static
+    connect_timeout: 100ms
+  - id: site
+    prefix: /
+    upstream: static
+`
+
+func TestSampleParses(t *testing.T) {
+	c := mustParse(t, sampleYAML)
+	want := &Config{
+		Listen: "0.0.0.0:80",
+		Admin:  AdminOff,
+		Loops:  2,
+		Pin:    true,
+		Limits: Limits{
+			MaxURIBytes: 4096, MaxHeaderCount: 64, MaxHeaderBytes: 32768,
+			MaxBodyBytes: 1 << 20, MaxConnBuffer: 2 << 20,
+		},
+		Timeouts: Timeouts{
+			HeaderRead: Duration(5 * time.Second),
+			Idle:       Duration(2 * time.Minute),
+			Drain:      Duration(10 * time.Second),
+		},
+		Upstreams: []Upstream{{
+			Name:               "users",
+			Nodes:              []Node{{Addr: "10.0.0.1:8080", Weight: 1}, {Addr: "10.0.0.2:8080", Weight: 3}},
+			Balancer:           WeightedRoundRobin, // chosen because a weight is not 1
+			ConnectTimeout:     Duration(250 * time.Millisecond),
+			ResponseTimeout:    Duration(5 * time.Second),
+			PoolAcquireTimeout: Duration(500 * time.Millisecond),
+			MaxIdle:            32, // default 64 capped by max_conns
+			MaxConns:           32,
+			IdleTimeout:        Duration(30 * time.Second),
+		}, {
+			Name:               "static",
+			Nodes:              []Node{{Addr: "10.0.1.1:80", Weight: 1}, {Addr: "10.0.1.2:80", Weight: 1}},
+			Balancer:           RoundRobin,
+			ConnectTimeout:     Duration(time.Second),
+			ResponseTimeout:    Duration(30 * time.Second),
+			PoolAcquireTimeout: Duration(time.Second),
+			MaxIdle:            8,
+			MaxConns:           16,
+			IdleTimeout:        Duration(90 * time.Second),
+		}},
+		Routes: []Route{{
+			ID: "get-user", Path: "/api/users/*", Host: "api.example.com", Methods: []string{"GET", "head"},
+			Upstream:        "users",
+			ConnectTimeout:  Duration(250 * time.Millisecond), // inherited from users
+			ResponseTimeout: Duration(2 * time.Second),        // own override
+		}, {
+			ID: "route-1", Path: "/assets/**", Upstream: "static",
+			ConnectTimeout:  Duration(100 * time.Millisecond),
+			ResponseTimeout: Duration(30 * time.Second),
+		}, {
+			ID: "site", Prefix: "/", Upstream: "static",
+			ConnectTimeout:  Duration(time.Second),
+			ResponseTimeout: Duration(30 * time.Second),
+		}},
+	}
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("parsed\n%+v\nwant\n%+v", c, want)
+	}
+}
+
+func TestRouterSpecsFollowRouteOrder(t *testing.T) {
+	c := mustParse(t, sampleYAML)
+	specs := c.RouterSpecs()
+	want := []router.Spec{
+		{Path: "/api/users/*", Host: "api.example.com", Methods: []string{"GET", "head"}},
+		{Path: "/assets/**"},
+		{Prefix: "/"},
+	}
+	if !reflect.DeepEqual(specs, want) {
+		t.Fatalf("RouterSpecs() = %+v, want %+v", specs, want)
+	}
+}
+
+func TestMarshalRoundTrips(t *testing.T) {
+	c := mustParse(t, sampleYAML)
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := mustParse(t, string(out))
+	if !reflect.DeepEqual(c, again) {
+		t.Fatalf("round trip changed the config:\n%s", out)
+	}
+	if !strings.Contains(string(out), "max_uri_bytes: 4KiB") || !strings.Contains(string(out), "idle: 2m\n") {
+		t.Errorf("marshalled units are not human-readable:\n%s", out)
+	}
+}
+
+func TestEmbeddedConfig(t *testing.T) {
+	c := Embedded()
+	if c.Listen != "127.0.0.1:8080" || c.Admin != "127.0.0.1:9901" {
+		t.Fatalf("listen %q admin %q", c.Listen, c.Admin)
+	}
+	if len(c.Upstreams) != 1 || c.Upstreams[0].Name != "demo" ||
+		!reflect.DeepEqual(c.Upstreams[0].Nodes, []Node{{Addr: "127.0.0.1:9001", Weight: 1}}) {
+		t.Fatalf("upstreams = %+v", c.Upstreams)
+	}
+	table, err := router.Compile(c.RouterSpecs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]int{"/api/echo": 0, "/api/echo/": 0, "/anything/else": 1, "/": 1} {
+		i, ok := table.Match([]byte("localhost:8080"), []byte("GET"), []byte(path), make([]byte, 0, 64))
+		if !ok || i != want || c.Routes[i].Upstream != "demo" {
+			t.Errorf("%s routed to %d (ok=%v), want route %d to demo", path, i, ok, want)
+		}
+	}
+	if Embedded() == c {
+		t.Error("Embedded must return a fresh Config each call")
+	}
+}
+
+func TestLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "loopgate.yaml")
+	if err := os.WriteFile(path, []byte(sampleYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(path)
+	if err != nil || c.Listen != "0.0.0.0:80" {
+		t.Fatalf("Load = %+v, %v", c, err)
+	}
+	_, err = Load(filepath.Join(t.TempDir(), "missing.yaml"))
+	if err == nil || !strings.HasPrefix(err.Error(), "config: open ") || !strings.Contains(err.Error(), "missing.yaml") {
+		t.Fatalf("Load(missing) error = %v", err)
+	}
+}
+
+// minimal is a valid config the error cases extend.
+const minimal = `
+upstreams:
+  - name: u
+    nodes: [127.0.0.1:9001]
+routes:
+  - path: /a
+    upstream: u
+`
+
+func TestDecodeErrors(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{"listen: x\nmax_pipelined: 16\n", "config: max_pipelined: unknown field (line 2)"},
+		{"limits:\n  max_pipelined: 16\n", "config: limits.max_pipelined: unknown field (line 2)"},
+		{minimal + "    retries: 2\n", "config: routes[0].retries: unknown field (line 8)"},
+		{"upstreams:\n  - name: u\n    nodes:\n      - {addr: 1.2.3.4:80, wieght: 2}\n",
+			"config: upstreams[0].nodes[0].wieght: unknown field (line 4)"},
+		{"upstreams:\n  - name: u\n    nodes:\n      - addr: 1.2.3.4:80\n        weight: heavy\n",
+			"config: upstreams[0].nodes[0].weight: cannot unmarshal !!str `heavy` into int (line 5)"},
+		{"upstreams:\n  - name: u\n    nodes:\n      - [1.2.3.4:80]\n",
+			`config: upstreams[0].nodes[0]: want "host:port" or {addr: "host:port", weight: N} (line 4)`},
+		{"loops: many\n", "config: loops: cannot unmarshal !!str `many` into int (line 1)"},
+		{"pin: yes please\n", "config: pin: cannot unmarshal !!str `yes please` into bool (line 1)"},
+		{"timeouts:\n  idle: 60\n", `config: timeouts.idle: invalid duration "60": want a number with a unit, such as "500ms", "1s" or "2m" (line 2)`},
+		{"timeouts:\n  idle: [1s]\n", `config: timeouts.idle: want a duration such as "500ms" or "1s" (line 2)`},
+		{"limits:\n  max_body_bytes: 10MB\n", `config: limits.max_body_bytes: invalid size "10MB": want bytes (4096) or a number with a unit B, KiB, MiB or GiB ("16KiB") (line 2)`},
+		{"upstreams:\n  name: u\n", "config: upstreams: want a list (line 2)"},
+		{"limits: 5\n", "config: limits: want a mapping of fields (line 1)"},
+		{"- 1\n", "config: want a mapping of fields (line 1)"},
+		{"listen: a\n---\nlisten: b\n", "config: line 2: a second YAML document; the file must hold exactly one"},
+		{"listen: [\n", "config: line 1: did not find expected node content"},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q)\n got: %v\nwant: %s", c.yaml, err, c.want)
+		}
+	}
+}
+
+func TestValidationErrors(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{"listen: localhost\n", `config: listen: missing port in address "localhost"`},
+		{"listen: localhost:http\n", `config: listen: port "http" in address "localhost:http" is not a number from 1 to 65535`},
+		{"listen: localhost:70000\n", `config: listen: port "70000" in address "localhost:70000" is not a number from 1 to 65535`},
+		{"admin: 9901\n", `config: admin: missing port in address "9901"`},
+		{"admin: 127.0.0.1:8080\n", `config: admin: same address as listen "127.0.0.1:8080"`},
+		{"loops: -1\n", "config: loops: -1 is negative; 0 means one per CPU"},
+		{"limits:\n  max_uri_bytes: -1\n", "config: limits.max_uri_bytes: must be positive, got -1B"},
+		{"limits:\n  max_header_count: -5\n", "config: limits.max_header_count: must be positive, got -5"},
+		{"limits:\n  max_conn_buffer: 16KiB\n", "config: limits.max_conn_buffer: 16KiB cannot hold a request head of max_uri_bytes + max_header_bytes = 24KiB"},
+		{"timeouts:\n  drain: -1s\n", "config: timeouts.drain: must be positive, got -1s"},
+		{"upstreams:\n  - nodes: [1.2.3.4:80]\n", "config: upstreams[0].name: missing"},
+		{"upstreams:\n  - name: a b\n    nodes: [1.2.3.4:80]\n", `config: upstreams[0].name: "a b": use only letters, digits, '-', '_' and '.'`},
+		{"upstreams:\n  - name: u\n", "config: upstreams[0].nodes: at least one node is required"},
+		{"upstreams:\n  - name: u\n    nodes: [1.2.3.4:80, 1.2.3.5:80, x]\n", `config: upstreams[0].nodes[2].addr: missing port in address "x"`},
+		{"upstreams:\n  - name: u\n    nodes: [\":80\"]\n", `config: upstreams[0].nodes[0].addr: missing host in address ":80"`},
+		{"upstreams:\n  - name: u\n    nodes: [\"h:0\"]\n", `config: upstreams[0].nodes[0].addr: port 0 in address "h:0"; a node needs a real port`},
+		{"upstreams:\n  - name: u\n    nodes: [h:1, h:1]\n", `config: upstreams[0].nodes[1].addr: duplicate address "h:1" (also nodes[0])`},
+		{"upstreams:\n  - name: u\n    nodes: [{addr: \"h:1\", weight: -2}]\n", "config: upstreams[0].nodes[0].weight: -2 is less than 1"},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    balancer: random\n", `config: upstreams[0].balancer: unknown balancer "random" (want round_robin or weighted_round_robin)`},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    connect_timeout: -1s\n", "config: upstreams[0].connect_timeout: must be positive, got -1s"},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_idle: 10\n    max_conns: 5\n", "config: upstreams[0].max_idle: 10 exceeds max_conns 5"},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_conns: -1\n", "config: upstreams[0].max_conns: must be positive, got -1"},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n  - name: u\n    nodes: [h:2]\n", `config: upstreams[1].name: duplicate name "u" (also upstreams[0])`},
+		{minimal + "  - path: /b\n    upstream: nope\n", `config: routes[1].upstream: unknown upstream "nope"`},
+		{minimal + "  - path: /b\n", "config: routes[1].upstream: missing"},
+		{minimal + "  - id: route-0\n    path: /b\n    upstream: u\n", `config: routes[1].id: duplicate id "route-0" (also routes[0])`},
+		{minimal + "  - id: \"my route\"\n    path: /b\n    upstream: u\n", `config: routes[1].id: "my route": use only letters, digits, '-', '_' and '.'`},
+		{minimal + "  - path: /b\n    upstream: u\n    response_timeout: -2s\n", "config: routes[1].response_timeout: must be positive, got -2s"},
+		{minimal + "  - path: /b/**/c\n    upstream: u\n", `config: routes[1].path: "/b/**/c": "**" must be the last segment`},
+		{minimal + "  - upstream: u\n", "config: routes[1]: one of path or prefix must be set"},
+		{minimal + "  - path: /A/\n    upstream: u\n", "config: routes[1]: duplicates routes[0] (same path or prefix, host and methods)"},
+		{minimal + "  - path: /b\n    methods: [\"\"]\n    upstream: u\n", `config: routes[1].methods: [0] "" is not a valid HTTP method`},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q)\n got: %v\nwant: %s", c.yaml, err, c.want)
+		}
+	}
+}
+
+func TestAllProblemsReportedAtOnce(t *testing.T) {
+	_, err := Parse([]byte("listen: nope\nloops: -1\n" + minimal + "  - path: /b\n    upstream: gone\n"))
+	want := "config: listen: missing port in address \"nope\"\n" +
+		"config: loops: -1 is negative; 0 means one per CPU\n" +
+		"config: routes[1].upstream: unknown upstream \"gone\""
+	if err == nil || err.Error() != want {
+		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestListenerAddressForms(t *testing.T) {
+	c := mustParse(t, "listen: \":0\"\nadmin: \"[::1]:9901\"\n")
+	if c.Listen != ":0" || c.Admin != "[::1]:9901" {
+		t.Fatalf("listen %q admin %q", c.Listen, c.Admin)
+	}
+}
+
+func TestExplicitBalancerWins(t *testing.T) {
+	c := mustParse(t, "upstreams:\n  - name: u\n    balancer: round_robin\n    nodes: [{addr: \"h:1\", weight: 5}]\n")
+	if c.Upstreams[0].Balancer != RoundRobin {
+		t.Fatalf("balancer %q, want the explicit round_robin", c.Upstreams[0].Balancer)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	good := map[string]ByteSize{
+		"0": 0, "4096": 4096, "512B": 512, "8KiB": 8192, "16 KiB": 16384,
+		"10MiB": 10 << 20, "1GiB": 1 << 30,
+	}
+	for text, want := range good {
+		if got, err := parseByteSize(text); err != nil || got != want {
+			t.Errorf("parseByteSize(%q) = %d, %v; want %d", text, got, err, want)
+		}
+	}
+	for _, text := range []string{"", "KiB", "1.5MiB", "-1KiB", "10MB", "10 mib", "9999999999999GiB"} {
+		if _, err := parseByteSize(text); err == nil {
+			t.Errorf("parseByteSize(%q) succeeded, want an error", text)
+		}
+	}
+	for size, want := range map[ByteSize]string{0: "0B", 1000: "1000B", 1024: "1KiB", 3 << 20: "3MiB", 1<<20 + 1: "1048577B"} {
+		if got := size.String(); got != want {
+			t.Errorf("ByteSize(%d).String() = %q, want %q", int64(size), got, want)
+		}
+	}
+}
+
+func TestDurationString(t *testing.T) {
+	for d, want := range map[Duration]string{
+		Duration(time.Minute): "1m", Duration(2 * time.Hour): "2h",
+		Duration(90 * time.Second): "1m30s", Duration(500 * time.Millisecond): "500ms", 0: "0s",
+	} {
+		if got := d.String(); got != want {
+			t.Errorf("Duration(%d).String() = %q, want %q", int64(d), got, want)
+		}
+	}
+}

@@ -1,0 +1,94 @@
+// The default values and applyDefaults, the one place they are applied.
+
+package config
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults, as stated in the field comments of the Config types.
+const (
+	defaultListen = "127.0.0.1:8080"
+	defaultAdmin  = "127.0.0.1:9901"
+
+	defaultMaxURIBytes    ByteSize = 8 << 10
+	defaultMaxHeaderCount          = 50
+	defaultMaxHeaderBytes ByteSize = 16 << 10
+	defaultMaxBodyBytes   ByteSize = 10 << 20
+	defaultMaxConnBuffer  ByteSize = 4 << 20
+
+	defaultHeaderRead = Duration(10 * time.Second)
+	defaultIdle       = Duration(60 * time.Second)
+	defaultDrain      = Duration(30 * time.Second)
+
+	defaultWeight             = 1
+	defaultConnectTimeout     = Duration(time.Second)
+	defaultResponseTimeout    = Duration(5 * time.Second)
+	defaultPoolAcquireTimeout = Duration(500 * time.Millisecond)
+	defaultMaxIdle            = 64
+	defaultMaxConns           = 256
+	defaultIdleTimeout        = Duration(30 * time.Second)
+)
+
+// applyDefaults replaces every zero-valued field with its default. Routes
+// inherit timeouts from their upstream, so upstreams are completed first; a
+// route naming an unknown upstream keeps zeros for Validate to report the
+// upstream, not the timeouts.
+func applyDefaults(c *Config) {
+	setDefault(&c.Listen, defaultListen)
+	setDefault(&c.Admin, defaultAdmin)
+
+	setDefault(&c.Limits.MaxURIBytes, defaultMaxURIBytes)
+	setDefault(&c.Limits.MaxHeaderCount, defaultMaxHeaderCount)
+	setDefault(&c.Limits.MaxHeaderBytes, defaultMaxHeaderBytes)
+	setDefault(&c.Limits.MaxBodyBytes, defaultMaxBodyBytes)
+	setDefault(&c.Limits.MaxConnBuffer, defaultMaxConnBuffer)
+
+	setDefault(&c.Timeouts.HeaderRead, defaultHeaderRead)
+	setDefault(&c.Timeouts.Idle, defaultIdle)
+	setDefault(&c.Timeouts.Drain, defaultDrain)
+
+	for i := range c.Upstreams {
+		applyUpstreamDefaults(&c.Upstreams[i])
+	}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		setDefault(&r.ID, fmt.Sprintf("route-%d", i))
+		if u := c.findUpstream(r.Upstream); u != nil {
+			setDefault(&r.ConnectTimeout, u.ConnectTimeout)
+			setDefault(&r.ResponseTimeout, u.ResponseTimeout)
+		}
+	}
+}
+
+func applyUpstreamDefaults(u *Upstream) {
+	weighted := false
+	for i := range u.Nodes {
+		setDefault(&u.Nodes[i].Weight, defaultWeight)
+		weighted = weighted || u.Nodes[i].Weight != defaultWeight
+	}
+	if weighted {
+		setDefault(&u.Balancer, WeightedRoundRobin)
+	} else {
+		setDefault(&u.Balancer, RoundRobin)
+	}
+	setDefault(&u.ConnectTimeout, defaultConnectTimeout)
+	setDefault(&u.ResponseTimeout, defaultResponseTimeout)
+	setDefault(&u.PoolAcquireTimeout, defaultPoolAcquireTimeout)
+	setDefault(&u.MaxConns, defaultMaxConns)
+	if u.MaxConns > 0 {
+		setDefault(&u.MaxIdle, min(defaultMaxIdle, u.MaxConns))
+	} else {
+		setDefault(&u.MaxIdle, defaultMaxIdle) // max_conns is invalid; let Validate name only it
+	}
+	setDefault(&u.IdleTimeout, defaultIdleTimeout)
+}
+
+// setDefault sets *field to def when *field is the zero value.
+func setDefault[T comparable](field *T, def T) {
+	var zero T
+	if *field == zero {
+		*field = def
+	}
+}

@@ -1,0 +1,180 @@
+// Validate: rejects a defaulted Config that cannot work, naming each field.
+
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/loopgate/loopgate/engine/router"
+)
+
+// Validate reports every problem in c, one error per problem joined with
+// errors.Join, each reading "config: <field path>: <reason>". It changes
+// nothing and expects defaults to be applied already, as Parse does.
+// Safe for concurrent use on a Config nobody is modifying.
+func (c *Config) Validate() error {
+	var p problems
+	p.addr("listen", c.Listen, addrRules{emptyHost: true, portZero: true})
+	if c.Admin != AdminOff {
+		p.addr("admin", c.Admin, addrRules{emptyHost: true, portZero: true})
+		if c.Admin == c.Listen {
+			p.add("admin", "same address as listen %q", c.Listen)
+		}
+	}
+	if c.Loops < 0 {
+		p.add("loops", "%d is negative; 0 means one per CPU", c.Loops)
+	}
+	c.validateLimits(&p)
+	positive(&p, "timeouts.header_read", c.Timeouts.HeaderRead)
+	positive(&p, "timeouts.idle", c.Timeouts.Idle)
+	positive(&p, "timeouts.drain", c.Timeouts.Drain)
+
+	names := make(map[string]int, len(c.Upstreams))
+	for i := range c.Upstreams {
+		validateUpstream(&p, fmt.Sprintf("upstreams[%d]", i), &c.Upstreams[i])
+		if j, dup := names[c.Upstreams[i].Name]; dup && c.Upstreams[i].Name != "" {
+			p.add(fmt.Sprintf("upstreams[%d].name", i), "duplicate name %q (also upstreams[%d])", c.Upstreams[i].Name, j)
+		} else {
+			names[c.Upstreams[i].Name] = i
+		}
+	}
+	c.validateRoutes(&p)
+	return errors.Join(p...)
+}
+
+func (c *Config) validateLimits(p *problems) {
+	l := &c.Limits
+	positive(p, "limits.max_uri_bytes", l.MaxURIBytes)
+	positive(p, "limits.max_header_count", l.MaxHeaderCount)
+	positive(p, "limits.max_header_bytes", l.MaxHeaderBytes)
+	positive(p, "limits.max_body_bytes", l.MaxBodyBytes)
+	positive(p, "limits.max_conn_buffer", l.MaxConnBuffer)
+	if head := l.MaxURIBytes + l.MaxHeaderBytes; l.MaxConnBuffer > 0 && l.MaxConnBuffer < head {
+		p.add("limits.max_conn_buffer", "%s cannot hold a request head of max_uri_bytes + max_header_bytes = %s", l.MaxConnBuffer, head)
+	}
+}
+
+func validateUpstream(p *problems, path string, u *Upstream) {
+	if u.Name == "" {
+		p.add(path+".name", "missing")
+	} else if !isName(u.Name) {
+		p.add(path+".name", "%q: use only letters, digits, '-', '_' and '.'", u.Name)
+	}
+	if len(u.Nodes) == 0 {
+		p.add(path+".nodes", "at least one node is required")
+	}
+	seen := make(map[string]int, len(u.Nodes))
+	for i, n := range u.Nodes {
+		np := fmt.Sprintf("%s.nodes[%d]", path, i)
+		p.addr(np+".addr", n.Addr, addrRules{})
+		if j, dup := seen[n.Addr]; dup {
+			p.add(np+".addr", "duplicate address %q (also nodes[%d])", n.Addr, j)
+		} else {
+			seen[n.Addr] = i
+		}
+		if n.Weight < 1 {
+			p.add(np+".weight", "%d is less than 1", n.Weight)
+		}
+	}
+	if u.Balancer != RoundRobin && u.Balancer != WeightedRoundRobin {
+		p.add(path+".balancer", "unknown balancer %q (want %s or %s)", u.Balancer, RoundRobin, WeightedRoundRobin)
+	}
+	positive(p, path+".connect_timeout", u.ConnectTimeout)
+	positive(p, path+".response_timeout", u.ResponseTimeout)
+	positive(p, path+".pool_acquire_timeout", u.PoolAcquireTimeout)
+	positive(p, path+".idle_timeout", u.IdleTimeout)
+	positive(p, path+".max_conns", u.MaxConns)
+	positive(p, path+".max_idle", u.MaxIdle)
+	if u.MaxIdle > u.MaxConns && u.MaxConns > 0 {
+		p.add(path+".max_idle", "%d exceeds max_conns %d", u.MaxIdle, u.MaxConns)
+	}
+}
+
+func (c *Config) validateRoutes(p *problems) {
+	ids := make(map[string]int, len(c.Routes))
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		path := fmt.Sprintf("routes[%d]", i)
+		if !isName(r.ID) {
+			p.add(path+".id", "%q: use only letters, digits, '-', '_' and '.'", r.ID)
+		}
+		if j, dup := ids[r.ID]; dup {
+			p.add(path+".id", "duplicate id %q (also routes[%d])", r.ID, j)
+		} else {
+			ids[r.ID] = i
+		}
+		switch {
+		case r.Upstream == "":
+			p.add(path+".upstream", "missing")
+		case c.findUpstream(r.Upstream) == nil:
+			p.add(path+".upstream", "unknown upstream %q", r.Upstream)
+		default: // timeouts were inherited, so zero or negative means set wrong
+			positive(p, path+".connect_timeout", r.ConnectTimeout)
+			positive(p, path+".response_timeout", r.ResponseTimeout)
+		}
+	}
+	if _, err := router.Compile(c.RouterSpecs()); err != nil {
+		var se *router.SpecError
+		if errors.As(err, &se) {
+			*p = append(*p, errors.New("config: "+se.Describe("routes")))
+		} else {
+			p.add("routes", "%v", err)
+		}
+	}
+}
+
+// problems collects validation failures in the order they are found.
+type problems []error
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, fmt.Errorf("config: %s: %s", path, fmt.Sprintf(format, args...)))
+}
+
+// positive requires v > 0; zero can only remain when a default was overridden
+// with a negative value or a route's upstream is missing.
+func positive[T ~int | ~int64](p *problems, path string, v T) {
+	if v <= 0 {
+		p.add(path, "must be positive, got %v", v)
+	}
+}
+
+// addrRules loosen address checks for listeners.
+type addrRules struct {
+	emptyHost bool // ":8080" means every interface
+	portZero  bool // port 0 means the kernel picks one
+}
+
+// addr requires "host:port" with a numeric port in range.
+func (p *problems) addr(path, addr string, rules addrRules) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		var ae *net.AddrError
+		if errors.As(err, &ae) {
+			p.add(path, "%s %q", ae.Err, ae.Addr)
+		} else {
+			p.add(path, "%v", err)
+		}
+		return
+	}
+	if host == "" && !rules.emptyHost {
+		p.add(path, "missing host in address %q", addr)
+	}
+	n, err := strconv.ParseUint(port, 10, 16)
+	switch {
+	case err != nil:
+		p.add(path, "port %q in address %q is not a number from 1 to 65535", port, addr)
+	case n == 0 && !rules.portZero:
+		p.add(path, "port 0 in address %q; a node needs a real port", addr)
+	}
+}
+
+// isName accepts identifiers safe in logs and metric labels.
+func isName(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+	}) < 0
+}

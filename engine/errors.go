@@ -1,0 +1,105 @@
+// Gateway-generated responses: the JSON error body every failure carries.
+
+package engine
+
+import "strconv"
+
+// writeError sends {"code":NNNNN,"message":"...","request_id":"..."} with
+// the given status. headOnly leaves the body out (HEAD requests).
+func (cc *clientConn) writeError(status, code int, msg string, id []byte, headOnly bool) bool {
+	l := cc.loop
+	l.out = appendError(l.out[:0], status, code, msg, id, cc.closeAfter, headOnly)
+	return cc.write(l.out)
+}
+
+func appendError(dst []byte, status, code int, msg string, id []byte, closing, headOnly bool) []byte {
+	bodyLen := len(`{"code":,"message":"","request_id":""}`) + digits(code) + jsonLen(msg) + jsonLen(string(id))
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = strconv.AppendInt(dst, int64(status), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, reason(status)...)
+	dst = append(dst, "\r\nContent-Type: application/json\r\nContent-Length: "...)
+	dst = strconv.AppendInt(dst, int64(bodyLen), 10)
+	dst = append(dst, "\r\nX-Request-Id: "...)
+	dst = append(dst, id...)
+	if closing {
+		dst = append(dst, "\r\nConnection: close"...)
+	}
+	dst = append(dst, "\r\n\r\n"...)
+	if headOnly {
+		return dst
+	}
+	dst = append(dst, `{"code":`...)
+	dst = strconv.AppendInt(dst, int64(code), 10)
+	dst = append(dst, `,"message":"`...)
+	dst = appendJSONString(dst, msg)
+	dst = append(dst, `","request_id":"`...)
+	dst = appendJSONString(dst, string(id))
+	return append(dst, `"}`...)
+}
+
+func digits(n int) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}
+
+// jsonLen is the escaped length of s, matching appendJSONString.
+func jsonLen(s string) int {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			n += 2
+		case c < 0x20:
+			n += 6
+		default:
+			n++
+		}
+	}
+	return n
+}
+
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return dst
+}
+
+func reason(status int) string {
+	switch status {
+	case 400:
+		return "Bad Request"
+	case 404:
+		return "Not Found"
+	case 408:
+		return "Request Timeout"
+	case 413:
+		return "Content Too Large"
+	case 414:
+		return "URI Too Long"
+	case 431:
+		return "Request Header Fields Too Large"
+	case 500:
+		return "Internal Server Error"
+	case 502:
+		return "Bad Gateway"
+	case 503:
+		return "Service Unavailable"
+	case 504:
+		return "Gateway Timeout"
+	}
+	return "Error"
+}

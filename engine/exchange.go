@@ -1,0 +1,257 @@
+// exchange: one proxied request, the upstream.Receiver that streams it.
+
+package engine
+
+import (
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/pool"
+	"github.com/loopgate/loopgate/upstream"
+)
+
+// respFraming is how upstream body bytes are put on the client connection.
+type respFraming uint8
+
+const (
+	frameAsIs   respFraming = iota // wire bytes pass through unchanged
+	frameDecode                    // chunked upstream, HTTP/1.0 client: payload only, then close
+	frameEncode                    // close-delimited upstream, HTTP/1.1 client: re-chunk the payload
+)
+
+// exchange is one request from a client and its upstream call. Exchanges
+// are recycled through the loop's free list. Owned by the loop.
+type exchange struct {
+	loop *loop
+	cc   *clientConn // nil once the exchange is finished
+	call upstream.Call
+
+	id    [24]byte
+	idLen int
+
+	minor          int
+	isHEAD         bool
+	idempotent     bool
+	expectContinue bool
+
+	reqMode      codec.BodyMode
+	reqRemaining int64
+	reqChunked   codec.ChunkedDecoder
+	reqDone      bool
+	callReady    bool
+
+	framing     respFraming
+	respStarted bool
+}
+
+var _ upstream.Receiver = (*exchange)(nil)
+
+// begin resets the exchange for a newly parsed request.
+func (ex *exchange) begin(cc *clientConn, req *codec.Request) {
+	ex.cc = cc
+	ex.idLen = cc.loop.nextRequestID(&ex.id)
+	ex.minor = req.Minor
+	ex.isHEAD = string(req.Method) == "HEAD"
+	ex.idempotent = idempotent(req.Method)
+	ex.expectContinue = req.ExpectContinue
+	ex.callReady = false
+	ex.framing = frameAsIs
+	ex.respStarted = false
+	switch {
+	case req.Chunked:
+		ex.reqMode = codec.BodyChunked
+		ex.reqChunked.Reset(int64(cc.loop.limits.MaxBodyBytes))
+	case req.ContentLength > 0:
+		ex.reqMode = codec.BodyLength
+		ex.reqRemaining = req.ContentLength
+	default:
+		ex.reqMode = codec.BodyNone
+	}
+	ex.reqDone = ex.reqMode == codec.BodyNone
+}
+
+func (ex *exchange) requestID() []byte { return ex.id[:ex.idLen] }
+
+// forward starts the upstream call for route idx of snap.
+func (ex *exchange) forward(snap *snapshot, idx int, head *pool.Buffer) {
+	r := &snap.routes[idx]
+	p := ex.loop.up.Group(r.group).Pick()
+	ex.call.Start(p, head, upstream.Options{
+		ConnectTimeout:  r.connectTimeout,
+		ResponseTimeout: r.responseTimeout,
+		HEAD:            ex.isHEAD,
+		HasBody:         ex.reqMode != codec.BodyNone,
+		Retryable:       ex.reqMode == codec.BodyNone && ex.idempotent,
+	})
+}
+
+// idempotent: only these methods are resent after a stale connection.
+func idempotent(method []byte) bool {
+	m := string(method)
+	return m == "GET" || m == "HEAD" || m == "OPTIONS"
+}
+
+// CallReady streams the body once the upstream connection is attached.
+func (ex *exchange) CallReady(*upstream.Call) bool {
+	ex.callReady = true
+	if !ex.reqDone {
+		ex.pumpBody()
+	}
+	return ex.cc != nil
+}
+
+// pumpBody moves request body bytes from the client's input to the upstream.
+// Bytes stay in the client's gnet buffer until the call can take them.
+func (ex *exchange) pumpBody() {
+	cc := ex.cc
+	for cc != nil && !ex.reqDone && ex.callReady {
+		buf, _ := cc.gc.Peek(-1)
+		if len(buf) == 0 {
+			return
+		}
+		var take int
+		switch ex.reqMode {
+		case codec.BodyLength:
+			take = len(buf)
+			if int64(take) > ex.reqRemaining {
+				take = int(ex.reqRemaining)
+			}
+			ex.reqRemaining -= int64(take)
+			ex.reqDone = ex.reqRemaining == 0
+		case codec.BodyChunked:
+			n, _, done, err := ex.reqChunked.Next(buf)
+			if err != nil {
+				ex.badBody(err)
+				return
+			}
+			if n == 0 {
+				return
+			}
+			take, ex.reqDone = n, done
+		}
+		// Discard before Send: Send writes the bytes out at once, and a
+		// failing Send may start the next pipelined request on this buffer.
+		_, _ = cc.gc.Discard(take)
+		if !ex.call.Send(buf[:take]) {
+			return
+		}
+		if ex.reqDone {
+			ex.call.SendDone()
+			if cc.state == stateReadingBody {
+				cc.setState(stateWaitingUpstream)
+				cc.timer.Stop()
+			}
+		}
+	}
+}
+
+// badBody: the request body broke its framing or its size limit.
+func (ex *exchange) badBody(err error) {
+	cc := ex.cc
+	if ex.respStarted {
+		cc.close()
+		return
+	}
+	e, ok := err.(*codec.Error)
+	if !ok {
+		e = codec.ErrMalformed
+	}
+	ex.call.Abort()
+	cc.closeAfter = true
+	ex.respond(e.Status, e.Code, e.Message)
+}
+
+// ResponseHead writes the client's response head.
+func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
+	cc := ex.cc
+	if r.Status < 200 {
+		if r.Status == 100 && ex.expectContinue {
+			ex.expectContinue = false
+			return cc.write(continueLine)
+		}
+		return true
+	}
+	switch r.BodyMode(ex.isHEAD) {
+	case codec.BodyChunked:
+		if ex.minor == 0 {
+			ex.framing = frameDecode
+			cc.closeAfter = true
+		}
+	case codec.BodyUntilClose:
+		if ex.minor == 0 {
+			cc.closeAfter = true
+		} else {
+			ex.framing = frameEncode
+		}
+	}
+	ex.respStarted = true
+	if cc.state == stateWaitingUpstream || cc.state == stateReadingBody {
+		cc.setState(stateWritingResponse)
+	}
+	l := ex.loop
+	l.out = appendClientHead(l.out[:0], r, ex.framing, ex.minor, cc.closeAfter)
+	return cc.write(l.out)
+}
+
+var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
+// ResponseBody streams body bytes to the client in the chosen framing.
+func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) bool {
+	cc := ex.cc
+	ok := true
+	switch ex.framing {
+	case frameAsIs:
+		if len(raw) > 0 {
+			ok = cc.write(raw)
+		}
+	case frameDecode:
+		if len(data) > 0 {
+			ok = cc.write(data)
+		}
+	case frameEncode:
+		if len(data) > 0 {
+			l := ex.loop
+			l.out = codec.AppendChunkHeader(l.out[:0], len(data))
+			ok = cc.write(l.out) && cc.write(data) && cc.write(crlf)
+		}
+		if ok && done {
+			ok = cc.write(lastChunk)
+		}
+	}
+	if !ok {
+		return false
+	}
+	if done {
+		cc.finish()
+	}
+	return true
+}
+
+var (
+	crlf      = []byte("\r\n")
+	lastChunk = []byte(codec.LastChunk)
+)
+
+// CallFailed answers with the call's error, or cuts the connection when part
+// of the response is already out: a truncated body must not look complete.
+func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
+	cc := ex.cc
+	if cc == nil {
+		return
+	}
+	if ex.respStarted {
+		cc.close()
+		return
+	}
+	if !ex.reqDone {
+		cc.closeAfter = true
+	}
+	ex.respond(err.Status, err.Code, err.Message)
+}
+
+// respond sends a gateway-generated JSON error and ends the exchange.
+func (ex *exchange) respond(status, code int, msg string) {
+	cc := ex.cc
+	ex.respStarted = true
+	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD) {
+		cc.finish()
+	}
+}

@@ -1,0 +1,225 @@
+// loop: the state one gnet event loop owns, its ticker and deferred closes.
+
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync/atomic"
+	"time"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/upstream"
+	"github.com/panjf2000/gnet/v2"
+)
+
+// loop is everything a request needs on one event loop. Fields below the
+// atomics are owned by the loop goroutine; nothing else may touch them.
+type loop struct {
+	srv     *Server
+	index   int
+	claimed atomic.Bool  // set once by the loop that owns the slot
+	el      atomic.Value // gnet.EventLoop, written once at claim
+	stop    chan struct{}
+
+	wheel   *wheel.Wheel
+	up      *upstream.Loop
+	limits  codec.Limits
+	req     codec.Request // scratch: the head being parsed
+	scratch []byte        // router lowercasing
+	out     []byte        // response heads and error bodies being built
+	free    []*exchange   // exchange free list
+	clients clientList    // open client connections, for draining
+
+	depth    int          // nesting of our callbacks; closes wait for 0
+	deferred []closeEvent // closes that arrived while depth > 0
+
+	idPrefix [12]byte // request IDs: random per loop, then a counter
+	idSeq    uint64
+}
+
+type closeEvent struct {
+	client *clientConn
+	up     *upstream.Conn
+	err    error
+}
+
+func (l *loop) eventLoop() gnet.EventLoop {
+	if v := l.el.Load(); v != nil {
+		return v.(gnet.EventLoop)
+	}
+	return nil
+}
+
+// start initialises the loop on its own goroutine and starts its ticker.
+func (l *loop) start(el gnet.EventLoop) {
+	cfg := l.srv.cfg
+	l.wheel = wheel.New(wheel.DefaultTick, 1024)
+	l.limits = l.srv.snap.Load().limits
+	l.up = upstream.NewLoop(el, l.wheel, l.limits, l.srv.groups)
+	l.up.Owner = l
+	l.scratch = make([]byte, 0, int(cfg.Limits.MaxURIBytes))
+	l.out = make([]byte, 0, 4096)
+	l.clients.init()
+	var seed [6]byte
+	_, _ = rand.Read(seed[:])
+	hex.Encode(l.idPrefix[:], seed[:])
+	l.stop = make(chan struct{})
+	l.el.Store(el)
+	go l.tickLoop(el, l.stop)
+}
+
+// tickLoop drives the wheel: gnet has no timers, so a goroutine posts the
+// tick to the loop.
+func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
+	t := time.NewTicker(wheel.DefaultTick)
+	defer t.Stop()
+	tick := gnet.RunnableFunc(func(context.Context) error {
+		l.enter()
+		l.wheel.Advance(time.Now())
+		l.leave()
+		return nil
+	})
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			if el.Execute(context.Background(), tick) != nil {
+				return // engine stopped
+			}
+		}
+	}
+}
+
+func (l *loop) stopTicker() {
+	if l.stop != nil && l.claimed.Load() {
+		select {
+		case <-l.stop:
+		default:
+			close(l.stop)
+		}
+	}
+}
+
+// enter and leave bracket every callback into our code. Closes that gnet
+// reports while we are inside one (a failed Write closes synchronously) are
+// queued and handled when the outermost callback returns, so no handler ever
+// sees its own state torn down under it.
+func (l *loop) enter() { l.depth++ }
+
+func (l *loop) leave() {
+	if l.depth == 1 {
+		for len(l.deferred) > 0 {
+			ev := l.deferred[0]
+			copy(l.deferred, l.deferred[1:])
+			l.deferred = l.deferred[:len(l.deferred)-1]
+			l.handleClose(ev)
+		}
+	}
+	l.depth--
+}
+
+// closed is gnet's OnClose for a connection of this loop.
+func (l *loop) closed(cc *clientConn, uc *upstream.Conn, err error) {
+	ev := closeEvent{client: cc, up: uc, err: err}
+	if l.depth > 0 {
+		if cc != nil {
+			cc.peerGone = true
+		}
+		l.deferred = append(l.deferred, ev)
+		return
+	}
+	l.enter()
+	l.handleClose(ev)
+	l.leave()
+}
+
+func (l *loop) handleClose(ev closeEvent) {
+	if ev.client != nil {
+		ev.client.onClosed()
+	} else {
+		ev.up.Closed(ev.err)
+	}
+}
+
+// accept sets up a new client connection.
+func (l *loop) accept(c gnet.Conn) {
+	cc := &clientConn{gc: c, loop: l}
+	cc.timer.Init(cc.onTimer)
+	c.SetContext(cc)
+	l.clients.push(cc)
+	l.srv.clients.Add(1)
+	cc.idle(time.Duration(l.srv.cfg.Timeouts.HeaderRead))
+}
+
+// drain starts graceful shutdown on this loop: idle connections close now,
+// busy ones after their current response.
+func (l *loop) drain() {
+	for cc := l.clients.head.next; cc != &l.clients.head; {
+		next := cc.next
+		if cc.state == stateIdle && cc.gc.InboundBuffered() == 0 {
+			cc.close()
+		} else {
+			cc.closeAfter = true
+		}
+		cc = next
+	}
+	l.up.Shutdown()
+}
+
+// nextRequestID writes a fresh request ID into dst: the loop's random prefix
+// and a hex counter. Unique per process run without coordination.
+func (l *loop) nextRequestID(dst *[24]byte) int {
+	l.idSeq++
+	n := copy(dst[:], l.idPrefix[:])
+	const digits = "0123456789abcdef"
+	seq := l.idSeq
+	for i := 23; i >= n; i-- {
+		dst[i] = digits[seq&15]
+		seq >>= 4
+	}
+	return len(dst)
+}
+
+func (l *loop) getExchange() *exchange {
+	if n := len(l.free); n > 0 {
+		ex := l.free[n-1]
+		l.free = l.free[:n-1]
+		return ex
+	}
+	ex := &exchange{loop: l}
+	ex.call.Init(ex)
+	return ex
+}
+
+// maxFreeExchanges bounds the free list; beyond it exchanges go to the GC.
+const maxFreeExchanges = 1024
+
+func (l *loop) putExchange(ex *exchange) {
+	ex.cc = nil
+	if len(l.free) < maxFreeExchanges {
+		l.free = append(l.free, ex)
+	}
+}
+
+// clientList is an intrusive list of a loop's client connections.
+type clientList struct{ head clientConn }
+
+func (cl *clientList) init() { cl.head.next, cl.head.prev = &cl.head, &cl.head }
+
+func (cl *clientList) push(cc *clientConn) {
+	cc.prev, cc.next = cl.head.prev, &cl.head
+	cl.head.prev.next = cc
+	cl.head.prev = cc
+}
+
+func (cl *clientList) remove(cc *clientConn) {
+	if cc.next == nil {
+		return
+	}
+	cc.prev.next, cc.next.prev = cc.next, cc.prev
+	cc.prev, cc.next = nil, nil
+}

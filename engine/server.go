@@ -1,0 +1,192 @@
+// Server: configuration, start, graceful shutdown and the gnet event handler.
+
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/upstream"
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Server is a running data plane. Create it with New, start it with Run, and
+// stop it with Shutdown. Its methods are safe for concurrent use.
+type Server struct {
+	gnet.BuiltinEventEngine
+
+	cfg      *config.Config
+	snap     atomic.Pointer[snapshot] // read by loops per request
+	groups   []upstream.GroupConfig
+	loops    []*loop // one slot per gnet loop, claimed on first use
+	addr     string  // gnet protocol address
+	eng      atomic.Pointer[gnet.Engine]
+	booted   chan struct{}
+	draining atomic.Bool
+	clients  atomic.Int64 // open client connections, all loops
+	requests atomic.Uint64
+}
+
+// New validates nothing itself (config.Parse already did) and prepares a
+// server for cfg.
+func New(cfg *config.Config) (*Server, error) {
+	snap, err := compileSnapshot(cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := cfg.Loops
+	if n <= 0 {
+		n = runtime.NumCPU()
+	}
+	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + cfg.Listen, booted: make(chan struct{})}
+	s.snap.Store(snap)
+	s.loops = make([]*loop, n)
+	for i := range s.loops {
+		s.loops[i] = &loop{srv: s, index: i}
+	}
+	return s, nil
+}
+
+// Run serves until Shutdown. It returns after every loop has stopped.
+func (s *Server) Run() error {
+	err := gnet.Run(s, s.addr,
+		gnet.WithMulticore(true),
+		gnet.WithNumEventLoop(len(s.loops)),
+		gnet.WithLockOSThread(s.cfg.Pin),
+		gnet.WithReusePort(false),
+		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+		gnet.WithReadBufferCap(64<<10),
+	)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Ready is closed once the listener accepts connections.
+func (s *Server) Ready() <-chan struct{} { return s.booted }
+
+// Requests returns how many requests the server has started, for tests and
+// the control plane.
+func (s *Server) Requests() uint64 { return s.requests.Load() }
+
+// Clients returns the number of open client connections.
+func (s *Server) Clients() int64 { return s.clients.Load() }
+
+// Shutdown stops taking new requests, lets in-flight ones finish until ctx is
+// done, closes idle keep-alive connections, and stops every loop. In-flight
+// requests still running when ctx ends are cut off.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if !s.draining.CompareAndSwap(false, true) {
+		return errors.New("engine: shutdown already in progress")
+	}
+	for _, l := range s.loops {
+		if el := l.eventLoop(); el != nil {
+			_ = el.Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
+				l.enter()
+				l.drain()
+				l.leave()
+				return nil
+			}))
+		}
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for s.clients.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			goto stop
+		case <-tick.C:
+		}
+	}
+stop:
+	for _, l := range s.loops {
+		l.stopTicker()
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if eng := s.eng.Load(); eng != nil {
+		if err := eng.Stop(stopCtx); err != nil {
+			return fmt.Errorf("engine: stop: %w", err)
+		}
+	}
+	return ctx.Err()
+}
+
+// OnBoot records the engine so Shutdown can stop it.
+func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
+	s.eng.Store(&eng)
+	close(s.booted)
+	return gnet.None
+}
+
+// OnOpen tells apart an accepted client from an enrolled upstream connection
+// by the context the dialer attached.
+func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	if uc, ok := c.Context().(*upstream.Conn); ok {
+		l := uc.Loop().Owner.(*loop)
+		l.enter()
+		uc.Opened(c)
+		l.leave()
+		return nil, gnet.None
+	}
+	if s.draining.Load() {
+		return nil, gnet.Close
+	}
+	l := s.loopOf(c.EventLoop())
+	l.enter()
+	l.accept(c)
+	l.leave()
+	return nil, gnet.None
+}
+
+// OnTraffic hands readable bytes to the connection's owner.
+func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
+	switch v := c.Context().(type) {
+	case *clientConn:
+		v.loop.enter()
+		v.traffic()
+		v.loop.leave()
+	case *upstream.Conn:
+		l := v.Loop().Owner.(*loop)
+		l.enter()
+		v.Traffic()
+		l.leave()
+	}
+	return gnet.None
+}
+
+// OnClose runs the owner's close handling, deferred to the end of the current
+// callback when gnet closes a connection from inside one of ours (a failed
+// Write closes synchronously).
+func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
+	switch v := c.Context().(type) {
+	case *clientConn:
+		v.loop.closed(v, nil, err)
+	case *upstream.Conn:
+		v.Loop().Owner.(*loop).closed(nil, v, err)
+	}
+	return gnet.None
+}
+
+// loopOf finds the loop state for el, claiming a free slot the first time a
+// loop is seen. Each loop claims only for itself, so this is lock-free.
+func (s *Server) loopOf(el gnet.EventLoop) *loop {
+	for _, l := range s.loops {
+		if l.eventLoop() == el {
+			return l
+		}
+	}
+	for _, l := range s.loops {
+		if l.claimed.CompareAndSwap(false, true) {
+			l.start(el)
+			return l
+		}
+	}
+	panic("engine: more gnet loops than configured")
+}

@@ -1,0 +1,103 @@
+// Wheel, Timer: a hashed timing wheel with intrusive, allocation-free timers.
+
+package wheel
+
+import "time"
+
+// DefaultTick is the resolution the engine uses.
+const DefaultTick = 10 * time.Millisecond
+
+// Timer is one deadline. Embed it in its owner and call Init once.
+// Owned by the loop goroutine of the Wheel it is armed on.
+type Timer struct {
+	prev, next *Timer
+	when       int64 // tick at which the timer is due
+	fire       func()
+}
+
+// Init sets the callback. It must be called before the timer is first armed.
+func (t *Timer) Init(fire func()) { t.fire = fire }
+
+// Armed reports whether the timer is waiting to fire.
+func (t *Timer) Armed() bool { return t.next != nil }
+
+// Stop disarms the timer. Stopping a timer that is not armed does nothing.
+func (t *Timer) Stop() {
+	if t.next == nil {
+		return
+	}
+	t.prev.next = t.next
+	t.next.prev = t.prev
+	t.prev, t.next = nil, nil
+}
+
+// Wheel is a ring of slots, each a circular list of timers due at ticks that
+// map to it. A timer due more than one revolution ahead waits in its slot
+// until its round comes up.
+type Wheel struct {
+	tick  time.Duration
+	start time.Time
+	now   int64 // last tick processed
+	slots []Timer
+	mask  int64
+	due   Timer // scratch list of timers firing in the current Advance
+}
+
+// New returns a wheel with the given tick and a power-of-two slot count.
+func New(tick time.Duration, slots int) *Wheel {
+	n := 1
+	for n < slots {
+		n <<= 1
+	}
+	w := &Wheel{tick: tick, start: time.Now(), slots: make([]Timer, n), mask: int64(n - 1)}
+	for i := range w.slots {
+		s := &w.slots[i]
+		s.prev, s.next = s, s
+	}
+	w.due.prev, w.due.next = &w.due, &w.due
+	return w
+}
+
+// Now returns the current time as the wheel sees it: the last processed tick.
+func (w *Wheel) Now() time.Time { return w.start.Add(time.Duration(w.now) * w.tick) }
+
+// Arm (re)starts t so that it fires after d.
+func (w *Wheel) Arm(t *Timer, d time.Duration) {
+	t.Stop()
+	ticks := int64((d + w.tick - 1) / w.tick)
+	if ticks < 1 {
+		ticks = 1
+	}
+	t.when = w.now + ticks
+	w.link(&w.slots[t.when&w.mask], t)
+}
+
+func (w *Wheel) link(head, t *Timer) {
+	t.prev = head.prev
+	t.next = head
+	head.prev.next = t
+	head.prev = t
+}
+
+// Advance fires every timer due at or before now. Callbacks may arm and stop
+// any timer, including ones due in the same Advance.
+func (w *Wheel) Advance(now time.Time) {
+	target := int64(now.Sub(w.start) / w.tick)
+	for w.now < target {
+		w.now++
+		head := &w.slots[w.now&w.mask]
+		for t := head.next; t != head; {
+			next := t.next
+			if t.when <= w.now {
+				t.Stop()
+				w.link(&w.due, t)
+			}
+			t = next
+		}
+		for w.due.next != &w.due {
+			t := w.due.next
+			t.Stop()
+			t.fire()
+		}
+	}
+}

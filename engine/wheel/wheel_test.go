@@ -1,0 +1,66 @@
+package wheel
+
+import (
+	"testing"
+	"time"
+)
+
+func TestTimersFireInOrderAndNotEarly(t *testing.T) {
+	w := New(10*time.Millisecond, 8)
+	var fired []int
+	timers := make([]Timer, 4)
+	durations := []time.Duration{35 * time.Millisecond, 10 * time.Millisecond, 200 * time.Millisecond, 80 * time.Millisecond}
+	for i := range timers {
+		i := i
+		timers[i].Init(func() { fired = append(fired, i) })
+		w.Arm(&timers[i], durations[i])
+	}
+	w.Advance(w.start.Add(30 * time.Millisecond))
+	if len(fired) != 1 || fired[0] != 1 {
+		t.Fatalf("after 30ms fired %v, want [1]", fired)
+	}
+	w.Advance(w.start.Add(100 * time.Millisecond))
+	if len(fired) != 3 || fired[1] != 0 || fired[2] != 3 {
+		t.Fatalf("after 100ms fired %v, want [1 0 3]", fired)
+	}
+	// 200ms is more than one revolution (8 slots x 10ms): must wait its round.
+	w.Advance(w.start.Add(190 * time.Millisecond))
+	if len(fired) != 3 {
+		t.Fatalf("timer beyond one revolution fired early: %v", fired)
+	}
+	w.Advance(w.start.Add(210 * time.Millisecond))
+	if len(fired) != 4 || fired[3] != 2 {
+		t.Fatalf("after 210ms fired %v", fired)
+	}
+}
+
+func TestStopAndRearmFromCallback(t *testing.T) {
+	w := New(10*time.Millisecond, 4)
+	var a, b, c Timer
+	count := map[string]int{}
+	a.Init(func() { count["a"]++; b.Stop(); w.Arm(&c, 10*time.Millisecond) })
+	b.Init(func() { count["b"]++ })
+	c.Init(func() { count["c"]++ })
+	w.Arm(&a, 10*time.Millisecond)
+	w.Arm(&b, 10*time.Millisecond)
+	w.Advance(w.start.Add(10 * time.Millisecond))
+	if count["a"] != 1 || count["b"] != 0 || !c.Armed() {
+		t.Fatalf("counts %v, c armed %v", count, c.Armed())
+	}
+	w.Advance(w.start.Add(20 * time.Millisecond))
+	if count["c"] != 1 || c.Armed() || a.Armed() {
+		t.Fatalf("counts %v", count)
+	}
+	a.Stop() // stopping a fired timer is a no-op
+}
+
+func BenchmarkArmStop(b *testing.B) {
+	w := New(DefaultTick, 512)
+	var t Timer
+	t.Init(func() {})
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		w.Arm(&t, 10*time.Second)
+		t.Stop()
+	}
+}

@@ -1,0 +1,60 @@
+// Package pooltest runs a test binary with buffer leak detection on and
+// fails it when buffers are left unreleased.
+//
+// Every package's tests start with
+//
+//	func TestMain(m *testing.M) { pooltest.Main(m) }
+//
+// and may assert at a chosen point, once everything that holds buffers has
+// shut down, with
+//
+//	pooltest.CheckNoLeaks(t)
+package pooltest
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/loopgate/loopgate/pool"
+)
+
+// Main turns leak detection on, runs the tests, then prints every buffer
+// still outstanding with the stack that allocated it and exits 1 if there
+// were any (or with the tests' own exit code if they failed).
+func Main(m *testing.M) {
+	pool.SetLeakDetection(true)
+	code := m.Run()
+	if leaks := pool.Leaks(); len(leaks) > 0 {
+		fmt.Fprint(os.Stderr, Report(leaks))
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// CheckNoLeaks fails t if any tracked buffer is outstanding. Tests running
+// in parallel that hold buffers make it report their buffers too, so call it
+// where nothing else is running.
+func CheckNoLeaks(t testing.TB) {
+	t.Helper()
+	if leaks := pool.Leaks(); len(leaks) > 0 {
+		t.Error(Report(leaks))
+	}
+}
+
+// Report formats leaks for a human: a count, then each buffer's size and
+// allocation stack.
+func Report(leaks []pool.Leak) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "pool: %d buffer(s) not released:\n", len(leaks))
+	for i, l := range leaks {
+		fmt.Fprintf(&sb, "  leak %d: %d bytes, allocated at\n", i+1, l.Size)
+		for _, frame := range strings.Split(l.Site, "\n") {
+			fmt.Fprintf(&sb, "    %s\n", frame)
+		}
+	}
+	return sb.String()
+}

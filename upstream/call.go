@@ -1,0 +1,337 @@
+// Call: the async client context for one request/response exchange.
+
+package upstream
+
+import (
+	"time"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/pool"
+)
+
+// Receiver gets a Call's events, always on the call's loop. Each method
+// returns whether the receiver still wants the call; false means it aborted
+// the call from inside the callback and the call must stop touching it.
+type Receiver interface {
+	// CallReady: a connection is attached and the request head written. A
+	// request with a body streams it now with Send and ends it with SendDone.
+	CallReady(c *Call) bool
+	// ResponseHead: the response head arrived. r is valid only during the
+	// callback. Interim (1xx) heads come here too, before the final one.
+	ResponseHead(c *Call, r *codec.Response) bool
+	// ResponseBody: wire bytes of the body (raw) and the payload they carry
+	// (data). done marks the end of the response.
+	ResponseBody(c *Call, raw, data []byte, done bool) bool
+	// CallFailed: the call ended without a complete response.
+	CallFailed(c *Call, err *Error)
+}
+
+// Options are per-call settings, resolved from route and upstream config.
+type Options struct {
+	ConnectTimeout  time.Duration
+	ResponseTimeout time.Duration // to the first response byte, then between reads
+	HEAD            bool          // the request is HEAD: the response has no body
+	HasBody         bool          // the request streams a body after its head
+	Retryable       bool          // idempotent and bodiless: may be resent on a fresh connection
+}
+
+// Call is one exchange with an upstream node. The owner keeps it (usually
+// embedded) and calls Init once, then Start for every exchange.
+// Owned by one loop; not safe for concurrent use.
+type Call struct {
+	state      State
+	loop       *Loop
+	pool       *Pool
+	conn       *Conn
+	recv       Receiver
+	opts       Options
+	head       *pool.Buffer // request head; kept until a response byte arrives, for a retry
+	timer      wheel.Timer  // acquire, then response deadline
+	waiting    *Pool        // pool whose waiter queue holds the call
+	dialing    *Conn        // connection being dialed for the call
+	retried    bool
+	sendDone   bool
+	gotBytes   bool // a response byte arrived: never resend after this
+	reusedConn bool // the current connection served earlier exchanges
+
+	mode      codec.BodyMode
+	remaining int64
+	chunked   codec.ChunkedDecoder
+	keepAlive bool
+
+	connectTimeout time.Duration
+}
+
+// Init binds the call to its receiver. Call it once.
+func (c *Call) Init(recv Receiver) {
+	c.recv = recv
+	c.timer.Init(c.onTimer)
+}
+
+// State returns where the call is.
+func (c *Call) State() State { return c.state }
+
+// Node returns the address of the node serving the call.
+func (c *Call) Node() string {
+	if c.pool == nil {
+		return ""
+	}
+	return c.pool.Addr
+}
+
+// Start begins an exchange on a node of p. head is the complete request head
+// as it goes on the wire; the call owns it from now on and releases it.
+func (c *Call) Start(p *Pool, head *pool.Buffer, opts Options) {
+	*c = Call{recv: c.recv, timer: c.timer, loop: p.loop, pool: p, head: head, opts: opts, connectTimeout: opts.ConnectTimeout}
+	if c.connectTimeout <= 0 {
+		c.connectTimeout = p.cfg.ConnectTimeout
+	}
+	p.acquire(c, false)
+}
+
+func (c *Call) setState(s State) { c.state = s }
+
+// attach gives the call its connection and writes the request head.
+func (c *Call) attach(uc *Conn) {
+	uc.state = connActive
+	uc.call = c
+	c.conn = uc
+	c.reusedConn = uc.served > 0
+	c.setState(Sending)
+	c.loop.wheel.Arm(&c.timer, c.opts.ResponseTimeout)
+	if uc.write(c.head.B) != nil {
+		c.connFailed()
+		return
+	}
+	if !c.opts.HasBody {
+		c.sendDone = true
+		c.setState(Sent)
+	}
+	c.recv.CallReady(c)
+}
+
+// Send streams request body bytes. It reports false when the call can no
+// longer take bytes (it has failed, or the upstream queue is over its limit,
+// in which case the call fails with ErrBufferLimit).
+func (c *Call) Send(p []byte) bool {
+	if c.state.Terminal() || c.conn == nil {
+		return false
+	}
+	if err := c.conn.write(p); err != nil {
+		c.abort(err)
+		return false
+	}
+	return true
+}
+
+// SendDone marks the request body complete.
+func (c *Call) SendDone() {
+	c.sendDone = true
+	if c.state == Sending {
+		c.setState(Sent)
+	}
+}
+
+// Abort ends the call from the owner's side (the client went away). The
+// connection is closed unless the exchange was complete.
+func (c *Call) Abort() {
+	c.timer.Stop()
+	if c.waiting != nil {
+		c.waiting.dequeue(c)
+	}
+	if c.dialing != nil {
+		c.dialing.dialFor = nil // the dial's connection will go to the pool
+		c.dialing = nil
+	}
+	if c.conn != nil {
+		uc := c.conn
+		c.conn = nil
+		uc.call = nil
+		uc.Close()
+	}
+	c.head.SafeRelease()
+	c.head = nil
+	if !c.state.Terminal() {
+		c.setState(Failed)
+	}
+}
+
+// onData consumes response bytes from the front of buf and returns how many.
+func (c *Call) onData(buf []byte) int {
+	consumed := 0
+	for !c.state.Terminal() {
+		if c.state != Received {
+			n := c.parseHead(buf[consumed:])
+			if n == 0 {
+				return consumed
+			}
+			consumed += n
+			continue
+		}
+		if consumed == len(buf) && c.mode != codec.BodyNone {
+			c.loop.wheel.Arm(&c.timer, c.opts.ResponseTimeout)
+			return consumed
+		}
+		raw, data, done, bad := c.nextBody(buf[consumed:])
+		consumed += len(raw)
+		if bad {
+			c.abort(ErrBadResponse)
+			return consumed
+		}
+		if done {
+			c.finish(consumed < len(buf))
+		}
+		if !c.recv.ResponseBody(c, raw, data, done) || done {
+			return consumed
+		}
+	}
+	return consumed
+}
+
+// parseHead parses one response head; 0 means more bytes are needed or the
+// call ended.
+func (c *Call) parseHead(buf []byte) int {
+	r := &c.loop.resp
+	r.Reset()
+	n, err := codec.ParseResponse(buf, r, &c.loop.limits)
+	if err != nil {
+		c.abort(ErrBadResponse)
+		return 0
+	}
+	if n == 0 {
+		return 0
+	}
+	if !c.gotBytes {
+		c.gotBytes = true
+		c.head.SafeRelease()
+		c.head = nil
+	}
+	if r.Status == 101 { // no Upgrade was forwarded, so none may be accepted
+		c.abort(ErrBadResponse)
+		return 0
+	}
+	if r.Status < 200 {
+		if !c.recv.ResponseHead(c, r) {
+			return 0
+		}
+		return n
+	}
+	c.mode = r.BodyMode(c.opts.HEAD)
+	c.remaining = r.ContentLength
+	c.keepAlive = r.KeepAlive && c.mode != codec.BodyUntilClose
+	c.chunked.Reset(0)
+	c.setState(Received)
+	if !c.recv.ResponseHead(c, r) {
+		return 0
+	}
+	return n
+}
+
+// nextBody takes the next piece of body from buf per the response framing.
+func (c *Call) nextBody(buf []byte) (raw, data []byte, done, bad bool) {
+	switch c.mode {
+	case codec.BodyNone:
+		return nil, nil, true, false
+	case codec.BodyLength:
+		n := int64(len(buf))
+		if n > c.remaining {
+			n = c.remaining
+		}
+		c.remaining -= n
+		return buf[:n], buf[:n], c.remaining == 0, false
+	case codec.BodyChunked:
+		n, payload, fin, err := c.chunked.Next(buf)
+		if err != nil {
+			return nil, nil, false, true
+		}
+		return buf[:n], payload, fin, false
+	default: // BodyUntilClose: the end is the upstream's orderly close
+		return buf, buf, false, false
+	}
+}
+
+// finish ends a complete exchange and returns or closes the connection.
+// A connection goes back to the pool only if the upstream will keep it open,
+// the request went out whole and nothing unexpected follows the response.
+func (c *Call) finish(trailing bool) {
+	c.timer.Stop()
+	c.setState(Done)
+	uc := c.conn
+	c.conn = nil
+	if uc == nil {
+		return
+	}
+	uc.call = nil
+	if c.keepAlive && c.sendDone && !trailing && uc.state == connActive {
+		uc.served++
+		c.pool.release(uc)
+	} else {
+		uc.Close()
+	}
+}
+
+// onConnClosed: the upstream closed the connection under the call.
+func (c *Call) onConnClosed(orderly bool) {
+	c.conn = nil
+	switch {
+	case c.state == Received && c.mode == codec.BodyUntilClose && orderly:
+		c.finish(false)
+		c.recv.ResponseBody(c, nil, nil, true)
+	case !c.gotBytes && c.opts.Retryable && !c.retried && c.attemptReused():
+		c.retried = true
+		c.timer.Stop()
+		c.setState(Init)
+		c.pool.acquire(c, true)
+	default:
+		c.fail(ErrReset)
+	}
+}
+
+// attemptReused reports whether the failed attempt ran on a connection that
+// had served earlier exchanges: such a connection may have been closed by
+// the upstream while idle, which is the one failure worth a blind resend.
+func (c *Call) attemptReused() bool { return c.reusedConn }
+
+// connFailed: writing the head failed.
+func (c *Call) connFailed() {
+	if c.conn != nil {
+		uc := c.conn
+		c.conn = nil
+		uc.call = nil
+		uc.Close()
+	}
+	c.onConnClosed(false)
+}
+
+func (c *Call) onTimer() {
+	if c.waiting != nil {
+		c.waiting.dequeue(c)
+		c.fail(ErrPoolFull)
+		return
+	}
+	c.setState(Timeout)
+	c.abort(ErrTimeout)
+}
+
+// abort closes the connection and fails the call.
+func (c *Call) abort(err *Error) {
+	if c.conn != nil {
+		uc := c.conn
+		c.conn = nil
+		uc.call = nil
+		uc.Close()
+	}
+	c.fail(err)
+}
+
+// fail ends the call and tells the receiver.
+func (c *Call) fail(err *Error) {
+	c.timer.Stop()
+	c.head.SafeRelease()
+	c.head = nil
+	if c.state != Timeout {
+		c.setState(Failed)
+	}
+	c.recv.CallFailed(c, err)
+}

@@ -1,0 +1,104 @@
+// Conn: one upstream connection enrolled on the loop that owns its pool.
+
+package upstream
+
+import (
+	"errors"
+	"io"
+
+	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/panjf2000/gnet/v2"
+)
+
+type connState uint8
+
+const (
+	connDialing connState = iota
+	connIdle
+	connActive
+	connClosed
+)
+
+// Conn is an upstream connection. The gnet handler finds it in the gnet
+// connection's Context and forwards OnOpen, OnTraffic and OnClose to it.
+// Owned by the pool's loop.
+type Conn struct {
+	gc       gnet.Conn
+	pool     *Pool
+	state    connState
+	call     *Call // the call using the connection while active
+	dialFor  *Call // the call that caused the dial, while it still waits for it
+	served   int   // completed exchanges: a reused connection may be stale
+	idleTime wheel.Timer
+}
+
+// Opened is called by the gnet handler from OnOpen once the dialed socket is
+// enrolled on the loop.
+func (uc *Conn) Opened(gc gnet.Conn) {
+	uc.gc = gc
+	uc.pool.onDialed(uc)
+}
+
+// Traffic is called by the gnet handler from OnTraffic.
+func (uc *Conn) Traffic() {
+	buf, _ := uc.gc.Peek(-1)
+	if uc.call == nil {
+		// Bytes on an idle connection are a protocol error (or a late
+		// response to a call we gave up on); the connection is unusable.
+		uc.Close()
+		return
+	}
+	n := uc.call.onData(buf)
+	if uc.state != connClosed {
+		_, _ = uc.gc.Discard(n)
+	}
+}
+
+// Closed is called by the gnet handler from OnClose.
+func (uc *Conn) Closed(err error) {
+	if uc.state == connClosed {
+		return
+	}
+	uc.state = connClosed
+	uc.idleTime.Stop()
+	uc.pool.remove(uc)
+	if c := uc.call; c != nil {
+		uc.call = nil
+		c.onConnClosed(cleanEOF(err))
+	}
+}
+
+// cleanEOF reports whether the peer closed the connection in an orderly way.
+func cleanEOF(err error) bool {
+	return err == nil || errors.Is(err, io.EOF)
+}
+
+// Close closes the connection. OnClose arrives later on the loop; the
+// connection is out of the pool at once.
+func (uc *Conn) Close() {
+	if uc.state == connClosed {
+		return
+	}
+	uc.state = connClosed
+	uc.idleTime.Stop()
+	uc.pool.remove(uc)
+	uc.call = nil
+	if uc.gc != nil {
+		_ = uc.gc.Close()
+	}
+}
+
+// write hands p to the socket. It returns ErrReset when the connection failed
+// and ErrBufferLimit when its queue passed the pool's buffer limit.
+func (uc *Conn) write(p []byte) *Error {
+	if _, err := uc.gc.Write(p); err != nil || uc.state == connClosed {
+		return ErrReset
+	}
+	if uc.gc.OutboundBuffered() > uc.pool.cfg.MaxBuffered {
+		return ErrBufferLimit
+	}
+	return nil
+}
+
+// Loop returns the upstream loop that owns the connection.
+func (uc *Conn) Loop() *Loop { return uc.pool.loop }

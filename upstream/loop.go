@@ -1,0 +1,105 @@
+// Loop: the upstream state one event loop owns, its groups and pools.
+
+package upstream
+
+import (
+	"time"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/panjf2000/gnet/v2"
+)
+
+// NodeConfig is one upstream node.
+type NodeConfig struct {
+	Addr   string
+	Weight int
+}
+
+// GroupConfig is one named upstream: its nodes, how to balance across them
+// and the limits and timeouts of each node's pool.
+type GroupConfig struct {
+	Name     string
+	Nodes    []NodeConfig
+	Weighted bool // smooth weighted round robin instead of plain round robin
+	Pool     PoolConfig
+}
+
+// PoolConfig bounds one node's connections on one loop.
+type PoolConfig struct {
+	MaxIdle        int
+	MaxConns       int
+	IdleTimeout    time.Duration
+	ConnectTimeout time.Duration
+	AcquireTimeout time.Duration
+	// MaxBuffered caps bytes queued towards the upstream socket; past it the
+	// call fails with ErrBufferLimit, since gnet cannot pause the client.
+	MaxBuffered int
+}
+
+// Loop is the upstream side of one event loop. It is owned by that loop's
+// goroutine; nothing in it is safe for concurrent use.
+type Loop struct {
+	el       gnet.EventLoop
+	wheel    *wheel.Wheel
+	limits   codec.Limits
+	groups   []*Group
+	resp     codec.Response // scratch: valid only while a response head is handled
+	shutdown bool
+
+	// Owner is the engine's per-loop state, so a connection event can find
+	// its loop without a lookup.
+	Owner any
+}
+
+// NewLoop builds the pools for every group on the loop el.
+func NewLoop(el gnet.EventLoop, w *wheel.Wheel, limits codec.Limits, groups []GroupConfig) *Loop {
+	l := &Loop{el: el, wheel: w, limits: limits}
+	for _, gc := range groups {
+		l.groups = append(l.groups, newGroup(l, gc))
+	}
+	return l
+}
+
+// Group returns the i-th group, in configuration order.
+func (l *Loop) Group(i int) *Group { return l.groups[i] }
+
+// Shutdown closes every idle connection and fails waiters; later calls fail
+// with ErrShuttingDown.
+func (l *Loop) Shutdown() {
+	l.shutdown = true
+	for _, g := range l.groups {
+		for _, p := range g.pools {
+			p.closeIdle()
+			p.failWaiters(ErrShuttingDown)
+		}
+	}
+}
+
+// Group is one upstream's nodes on one loop.
+type Group struct {
+	Name     string
+	pools    []*Pool
+	balancer Balancer
+}
+
+func newGroup(l *Loop, gc GroupConfig) *Group {
+	g := &Group{Name: gc.Name}
+	weights := make([]int, len(gc.Nodes))
+	for i, n := range gc.Nodes {
+		g.pools = append(g.pools, newPool(l, n.Addr, gc.Pool))
+		weights[i] = n.Weight
+	}
+	if gc.Weighted {
+		g.balancer = NewSmoothWeighted(weights)
+	} else {
+		g.balancer = NewRoundRobin(len(gc.Nodes))
+	}
+	return g
+}
+
+// Pick chooses the node pool for the next call.
+func (g *Group) Pick() *Pool { return g.pools[g.balancer.Pick()] }
+
+// Pools returns the group's node pools, for stats and tests.
+func (g *Group) Pools() []*Pool { return g.pools }

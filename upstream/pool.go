@@ -1,0 +1,203 @@
+// Pool: one node's keep-alive connections on one loop, and the calls waiting for one.
+
+package upstream
+
+import (
+	"context"
+	"net"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// Pool holds a node's connections on one loop: a LIFO free list of idle
+// connections, a count of all connections (idle, active and dialing) capped at
+// MaxConns, and a FIFO of calls waiting for a connection. Owned by the loop.
+type Pool struct {
+	loop *Loop
+	Addr string
+	cfg  PoolConfig
+
+	idle    []*Conn
+	total   int // idle + active + dialing
+	waiters []*Call
+	Stats   PoolStats
+}
+
+// PoolStats are counters read by tests and, later, metrics. Owned by the loop.
+type PoolStats struct {
+	Dials, DialFailures, Reuses int
+}
+
+func newPool(l *Loop, addr string, cfg PoolConfig) *Pool {
+	return &Pool{loop: l, Addr: addr, cfg: cfg}
+}
+
+// Idle returns how many connections wait in the free list.
+func (p *Pool) Idle() int { return len(p.idle) }
+
+// acquire attaches a connection to c now, starts a dial for it, or queues it.
+// fresh skips idle connections (used to retry after a stale one).
+func (p *Pool) acquire(c *Call, fresh bool) {
+	if p.loop.shutdown {
+		c.fail(ErrShuttingDown)
+		return
+	}
+	if !fresh {
+		for len(p.idle) > 0 {
+			uc := p.idle[len(p.idle)-1]
+			p.idle = p.idle[:len(p.idle)-1]
+			uc.idleTime.Stop()
+			if uc.state != connIdle {
+				continue
+			}
+			p.Stats.Reuses++
+			c.attach(uc)
+			return
+		}
+	}
+	if p.total < p.cfg.MaxConns {
+		p.dial(c)
+		return
+	}
+	if len(p.waiters) >= p.cfg.MaxConns {
+		c.fail(ErrPoolFull)
+		return
+	}
+	p.waiters = append(p.waiters, c)
+	c.waiting = p
+	p.loop.wheel.Arm(&c.timer, p.cfg.AcquireTimeout)
+}
+
+// dequeue removes c from the waiters.
+func (p *Pool) dequeue(c *Call) {
+	for i, w := range p.waiters {
+		if w == c {
+			copy(p.waiters[i:], p.waiters[i+1:])
+			p.waiters[len(p.waiters)-1] = nil
+			p.waiters = p.waiters[:len(p.waiters)-1]
+			break
+		}
+	}
+	c.waiting = nil
+}
+
+// release returns a healthy connection after a complete exchange: to the
+// first waiter, else to the free list, else closed when the list is full.
+func (p *Pool) release(uc *Conn) {
+	uc.call = nil
+	if len(p.waiters) > 0 {
+		c := p.waiters[0]
+		p.dequeue(c)
+		c.timer.Stop()
+		c.attach(uc)
+		return
+	}
+	if len(p.idle) >= p.cfg.MaxIdle || p.loop.shutdown {
+		uc.Close()
+		return
+	}
+	uc.state = connIdle
+	p.idle = append(p.idle, uc)
+	p.loop.wheel.Arm(&uc.idleTime, p.cfg.IdleTimeout)
+}
+
+// remove forgets a closed connection and lets a waiter dial in its place.
+func (p *Pool) remove(uc *Conn) {
+	p.total--
+	for i, c := range p.idle {
+		if c == uc {
+			p.idle = append(p.idle[:i], p.idle[i+1:]...)
+			break
+		}
+	}
+	if uc.dialFor != nil {
+		uc.dialFor.dialing = nil
+		uc.dialFor = nil
+	}
+	if len(p.waiters) > 0 && p.total < p.cfg.MaxConns && !p.loop.shutdown {
+		c := p.waiters[0]
+		p.dequeue(c)
+		c.timer.Stop()
+		p.dial(c)
+	}
+}
+
+// dial opens a connection for c off the loop. The socket comes back through
+// Conn.Opened (on success) or onDialFailed (through Execute).
+func (p *Pool) dial(c *Call) {
+	uc := &Conn{pool: p, state: connDialing, dialFor: c}
+	uc.idleTime.Init(uc.Close)
+	c.dialing = uc
+	p.total++
+	p.Stats.Dials++
+	el, addr, timeout := p.loop.el, p.Addr, c.connectTimeout
+	go func() {
+		fail := func(err error) {
+			_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				p.onDialFailed(uc, err)
+				return nil
+			}))
+		}
+		nc, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			fail(err)
+			return
+		}
+		res, err := el.Enroll(gnet.NewContext(context.Background(), uc), nc)
+		if err != nil {
+			_ = nc.Close()
+			fail(err)
+			return
+		}
+		if r := <-res; r.Err != nil {
+			fail(r.Err)
+		}
+	}()
+}
+
+// onDialed runs on the loop when the dialed socket is enrolled.
+func (p *Pool) onDialed(uc *Conn) {
+	if uc.state == connClosed { // gave up on it meanwhile
+		_ = uc.gc.Close()
+		return
+	}
+	uc.state = connActive
+	if c := uc.dialFor; c != nil {
+		uc.dialFor = nil
+		c.dialing = nil
+		c.attach(uc)
+		return
+	}
+	p.release(uc)
+}
+
+// onDialFailed runs on the loop when a dial or enroll failed.
+func (p *Pool) onDialFailed(uc *Conn, err error) {
+	if uc.state == connClosed {
+		return
+	}
+	p.Stats.DialFailures++
+	c := uc.dialFor
+	uc.dialFor = nil
+	uc.state = connClosed
+	p.remove(uc)
+	if c != nil {
+		c.dialing = nil
+		c.fail(ErrConnect)
+	}
+}
+
+func (p *Pool) closeIdle() {
+	for len(p.idle) > 0 {
+		p.idle[len(p.idle)-1].Close()
+	}
+}
+
+func (p *Pool) failWaiters(err *Error) {
+	for len(p.waiters) > 0 {
+		c := p.waiters[0]
+		p.dequeue(c)
+		c.timer.Stop()
+		c.fail(err)
+	}
+}
