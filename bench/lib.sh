@@ -138,25 +138,31 @@ wait_ready() {
 	return 1
 }
 
-# process_tree PID prints PID and all its descendants.
+# process_tree PID prints PID and all its descendants, if PID is alive.
+# Plain bash, not awk: processes exit while /proc is read, and mawk gives up
+# on the first file it cannot open.
 process_tree() {
-	local root=$1
-	awk -v root="$root" '
-		FNR == 1 {
-			line = $0
-			pid = line; sub(/ .*/, "", pid)
-			sub(/^.*\) /, "", line)          # comm may hold spaces and parens
-			split(line, f, " ")
-			parent[pid] = f[2]
-		}
-		END {
-			inTree[root] = 1
-			do {
-				grew = 0
-				for (p in parent) if (!(p in inTree) && (parent[p] in inTree)) { inTree[p] = 1; grew = 1 }
-			} while (grew)
-			for (p in inTree) if (p in parent) print p
-		}' /proc/[0-9]*/stat 2>/dev/null
+	local root=$1 f line pid ppid grew
+	local -A parent=() in_tree=()
+	for f in /proc/[0-9]*/stat; do
+		{ read -r line <"$f"; } 2>/dev/null || continue
+		pid=${line%% *}
+		read -r _ ppid _ <<<"${line##*) }" # comm may hold spaces and parens
+		parent[$pid]=$ppid
+	done
+	[[ -n ${parent[$root]:-} ]] || return 0
+	in_tree[$root]=1
+	grew=1
+	while ((grew)); do
+		grew=0
+		for pid in "${!parent[@]}"; do
+			if [[ -z ${in_tree[$pid]:-} && -n ${in_tree[${parent[$pid]}]:-} ]]; then
+				in_tree[$pid]=1
+				grew=1
+			fi
+		done
+	done
+	printf '%s\n' "${!in_tree[@]}"
 }
 
 # cpu_ticks PID prints utime+stime in clock ticks of PID and its descendants.

@@ -2,7 +2,10 @@
 
 package codec
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+)
 
 // fieldState collects, while field lines are parsed, what the framing and connection rules need.
 // It lives on the parser's stack for one call.
@@ -26,6 +29,13 @@ type fieldState struct {
 // appending them to *hdrs. It returns the offset just past that empty line, or (0, nil) when buf ends first.
 // Errors are request sentinels; ParseResponse maps them to 502.
 func parseFields(buf []byte, pos int, lim *Limits, fs *fieldState, hdrs *Headers) (int, error) {
+	h := *hdrs // appended to locally, stored back once: the loop stays in registers
+	n, err := parseFieldLines(buf, pos, lim, fs, &h)
+	*hdrs = h
+	return n, err
+}
+
+func parseFieldLines(buf []byte, pos int, lim *Limits, fs *fieldState, hdrs *Headers) (int, error) {
 	for {
 		if pos >= len(buf) {
 			return needMoreHead(buf, lim)
@@ -99,12 +109,33 @@ func splitFieldLine(line []byte) (name, value []byte, err error) {
 		return nil, nil, ErrBadHeaderName
 	}
 	value = line[i+1:]
-	for j := 0; j < len(value); j++ {
-		if !valueTable[value[j]] {
-			return nil, nil, ErrBadHeaderValue
-		}
+	if !validValue(value) {
+		return nil, nil, ErrBadHeaderValue
 	}
 	return line[:i], trimOWS(value), nil
+}
+
+// validValue reports whether every byte of v is a field-value byte (valueTable).
+// It tests eight bytes at a time for a control byte or DEL and only looks closer when one shows up
+// (usually an HTAB).
+func validValue(v []byte) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	i := 0
+	for ; i+8 <= len(v); i += 8 {
+		x := binary.LittleEndian.Uint64(v[i:])
+		below20 := (x - ones*0x20) &^ x & highs // some byte < 0x20 (exact as a yes/no)
+		del := x ^ ones*0x7f
+		isDel := (del - ones) &^ del & highs // some byte == 0x7f
+		if below20|isDel != 0 {
+			break
+		}
+	}
+	for ; i < len(v); i++ {
+		if !valueTable[v[i]] {
+			return false
+		}
+	}
+	return true
 }
 
 // apply records what a field means for framing and connection handling.

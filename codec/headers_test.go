@@ -73,3 +73,17 @@ func TestLookupsDoNotAllocate(t *testing.T) {
 		t.Errorf("lookups allocate %v times", allocs)
 	}
 }
+
+func TestValidValueMatchesTable(t *testing.T) {
+	// Every byte value at every position of a 20-byte value, against the byte table.
+	buf := []byte("abcdefghijklmnopqrst")
+	for pos := range buf {
+		for c := 0; c < 256; c++ {
+			v := append([]byte(nil), buf...)
+			v[pos] = byte(c)
+			if got, want := validValue(v), valueTable[c]; got != want {
+				t.Fatalf("validValue with %#x at %d = %v, want %v", c, pos, got, want)
+			}
+		}
+	}
+}

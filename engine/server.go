@@ -6,8 +6,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/loopgate/loopgate/engine/config"
@@ -189,4 +191,29 @@ func (s *Server) loopOf(el gnet.EventLoop) *loop {
 		}
 	}
 	panic("engine: more gnet loops than configured")
+}
+
+// Addr returns the address the listener is bound to (useful with port 0).
+// Valid after Ready is closed.
+func (s *Server) Addr() (net.Addr, error) {
+	eng := s.eng.Load()
+	if eng == nil {
+		return nil, errors.New("engine: not running")
+	}
+	fd, err := eng.Dup()
+	if err != nil {
+		return nil, err
+	}
+	defer syscall.Close(fd)
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		return nil, err
+	}
+	switch a := sa.(type) {
+	case *syscall.SockaddrInet4:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}, nil
+	case *syscall.SockaddrInet6:
+		return &net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}, nil
+	}
+	return nil, fmt.Errorf("engine: unexpected listener address %T", sa)
 }

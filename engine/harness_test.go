@@ -1,0 +1,197 @@
+// Test harness: a real gateway on a free port, real upstreams, raw clients.
+
+package engine_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopgate/loopgate/engine"
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/pool/pooltest"
+)
+
+func TestMain(m *testing.M) { pooltest.Main(m) }
+
+// gateway is a running Loopgate for one test.
+type gateway struct {
+	srv  *engine.Server
+	addr string
+}
+
+// startGateway runs a gateway on the YAML config, with listen and admin
+// filled in. Upstream addresses are substituted with fmt-style args.
+// It is shut down (and checked for leaks) when the test ends.
+func startGateway(t *testing.T, yaml string, args ...any) *gateway {
+	t.Helper()
+	text := "listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 2\n" + fmt.Sprintf(yaml, args...)
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, text)
+	}
+	srv, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Run() }()
+	select {
+	case err := <-done:
+		t.Fatalf("gateway exited: %v", err)
+	case <-srv.Ready():
+	}
+	a, err := srv.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		<-done
+		pooltest.CheckNoLeaks(t)
+	})
+	return &gateway{srv: srv, addr: a.String()}
+}
+
+// url returns the gateway URL for path.
+func (g *gateway) url(path string) string { return "http://" + g.addr + path }
+
+// dial opens a raw client connection to the gateway.
+func (g *gateway) dial(t *testing.T) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", g.addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	return c
+}
+
+// startUpstream runs an HTTP upstream for one test and returns its address.
+func startUpstream(t *testing.T, h http.Handler) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// startRawUpstream runs a TCP upstream whose every connection is handled by
+// fn, for upstreams that misbehave on purpose.
+func startRawUpstream(t *testing.T, fn func(net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fn(c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// oneRoute is the config for a single prefix route "/" to one upstream node.
+const oneRoute = `
+upstreams:
+  - name: backend
+    nodes: ["%s"]
+routes:
+  - id: all
+    prefix: /
+    upstream: backend
+`
+
+// errorBody is the JSON every gateway error carries.
+type errorBody struct {
+	Code      int    `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id"`
+}
+
+// readResponse reads one response from a raw connection.
+func readResponse(t *testing.T, br *bufio.Reader, method string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, &http.Request{Method: method})
+	if err != nil {
+		t.Fatalf("reading response: %v", err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatalf("reading body: %v", err)
+	}
+	return resp, body
+}
+
+// expectError asserts a gateway JSON error with status and code.
+func expectError(t *testing.T, resp *http.Response, body []byte, status, code int) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("status %d, want %d; body %s", resp.StatusCode, status, body)
+	}
+	var e errorBody
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("error body is not JSON: %q", body)
+	}
+	if e.Code != code || e.Message == "" || e.RequestID == "" {
+		t.Fatalf("error body %+v, want code %d with message and request_id", e, code)
+	}
+	if got := resp.Header.Get("X-Request-Id"); got != e.RequestID {
+		t.Fatalf("X-Request-Id %q, body request_id %q", got, e.RequestID)
+	}
+}
+
+// rawExchange writes raw request bytes on a new connection and reads one response.
+func (g *gateway) rawExchange(t *testing.T, raw string) (*http.Response, []byte) {
+	t.Helper()
+	c := g.dial(t)
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
+	method := "GET"
+	if strings.HasPrefix(raw, "HEAD ") {
+		method = "HEAD"
+	}
+	return readResponse(t, bufio.NewReader(c), method)
+}
+
+// expectServing asserts the gateway still answers a normal request.
+func (g *gateway) expectServing(t *testing.T) {
+	t.Helper()
+	resp, err := http.Get(g.url("/still-serving"))
+	if err != nil {
+		t.Fatalf("gateway stopped serving: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("gateway stopped serving: status %d", resp.StatusCode)
+	}
+}
+
+// okHandler answers 200 "ok".
+var okHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
