@@ -171,7 +171,7 @@ process_tree() {
 cpu_ticks() {
 	local total=0 pid line fields
 	for pid in $(process_tree "$1"); do
-		line=$(cat "/proc/$pid/stat" 2>/dev/null) || continue
+		{ read -r line <"/proc/$pid/stat"; } 2>/dev/null || continue
 		line=${line##*) }
 		read -r -a fields <<<"$line"
 		# After the comm field: [0]=state ... [11]=utime [12]=stime.

@@ -149,6 +149,8 @@ measure() {
 		tail -n 20 "$TMP/$key.log" >&2 || true
 		NOTES+=("${LABEL[$key]} died during round $round")
 		FAILED=1
+	elif [[ -n $pid ]] && ((after < before)); then
+		log "${LABEL[$key]}: CPU ticks went from $before to $after; CPU figure dropped for round $round"
 	elif [[ -n $pid && $requests != NA && $requests -gt 0 ]]; then
 		cpu=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="$requests" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
 	fi

@@ -29,13 +29,6 @@ type fieldState struct {
 // appending them to *hdrs. It returns the offset just past that empty line, or (0, nil) when buf ends first.
 // Errors are request sentinels; ParseResponse maps them to 502.
 func parseFields(buf []byte, pos int, lim *Limits, fs *fieldState, hdrs *Headers) (int, error) {
-	h := *hdrs // appended to locally, stored back once: the loop stays in registers
-	n, err := parseFieldLines(buf, pos, lim, fs, &h)
-	*hdrs = h
-	return n, err
-}
-
-func parseFieldLines(buf []byte, pos int, lim *Limits, fs *fieldState, hdrs *Headers) (int, error) {
 	for {
 		if pos >= len(buf) {
 			return needMoreHead(buf, lim)
@@ -72,12 +65,27 @@ func parseFieldLines(buf []byte, pos int, lim *Limits, fs *fieldState, hdrs *Hea
 		if err != nil {
 			return 0, err
 		}
-		*hdrs = append(*hdrs, Header{Name: name, Value: value})
+		appendHeader(hdrs, name, value)
 		if err := fs.apply(name, value); err != nil {
 			return 0, err
 		}
 		pos = next
 	}
+}
+
+// appendHeader appends one field to *hdrs. Assigning the fields one by one into the slot, rather than
+// appending a Header literal, avoids a store-forwarding stall in the compiled copy.
+func appendHeader(hdrs *Headers, name, value []byte) {
+	h := *hdrs
+	if len(h) < cap(h) {
+		h = h[:len(h)+1]
+	} else {
+		h = append(h, Header{})
+	}
+	slot := &h[len(h)-1]
+	slot.Name = name
+	slot.Value = value
+	*hdrs = h
 }
 
 // needMoreHead reports that the head is incomplete, unless buf is already too long to hold a head within limits.

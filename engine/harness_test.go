@@ -30,7 +30,7 @@ type gateway struct {
 // startGateway runs a gateway on the YAML config, with listen and admin
 // filled in. Upstream addresses are substituted with fmt-style args.
 // It is shut down (and checked for leaks) when the test ends.
-func startGateway(t *testing.T, yaml string, args ...any) *gateway {
+func startGateway(t testing.TB, yaml string, args ...any) *gateway {
 	t.Helper()
 	text := "listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 2\n" + fmt.Sprintf(yaml, args...)
 	cfg, err := config.Parse([]byte(text))
@@ -78,7 +78,7 @@ func (g *gateway) dial(t *testing.T) net.Conn {
 }
 
 // startUpstream runs an HTTP upstream for one test and returns its address.
-func startUpstream(t *testing.T, h http.Handler) string {
+func startUpstream(t testing.TB, h http.Handler) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -92,7 +92,7 @@ func startUpstream(t *testing.T, h http.Handler) string {
 
 // startRawUpstream runs a TCP upstream whose every connection is handled by
 // fn, for upstreams that misbehave on purpose.
-func startRawUpstream(t *testing.T, fn func(net.Conn)) string {
+func startRawUpstream(t testing.TB, fn func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

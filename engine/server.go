@@ -15,6 +15,7 @@ import (
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/logging"
 )
 
 // Server is a running data plane. Create it with New, start it with Run, and
@@ -63,6 +64,7 @@ func (s *Server) Run() error {
 		gnet.WithReusePort(false),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReadBufferCap(64<<10),
+		gnet.WithLogLevel(logging.ErrorLevel),
 	)
 	if errors.Is(err, context.Canceled) {
 		return nil

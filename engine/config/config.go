@@ -41,13 +41,13 @@ type Config struct {
 type Limits struct {
 	MaxURIBytes    ByteSize `yaml:"max_uri_bytes"`    // request target length; default 8KiB; over it: 414, code 41401
 	MaxHeaderCount int      `yaml:"max_header_count"` // header fields per request; default 50; over it: 431, code 43101
-	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"` // header block size; default 16KiB; over it: 431, code 43101
+	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"` // whole request head, request line included; default 16KiB; over it: 431, code 43101
 	MaxBodyBytes   ByteSize `yaml:"max_body_bytes"`   // request body size; default 10MiB; over it: 413, code 41301
 
 	// MaxConnBuffer caps the bytes a connection may have queued in either
 	// direction: unread pipelined input, or output the peer is not reading.
 	// Beyond it the exchange is aborted and the connection closed. It must
-	// hold a whole request head (max_uri_bytes + max_header_bytes).
+	// be at least max_header_bytes, since a head is buffered whole.
 	// Default 4MiB.
 	MaxConnBuffer ByteSize `yaml:"max_conn_buffer"`
 }
@@ -55,7 +55,7 @@ type Limits struct {
 // Timeouts are the client-side deadlines.
 type Timeouts struct {
 	HeaderRead Duration `yaml:"header_read"` // time to receive a whole request head; default 10s; expiry: 408, code 40801
-	Idle       Duration `yaml:"idle"`        // keep-alive wait for the next request; default 60s; expiry: connection closed
+	Idle       Duration `yaml:"idle"`        // keep-alive wait for the next request, and longest gap in a request body; default 60s; expiry: connection closed
 	Drain      Duration `yaml:"drain"`       // graceful-shutdown budget for in-flight requests; default 30s
 }
 
@@ -69,7 +69,7 @@ type Upstream struct {
 	Balancer string `yaml:"balancer"`
 
 	ConnectTimeout     Duration `yaml:"connect_timeout"`      // dial deadline; default 1s; failure: 502, code 50201
-	ResponseTimeout    Duration `yaml:"response_timeout"`     // request sent to first response byte; default 5s; expiry: 504, code 50401
+	ResponseTimeout    Duration `yaml:"response_timeout"`     // request sent to first response byte, then max gap between response reads; default 5s; expiry: 504, code 50401
 	PoolAcquireTimeout Duration `yaml:"pool_acquire_timeout"` // wait for a connection when max_conns are busy; default 500ms; expiry: 503, code 50302
 	MaxIdle            int      `yaml:"max_idle"`             // idle keep-alive connections per node per loop; default 64, or max_conns if smaller
 	MaxConns           int      `yaml:"max_conns"`            // connections per node per loop (active + idle + dialing); default 256

@@ -275,7 +275,7 @@ func TestValidationErrors(t *testing.T) {
 		{"loops: -1\n", "config: loops: -1 is negative; 0 means one per CPU"},
 		{"limits:\n  max_uri_bytes: -1\n", "config: limits.max_uri_bytes: must be positive, got -1B"},
 		{"limits:\n  max_header_count: -5\n", "config: limits.max_header_count: must be positive, got -5"},
-		{"limits:\n  max_conn_buffer: 16KiB\n", "config: limits.max_conn_buffer: 16KiB cannot hold a request head of max_uri_bytes + max_header_bytes = 24KiB"},
+		{"limits:\n  max_conn_buffer: 8KiB\n", "config: limits.max_conn_buffer: 8KiB is smaller than max_header_bytes 16KiB, so a request head could not be buffered"},
 		{"timeouts:\n  drain: -1s\n", "config: timeouts.drain: must be positive, got -1s"},
 		{"upstreams:\n  - nodes: [1.2.3.4:80]\n", "config: upstreams[0].name: missing"},
 		{"upstreams:\n  - name: a b\n    nodes: [1.2.3.4:80]\n", `config: upstreams[0].name: "a b": use only letters, digits, '-', '_' and '.'`},
@@ -362,5 +362,32 @@ func TestDurationString(t *testing.T) {
 		if got := d.String(); got != want {
 			t.Errorf("Duration(%d).String() = %q, want %q", int64(d), got, want)
 		}
+	}
+}
+
+// TestDocsExampleParses keeps the annotated example in docs/configuration.md
+// valid and in step with the defaults it claims.
+func TestDocsExampleParses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, found := strings.Cut(string(doc), "## Annotated example")
+	_, rest, found2 := strings.Cut(rest, "```yaml\n")
+	example, _, found3 := strings.Cut(rest, "```")
+	if !found || !found2 || !found3 {
+		t.Fatal("no yaml block under '## Annotated example'")
+	}
+	c := mustParse(t, example)
+	d := Default()
+	if c.Listen != d.Listen || c.Admin != d.Admin || c.Limits != d.Limits || c.Timeouts != d.Timeouts {
+		t.Errorf("the example's top-level values differ from Default():\n%+v\n%+v", c, d)
+	}
+	users := c.Upstreams[0]
+	users.Nodes, users.Name = nil, ""
+	want := Upstream{Balancer: WeightedRoundRobin, ConnectTimeout: defaultConnectTimeout, ResponseTimeout: defaultResponseTimeout,
+		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxIdle, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout}
+	if !reflect.DeepEqual(users, want) {
+		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
 	}
 }

@@ -53,8 +53,10 @@ func (c *Config) validateLimits(p *problems) {
 	positive(p, "limits.max_header_bytes", l.MaxHeaderBytes)
 	positive(p, "limits.max_body_bytes", l.MaxBodyBytes)
 	positive(p, "limits.max_conn_buffer", l.MaxConnBuffer)
-	if head := l.MaxURIBytes + l.MaxHeaderBytes; l.MaxConnBuffer > 0 && l.MaxConnBuffer < head {
-		p.add("limits.max_conn_buffer", "%s cannot hold a request head of max_uri_bytes + max_header_bytes = %s", l.MaxConnBuffer, head)
+	// max_header_bytes bounds the whole head, request line included, and a
+	// head is buffered whole before it is parsed.
+	if l.MaxConnBuffer > 0 && l.MaxConnBuffer < l.MaxHeaderBytes {
+		p.add("limits.max_conn_buffer", "%s is smaller than max_header_bytes %s, so a request head could not be buffered", l.MaxConnBuffer, l.MaxHeaderBytes)
 	}
 }
 
