@@ -3,13 +3,16 @@ module github.com/loopgate/loopgate
 go 1.26.8
 
 require (
+	github.com/panjf2000/gnet/v2 v2.9.7
+	golang.org/x/sys v0.30.0
+	gopkg.in/yaml.v3 v3.0.1
+)
+
+require (
 	github.com/panjf2000/ants/v2 v2.11.3 // indirect
-	github.com/panjf2000/gnet/v2 v2.9.7 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/sync v0.11.0 // indirect
-	golang.org/x/sys v0.30.0 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 )

@@ -190,7 +190,7 @@ report() {
 	echo
 	echo "| proxy | req/s | p50 ms | p99 ms | CPU µs/req |"
 	echo "|---|---:|---:|---:|---:|"
-	declare -gA MEDIAN_CPU=() MEDIAN_P99=()
+	declare -gA MEDIAN_CPU=() MEDIAN_P99=() HAS_ERRORS=()
 	for key in "${TARGETS[@]}"; do
 		label=${LABEL[$key]}
 		rps=$(column "$key" 4 | median)
@@ -202,6 +202,7 @@ report() {
 		errs=$(awk -v k="$key" '$2 == k { n += $8; s += $9 } END { printf "%d %d", n, s }' "$RAW/results.txt")
 		if [[ $errs != "0 0" ]]; then
 			label="$label ⚠"
+			HAS_ERRORS[$key]=1
 			read -r n s <<<"$errs"
 			warnings+=("⚠ ${LABEL[$key]}: $n non-2xx/3xx responses and $s socket errors over $ROUNDS rounds; its figures are not comparable (raw output in bench/out/raw/).")
 		fi
@@ -209,9 +210,12 @@ report() {
 			"$(fmt %.2f "$p99")" "$(fmt %.1f "$cpu")"
 	done
 	echo
-	relative_to_nginx
 	local line
-	for line in "${warnings[@]}" "${NOTES[@]}"; do
+	for line in "${warnings[@]}"; do
+		echo "- $line"
+	done
+	relative_to_nginx
+	for line in "${NOTES[@]}"; do
 		echo "- $line"
 	done
 }
@@ -223,6 +227,10 @@ relative_to_nginx() {
 	[[ $base != NA ]] || return 0
 	for key in loopgate loopgate-chain; do
 		[[ ${MEDIAN_CPU[$key]:-NA} != NA ]] || continue
+		if [[ -n ${HAS_ERRORS[$key]:-}${HAS_ERRORS[nginx]:-} ]]; then
+			echo "- ${LABEL[$key]}: not compared with nginx, because wrk saw errors."
+			continue
+		fi
 		limit=1.0
 		[[ $key == loopgate-chain ]] && limit=1.2
 		awk -v l="${LABEL[$key]}" -v c="${MEDIAN_CPU[$key]}" -v b="$base" -v lim="$limit" \

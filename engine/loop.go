@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log"
 	"sync/atomic"
 	"time"
 
@@ -66,6 +67,11 @@ func (l *loop) start(el gnet.EventLoop) {
 	var seed [6]byte
 	_, _ = rand.Read(seed[:])
 	hex.Encode(l.idPrefix[:], seed[:])
+	if cfg.Pin {
+		if err := pinThread(l.index); err != nil {
+			log.Printf("engine: loop %d: cpu affinity: %v", l.index, err)
+		}
+	}
 	l.stop = make(chan struct{})
 	l.el.Store(el)
 	go l.tickLoop(el, l.stop)
@@ -167,7 +173,6 @@ func (l *loop) drain() {
 		}
 		cc = next
 	}
-	l.up.Shutdown()
 }
 
 // nextRequestID writes a fresh request ID into dst: the loop's random prefix

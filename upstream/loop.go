@@ -40,13 +40,11 @@ type PoolConfig struct {
 // Loop is the upstream side of one event loop. It is owned by that loop's
 // goroutine; nothing in it is safe for concurrent use.
 type Loop struct {
-	el       gnet.EventLoop
-	wheel    *wheel.Wheel
-	limits   codec.Limits
-	groups   []*Group
-	resp     codec.Response // scratch: valid only while a response head is handled
-	shutdown bool
-
+	el     gnet.EventLoop
+	wheel  *wheel.Wheel
+	limits codec.Limits
+	groups []*Group
+	resp   codec.Response // scratch: valid only while a response head is handled
 	// Owner is the engine's per-loop state, so a connection event can find
 	// its loop without a lookup.
 	Owner any
@@ -63,18 +61,6 @@ func NewLoop(el gnet.EventLoop, w *wheel.Wheel, limits codec.Limits, groups []Gr
 
 // Group returns the i-th group, in configuration order.
 func (l *Loop) Group(i int) *Group { return l.groups[i] }
-
-// Shutdown closes every idle connection and fails waiters; later calls fail
-// with ErrShuttingDown.
-func (l *Loop) Shutdown() {
-	l.shutdown = true
-	for _, g := range l.groups {
-		for _, p := range g.pools {
-			p.closeIdle()
-			p.failWaiters(ErrShuttingDown)
-		}
-	}
-}
 
 // Group is one upstream's nodes on one loop.
 type Group struct {

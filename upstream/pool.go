@@ -38,10 +38,6 @@ func (p *Pool) Idle() int { return len(p.idle) }
 // acquire attaches a connection to c now, starts a dial for it, or queues it.
 // fresh skips idle connections (used to retry after a stale one).
 func (p *Pool) acquire(c *Call, fresh bool) {
-	if p.loop.shutdown {
-		c.fail(ErrShuttingDown)
-		return
-	}
 	if !fresh {
 		for len(p.idle) > 0 {
 			uc := p.idle[len(p.idle)-1]
@@ -92,7 +88,7 @@ func (p *Pool) release(uc *Conn) {
 		c.attach(uc)
 		return
 	}
-	if len(p.idle) >= p.cfg.MaxIdle || p.loop.shutdown {
+	if len(p.idle) >= p.cfg.MaxIdle {
 		uc.Close()
 		return
 	}
@@ -114,7 +110,7 @@ func (p *Pool) remove(uc *Conn) {
 		uc.dialFor.dialing = nil
 		uc.dialFor = nil
 	}
-	if len(p.waiters) > 0 && p.total < p.cfg.MaxConns && !p.loop.shutdown {
+	if len(p.waiters) > 0 && p.total < p.cfg.MaxConns {
 		c := p.waiters[0]
 		p.dequeue(c)
 		c.timer.Stop()
@@ -184,20 +180,5 @@ func (p *Pool) onDialFailed(uc *Conn, err error) {
 	if c != nil {
 		c.dialing = nil
 		c.fail(ErrConnect)
-	}
-}
-
-func (p *Pool) closeIdle() {
-	for len(p.idle) > 0 {
-		p.idle[len(p.idle)-1].Close()
-	}
-}
-
-func (p *Pool) failWaiters(err *Error) {
-	for len(p.waiters) > 0 {
-		c := p.waiters[0]
-		p.dequeue(c)
-		c.timer.Stop()
-		c.fail(err)
 	}
 }
