@@ -103,7 +103,11 @@ pinned() {
 start_pinned() {
 	local name=$1 cpu=$2
 	shift 2
-	pinned "$cpu" "$@" >"$TMP/$name.log" 2>&1 &
+	local cmd=("$@")
+	[[ -z $cpu ]] || cmd=(taskset -c "$cpu" "$@")
+	# A simple command, not a function: backgrounded, it is exec'd (and
+	# taskset execs the program), so $! is the program itself.
+	"${cmd[@]}" >"$TMP/$name.log" 2>&1 &
 	STARTED_PID=$!
 	STARTED_PIDS+=("$STARTED_PID")
 }

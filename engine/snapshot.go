@@ -48,15 +48,10 @@ func compileSnapshot(cfg *config.Config) (*snapshot, error) {
 		if !ok {
 			return nil, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream)
 		}
-		u := cfg.Upstreams[g]
-		rt := route{id: r.ID, group: g, connectTimeout: time.Duration(u.ConnectTimeout), responseTimeout: time.Duration(u.ResponseTimeout)}
-		if time.Duration(r.ConnectTimeout) > 0 {
-			rt.connectTimeout = time.Duration(r.ConnectTimeout)
-		}
-		if time.Duration(r.ResponseTimeout) > 0 {
-			rt.responseTimeout = time.Duration(r.ResponseTimeout)
-		}
-		s.routes = append(s.routes, rt)
+		// config.applyDefaults already copied the upstream's timeouts into
+		// routes that do not override them.
+		s.routes = append(s.routes, route{id: r.ID, group: g,
+			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout)})
 	}
 	return s, nil
 }
@@ -67,7 +62,7 @@ func groupConfigs(cfg *config.Config) []upstream.GroupConfig {
 	for _, u := range cfg.Upstreams {
 		g := upstream.GroupConfig{
 			Name:     u.Name,
-			Weighted: u.Balancer == "weighted_round_robin",
+			Weighted: u.Balancer == config.WeightedRoundRobin,
 			Pool: upstream.PoolConfig{
 				MaxIdle:        u.MaxIdle,
 				MaxConns:       u.MaxConns,

@@ -70,7 +70,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if cfg.Admin != "off" {
+	if cfg.Admin != config.AdminOff {
 		if err := startAdmin(cfg.Admin, srv); err != nil {
 			return err
 		}

@@ -29,7 +29,7 @@ type Config struct {
 	Listen   string   `yaml:"listen"` // client listener "host:port"; default "127.0.0.1:8080"; port 0 picks a free port
 	Admin    string   `yaml:"admin"`  // admin listener "host:port"; default "127.0.0.1:9901"; "off" disables it
 	Loops    int      `yaml:"loops"`  // event loops; default 0 = one per CPU (runtime.NumCPU())
-	Pin      bool     `yaml:"pin"`    // lock each event loop to its own OS thread; default false
+	Pin      bool     `yaml:"pin"`    // lock each event loop to an OS thread pinned to CPU (loop index mod NumCPU; Linux); default false
 	Limits   Limits   `yaml:"limits"`
 	Timeouts Timeouts `yaml:"timeouts"`
 
