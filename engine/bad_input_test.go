@@ -218,6 +218,22 @@ func TestBadInputHeaderTimeout(t *testing.T) {
 		g.expectServing(t)
 	})
 
+	// The second request's head gets its own header_read deadline, not the
+	// much longer idle wait the connection was in between requests.
+	t.Run("partial head after a served request", func(t *testing.T) {
+		c := g.dial(t)
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		br := bufio.NewReader(c)
+		io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+		if resp, body := readResponse(t, br, "GET"); resp.StatusCode != 200 {
+			t.Fatalf("first request: %d %q", resp.StatusCode, body)
+		}
+		io.WriteString(c, "GET /x HTTP/1.1\r\nHo")
+		resp, body := readResponse(t, br, "GET")
+		expectError(t, resp, body, 408, 40801)
+		expectClosedConn(t, c, br, false)
+	})
+
 	t.Run("slowloris trickle", func(t *testing.T) {
 		c := g.dial(t)
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -265,7 +281,7 @@ func TestBadInputConnBufferCap(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}))
-	g := startGateway(t, "limits: {max_conn_buffer: 256KiB}\n"+oneRoute, up)
+	g := startGateway(t, "limits: {max_conn_buffer: 4MiB}\n"+oneRoute, up)
 	t.Cleanup(func() { once.Do(func() { close(release) }) }) // runs before the gateway's cleanup
 
 	c := g.dial(t)

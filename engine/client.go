@@ -151,7 +151,9 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 		ex.respond(404, 40401, "no route for this path")
 		return
 	}
-	head := ex.buildUpstreamHead(req, headLen)
+	r := &snap.routes[idx]
+	node := l.up.Group(r.group).Pick()
+	head := ex.buildUpstreamHead(req, headLen, node.Addr)
 	_, _ = cc.gc.Discard(headLen)
 	if ex.reqMode != codec.BodyNone {
 		cc.setState(stateReadingBody)
@@ -159,7 +161,7 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 	} else {
 		cc.setState(stateWaitingUpstream)
 	}
-	ex.forward(snap, idx, head)
+	ex.forward(r, node, head)
 }
 
 // finish is called when the exchange is complete and its response written.

@@ -70,10 +70,8 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request) {
 
 func (ex *exchange) requestID() []byte { return ex.id[:ex.idLen] }
 
-// forward starts the upstream call for route idx of snap.
-func (ex *exchange) forward(snap *snapshot, idx int, head *pool.Buffer) {
-	r := &snap.routes[idx]
-	p := ex.loop.up.Group(r.group).Pick()
+// forward starts the upstream call for route r on node p.
+func (ex *exchange) forward(r *route, p *upstream.Pool, head *pool.Buffer) {
 	ex.call.Start(p, head, upstream.Options{
 		ConnectTimeout:  r.connectTimeout,
 		ResponseTimeout: r.responseTimeout,

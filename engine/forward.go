@@ -11,11 +11,12 @@ import (
 
 // buildUpstreamHead writes the request head for the upstream into a pooled
 // buffer: the request line in origin form over HTTP/1.1, the client's
-// end-to-end headers (Host included, unchanged), and the body framing.
+// end-to-end headers (Host included, unchanged; the node address when the
+// client sent none), and the body framing.
 // Hop-by-hop headers, and those the client's Connection header names, stay
 // behind: they describe the client's connection, not ours.
-func (ex *exchange) buildUpstreamHead(req *codec.Request, headLen int) *pool.Buffer {
-	b := pool.Get(headLen + 64)
+func (ex *exchange) buildUpstreamHead(req *codec.Request, headLen int, node string) *pool.Buffer {
+	b := pool.Get(headLen + 64 + len(node))
 	dst := b.B
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
@@ -25,6 +26,11 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, headLen int) *pool.Buf
 		dst = append(dst, req.Query...)
 	}
 	dst = append(dst, " HTTP/1.1\r\n"...)
+	if len(req.Host) == 0 { // HTTP/1.0 may omit it; HTTP/1.1 upstreams require it
+		dst = append(dst, "Host: "...)
+		dst = append(dst, node...)
+		dst = append(dst, "\r\n"...)
+	}
 	dst = appendEndToEnd(dst, req.Headers)
 	if req.Chunked {
 		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)

@@ -223,6 +223,10 @@ func checkEcho(t *testing.T, c net.Conn, br *bufio.Reader, tc integrityCase, pat
 	if err != nil {
 		t.Fatalf("reading response: %v (request write: %v)", err, drainErr(wrote))
 	}
+	if resp.StatusCode != 200 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		t.Fatalf("status %d: %s (request write: %v)", resp.StatusCode, msg, drainErr(wrote))
+	}
 	h := sha256.New()
 	n, err := io.Copy(h, resp.Body)
 	resp.Body.Close()
@@ -231,9 +235,6 @@ func checkEcho(t *testing.T, c net.Conn, br *bufio.Reader, tc integrityCase, pat
 	}
 	if err := <-wrote; err != nil {
 		t.Fatalf("writing request: %v", err)
-	}
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d", resp.StatusCode)
 	}
 	if got := resp.Header.Get(pxHashHeader); got != want {
 		t.Fatalf("upstream received a different body: sha %s, want %s", got, want)

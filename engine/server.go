@@ -15,7 +15,6 @@ import (
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
-	"github.com/panjf2000/gnet/v2/pkg/logging"
 )
 
 // Server is a running data plane. Create it with New, start it with Run, and
@@ -64,7 +63,7 @@ func (s *Server) Run() error {
 		gnet.WithReusePort(false),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReadBufferCap(64<<10),
-		gnet.WithLogLevel(logging.ErrorLevel),
+		gnet.WithLogger(gnetLogger{}),
 	)
 	if errors.Is(err, context.Canceled) {
 		return nil
