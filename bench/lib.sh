@@ -55,10 +55,10 @@ log() {
 ensure_wrk() {
 	command -v wrk >/dev/null 2>&1 && return 0
 	log "wrk not found; installing it with apt-get"
-	local sudo=()
-	[[ $(id -u) -eq 0 ]] || sudo=(sudo)
-	"${sudo[@]}" apt-get install -y wrk >&2 ||
-		{ "${sudo[@]}" apt-get update >&2 && "${sudo[@]}" apt-get install -y wrk >&2; }
+	local apt=(env DEBIAN_FRONTEND=noninteractive apt-get)
+	[[ $(id -u) -eq 0 ]] || apt=(sudo "${apt[@]}")
+	"${apt[@]}" install -y wrk >&2 ||
+		{ "${apt[@]}" update >&2 && "${apt[@]}" install -y wrk >&2; }
 	command -v wrk >/dev/null 2>&1 || { log "wrk is still missing; cannot benchmark"; exit 1; }
 }
 

@@ -106,7 +106,8 @@ start_proxies() {
 	done
 }
 
-# parse_wrk FILE prints: requests req/s p50_ms p99_ms non2xx socket_errors
+# parse_wrk FILE prints: requests req/s p50_ms p99_ms non2xx and the socket
+# errors connect read write timeout
 # (NA for a figure wrk did not print).
 parse_wrk() {
 	awk '
@@ -124,15 +125,18 @@ parse_wrk() {
 		$1 == "99%"              { p99 = ms($2) }
 		/ requests in /          { req = $1 }
 		$1 == "Requests/sec:"    { rps = $2 }
-		/Socket errors:/         { sock = $4 + $6 + $8 + $10 }
+		/Socket errors:/         { sc = $4 + 0; sr = $6 + 0; sw = $8 + 0; st = $10 + 0 }
 		/Non-2xx or 3xx/         { non2xx = $NF }
-		END { printf "%s %s %s %s %d %d\n", or_na(req), or_na(rps), or_na(p50), or_na(p99), non2xx, sock }
+		END {
+			printf "%s %s %s %s %d %d %d %d %d\n", or_na(req), or_na(rps), or_na(p50), or_na(p99),
+				non2xx, sc, sr, sw, st
+		}
 	' "$1"
 }
 
 # measure ROUND KEY warms the target up, then runs the measured wrk while
 # reading the proxy's CPU ticks on both sides, and appends one results line:
-# round key requests req/s p50 p99 cpu_us_per_req non2xx socket_errors
+# round key requests req/s p50 p99 cpu_us_per_req non2xx connect read write timeout
 measure() {
 	local round=$1 key=$2 url="http://127.0.0.1:${PORT[$2]}/" pid=${PID[$2]}
 	local raw="$RAW/round$round-$key.txt" before="" after="" cpu=NA
@@ -144,6 +148,7 @@ measure() {
 
 	local requests rps p50 p99 non2xx sock
 	read -r requests rps p50 p99 non2xx sock < <(parse_wrk "$raw")
+	# sock holds "connect read write timeout"
 	if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
 		log "${LABEL[$key]} died during round $round; log tail:"
 		tail -n 20 "$TMP/$key.log" >&2 || true
@@ -155,7 +160,12 @@ measure() {
 		cpu=$(awk -v t=$((after - before)) -v hz="$CLK_TCK" -v n="$requests" 'BEGIN { printf "%.3f", t / hz * 1e6 / n }')
 	fi
 	echo "$round $key $requests $rps $p50 $p99 $cpu $non2xx $sock" >>"$RAW/results.txt"
-	log "round $round ${LABEL[$key]}: $rps req/s, p50 $p50 ms, p99 $p99 ms, CPU $cpu µs/req, non-2xx $non2xx, socket errors $sock"
+	log "round $round ${LABEL[$key]}: $rps req/s, p50 $p50 ms, p99 $p99 ms, CPU $cpu µs/req, non-2xx $non2xx, socket errors (connect read write timeout) $sock"
+}
+
+# load_average prints the 1-minute load average: how busy the shared machine was.
+load_average() {
+	cut -d' ' -f1 /proc/loadavg
 }
 
 # median reads numbers (one per line, NA ignored) and prints their median.
@@ -180,13 +190,14 @@ fmt() {
 
 # report prints the header line, the table of medians and the notes.
 report() {
-	local cpu_model key label rps p50 p99 cpu errs warnings=()
+	local cpu_model key label rps p50 p99 cpu errs n c r w t warnings=()
 	cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	echo "Loopgate bench, $(date -u '+%Y-%m-%d %H:%M UTC'): kernel $(uname -r), CPU ${cpu_model:-unknown} × $(nproc)," \
 		"nginx ${NGINX_VERSION:-absent}, haproxy ${HAPROXY_VERSION:-absent}, wrk $WRK_VERSION."
 	echo
 	echo "Backend: $BACKEND_KIND. Load: \`wrk -t1 -c$CONNS -d${DURATION}s\` after a ${WARMUP} s warm-up;" \
-		"$PINNING. Median of $ROUNDS interleaved rounds."
+		"$PINNING. Median of $ROUNDS interleaved rounds." \
+		"Load average (1 min): $LOAD_START at start, $(load_average) at end."
 	echo
 	echo "| proxy | req/s | p50 ms | p99 ms | CPU µs/req |"
 	echo "|---|---:|---:|---:|---:|"
@@ -199,12 +210,13 @@ report() {
 		cpu=$(column "$key" 7 | median)
 		MEDIAN_CPU[$key]=$cpu
 		MEDIAN_P99[$key]=$p99
-		errs=$(awk -v k="$key" '$2 == k { n += $8; s += $9 } END { printf "%d %d", n, s }' "$RAW/results.txt")
-		if [[ $errs != "0 0" ]]; then
+		errs=$(awk -v k="$key" '$2 == k { n += $8; c += $9; r += $10; w += $11; t += $12 }
+			END { printf "%d %d %d %d %d", n, c, r, w, t }' "$RAW/results.txt")
+		if [[ $errs != "0 0 0 0 0" ]]; then
 			label="$label ⚠"
 			HAS_ERRORS[$key]=1
-			read -r n s <<<"$errs"
-			warnings+=("⚠ ${LABEL[$key]}: $n non-2xx/3xx responses and $s socket errors over $ROUNDS rounds; its figures are not comparable (raw output in bench/out/raw/).")
+			read -r n c r w t <<<"$errs"
+			warnings+=("⚠ ${LABEL[$key]}: over $ROUNDS rounds wrk saw $n non-2xx/3xx responses and socket errors: connect $c, read $r, write $w, timeout $t (no response within 2 s); its figures are not comparable (raw output in bench/out/raw/).")
 		fi
 		printf '| %s | %s | %s | %s | %s |\n' "$label" "$(fmt %.0f "$rps")" "$(fmt %.2f "$p50")" \
 			"$(fmt %.2f "$p99")" "$(fmt %.1f "$cpu")"
@@ -250,6 +262,7 @@ main() {
 	NGINX_VERSION=$(nginx_version)
 	HAPROXY_VERSION=$(haproxy_version)
 	WRK_VERSION=$(wrk_version)
+	LOAD_START=$(load_average)
 	log "building bench tools"
 	build_tools
 	rm -rf "$RAW"

@@ -19,7 +19,7 @@ const LastChunk = "0\r\n\r\n"
 
 // AppendChunkHeader appends the chunk-size line for a chunk of size bytes ("%x\r\n") to dst.
 // size must be positive: a zero size is the last-chunk, which needs LastChunk's extra CRLF.
-// It allocates only if dst must grow.
+// It allocates only if dst must grow. Safe for concurrent use on distinct dst.
 func AppendChunkHeader(dst []byte, size int) []byte {
 	dst = strconv.AppendInt(dst, int64(size), 16)
 	return append(dst, '\r', '\n')
@@ -73,7 +73,8 @@ func (d *ChunkedDecoder) Done() bool { return d.state == stDone }
 // Next consumes framing and payload from the start of src. It returns how many bytes it consumed (n),
 // the payload among them (data, a view into src[:n], possibly empty) and done once the final CRLF
 // has been consumed. A pass-through proxy forwards src[:n]; a decoding one forwards data.
-// Callers loop while n > 0 && !done, then wait for more bytes; bytes after the body stay unconsumed.
+// n is 0 only when src is empty, the body is already done, or err != nil, so callers loop while
+// n > 0 && !done, then wait for more bytes; bytes after the body stay unconsumed.
 //
 // A call yields at most one payload span and returns right after it, so a call that returns
 // payload never fails: a framing error is reported by the next call, with n == 0. Errors are

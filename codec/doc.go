@@ -9,14 +9,14 @@
 // Parsing works on whatever bytes have arrived. Call it again with the grown buffer until it
 // reports a complete head:
 //
-//	var req codec.Request   // reuse per connection; Reset keeps the Headers capacity
+//	var req codec.Request // one per connection; ParseRequest resets it but keeps the Headers capacity
 //	n, err := codec.ParseRequest(buf, &req, &limits)
 //	switch {
 //	case err != nil:
-//		var e *codec.Error = err.(*codec.Error) // every error is a *codec.Error
-//		// answer e.Status with JSON code e.Code, then close
+//		e := err.(*codec.Error) // every error is a *codec.Error
+//		// answer e.Status with JSON code e.Code, then close the connection
 //	case n == 0:
-//		// need more bytes; keep buf
+//		// need more bytes: keep buf and call again when it has grown
 //	default:
 //		// buf[:n] is the head; the body (req.ContentLength bytes, or chunked) starts at buf[n]
 //	}
@@ -28,12 +28,16 @@
 // Responses are parsed the same way with ParseResponse; Response.BodyMode then says how the body
 // ends. A chunked body is walked with a ChunkedDecoder:
 //
-//	dec.Reset(limits.MaxBodyBytes)
-//	for {
-//		n, data, done, err := dec.Next(src)
-//		// forward src[:n] (pass-through) or data (decoded); src = src[n:]
-//		if err != nil || done || n == 0 { break }
+//	dec.Reset(limits.MaxBodyBytes) // once per body; then, each time bytes arrive in src:
+//	for len(src) > 0 && !dec.Done() {
+//		n, data, _, err := dec.Next(src)
+//		if err != nil {
+//			// 400 (or 502 for an upstream body), then close
+//		}
+//		// forward src[:n] verbatim (pass-through) or data (decoding)
+//		src = src[n:]
 //	}
+//	// dec.Done(): the body is over and src holds what follows it; otherwise wait for more bytes
 //
 // AppendChunkHeader and LastChunk re-frame a close-delimited body as chunked.
 //

@@ -14,6 +14,8 @@ type Error struct {
 	Message string // short, fixed, safe to send to the client
 }
 
+var _ error = (*Error)(nil)
+
 // Error returns the message. It does not allocate.
 func (e *Error) Error() string { return e.Message }
 

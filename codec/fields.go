@@ -162,7 +162,7 @@ func (fs *fieldState) apply(name, value []byte) error {
 		}
 	case 6:
 		if fs.isRequest && equalFold(name, "expect") {
-			fs.expectContinue = equalFold(value, "100-continue")
+			fs.expectContinue = fs.expectContinue || equalFold(value, "100-continue")
 		}
 	case 7:
 		if equalFold(name, "upgrade") {

@@ -43,7 +43,7 @@ func connectionLists[T string | []byte](h Headers, token T) bool {
 
 // IsHopByHop reports whether name is a hop-by-hop field that a proxy must not forward:
 // Connection, Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE,
-// Trailer, Transfer-Encoding or Upgrade (case-insensitive).
+// Trailer, Transfer-Encoding or Upgrade (case-insensitive). Safe for concurrent use.
 func IsHopByHop(name []byte) bool {
 	switch len(name) {
 	case 2:

@@ -4,8 +4,9 @@ package codec
 
 import "bytes"
 
-// Request is a parsed request head. Every []byte field is a view into the buffer given to
-// ParseRequest and is valid only while that buffer is unchanged. A Request is owned by one
+// Request is a parsed request head. Every []byte field is a read-only view into the buffer given to
+// ParseRequest (or, for Path "/", a shared constant) and is valid only while that buffer is unchanged.
+// A Request is owned by one
 // goroutine (the connection's event loop); it is not safe for concurrent use.
 type Request struct {
 	Method []byte // token, case-sensitive as received

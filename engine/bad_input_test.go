@@ -281,7 +281,7 @@ func TestBadInputConnBufferCap(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	}))
-	g := startGateway(t, "limits: {max_conn_buffer: 4MiB}\n"+oneRoute, up)
+	g := startGateway(t, "limits: {max_conn_buffer: 256KiB}\n"+oneRoute, up)
 	t.Cleanup(func() { once.Do(func() { close(release) }) }) // runs before the gateway's cleanup
 
 	c := g.dial(t)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/panjf2000/gnet/v2"
 )
@@ -45,10 +46,12 @@ type clientConn struct {
 	timer wheel.Timer // header read, idle, body read or linger deadline
 	ex    *exchange   // the request being served, nil between requests
 
-	closeAfter  bool      // close once the current response is written
-	peerGone    bool      // gnet reported the close; handling is deferred
-	serving     bool      // serve is on the stack
-	lingerUntil time.Time // Closing: give up flushing after this
+	closeAfter  bool        // close once the current response is written
+	peerGone    bool        // gnet reported the close; handling is deferred
+	serving     bool        // serve is on the stack
+	headPending bool        // a response head waits in loop.out (see flushHead)
+	spool       spool.Spool // response bytes the client is too slow for
+	lingerUntil time.Time   // Closing: give up flushing after this
 
 	prev, next *clientConn // loop.clients
 }
@@ -66,11 +69,11 @@ func (cc *clientConn) traffic() {
 	switch cc.state {
 	case stateIdle, stateReadingHead:
 		cc.serve()
-	case stateReadingBody:
-		cc.loop.wheel.Arm(&cc.timer, time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
-		cc.ex.pumpBody()
-	case stateWritingResponse:
-		if ex := cc.ex; ex != nil && !ex.reqDone { // the upstream answered before the body ended
+	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
+		if ex := cc.ex; ex != nil && !ex.reqDone && !ex.bodyStalled {
+			if cc.state == stateReadingBody {
+				cc.loop.wheel.Arm(&cc.timer, time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
+			}
 			ex.pumpBody()
 		}
 	case stateClosing, stateClosed:
@@ -78,11 +81,21 @@ func (cc *clientConn) traffic() {
 		return
 	}
 	// gnet cannot stop reading, so bytes the client sends ahead of the
-	// current exchange (pipelining, or a body the upstream is not taking)
-	// pile up here; past the cap the connection is cut.
-	if cc.state != stateClosed && cc.gc.InboundBuffered() > int(cc.loop.srv.cfg.Limits.MaxConnBuffer) {
+	// current exchange pile up here: pipelined requests, or a body the
+	// upstream is taking slowly (bounded by max_body_bytes). Past the cap
+	// the connection is cut.
+	if cc.state != stateClosed && cc.gc.InboundBuffered() > cc.inboundCap() {
 		cc.close()
 	}
+}
+
+// inboundCap is how many unread bytes the connection may hold.
+func (cc *clientConn) inboundCap() int {
+	limits := &cc.loop.srv.cfg.Limits
+	if ex := cc.ex; ex != nil && !ex.reqDone {
+		return int(limits.MaxConnBuffer + limits.MaxBodyBytes)
+	}
+	return int(limits.MaxConnBuffer)
 }
 
 // serve parses and starts requests while the connection is between
@@ -190,7 +203,18 @@ func (cc *clientConn) onTimer() {
 		cc.close()
 	case stateReadingHead:
 		cc.reject(errHeaderTimeout)
-	case stateReadingBody:
+	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
+		if ex := cc.ex; ex != nil && ex.bodyStalled {
+			ex.bodyStalled = false
+			if cc.state == stateReadingBody {
+				cc.loop.wheel.Arm(&cc.timer, time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
+			}
+			ex.pumpBody()
+			return
+		}
+		if cc.state != stateReadingBody {
+			return
+		}
 		if ex := cc.ex; ex != nil && !ex.respStarted {
 			ex.call.Abort()
 			cc.closeAfter = true
@@ -236,11 +260,35 @@ func (cc *clientConn) write(p []byte) bool {
 		cc.close()
 		return false
 	}
-	if cc.gc.OutboundBuffered() > int(cc.loop.srv.cfg.Limits.MaxConnBuffer) {
+	return true
+}
+
+// writeBody queues response body bytes, spilling to the connection's spool
+// file once the client is max_conn_buffer behind.
+func (cc *clientConn) writeBody(p []byte) bool {
+	if cc.peerGone || cc.state == stateClosed {
+		return false
+	}
+	l := cc.loop
+	was := cc.spool.Pending()
+	if err := cc.spool.Write(cc.gc, p, &l.spoolCfg, l.spoolBuf); err != nil || cc.peerGone {
 		cc.close()
 		return false
 	}
+	if !was && cc.spool.Pending() {
+		l.spooling = append(l.spooling, cc)
+	}
 	return true
+}
+
+// flushHead writes a response head held back for coalescing.
+func (cc *clientConn) flushHead() bool {
+	if !cc.headPending {
+		return true
+	}
+	cc.headPending = false
+	cc.loop.pendingHead = nil
+	return cc.write(cc.loop.out)
 }
 
 // close tears the connection down now, aborting any exchange.
@@ -263,6 +311,11 @@ func (cc *clientConn) onClosed() {
 func (cc *clientConn) release() {
 	cc.setState(stateClosed)
 	cc.timer.Stop()
+	cc.spool.Reset()
+	if cc.headPending {
+		cc.headPending = false
+		cc.loop.pendingHead = nil
+	}
 	if ex := cc.ex; ex != nil {
 		cc.ex = nil
 		ex.call.Abort()

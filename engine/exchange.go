@@ -4,6 +4,7 @@ package engine
 
 import (
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/upstream"
 )
@@ -37,6 +38,9 @@ type exchange struct {
 	reqChunked   codec.ChunkedDecoder
 	reqDone      bool
 	callReady    bool
+	bodyStalled  bool // the upstream is behind; pumpBody resumes on the next tick
+
+	finishWhenDrained bool // the response is complete but still spooled
 
 	framing     respFraming
 	respStarted bool
@@ -53,6 +57,8 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request) {
 	ex.idempotent = idempotent(req.Method)
 	ex.expectContinue = req.ExpectContinue
 	ex.callReady = false
+	ex.bodyStalled = false
+	ex.finishWhenDrained = false
 	ex.framing = frameAsIs
 	ex.respStarted = false
 	switch {
@@ -100,7 +106,15 @@ func (ex *exchange) CallReady(*upstream.Call) bool {
 // Bytes stay in the client's gnet buffer until the call can take them.
 func (ex *exchange) pumpBody() {
 	cc := ex.cc
+	high := int(ex.loop.srv.cfg.Limits.MaxConnBuffer)
 	for cc != nil && !ex.reqDone && ex.callReady {
+		if ex.call.Backlog() > high {
+			// gnet cannot pause the client, so the body waits in its input
+			// buffer (bounded by max_body_bytes) until the upstream catches up.
+			ex.bodyStalled = true
+			ex.loop.wheel.Arm(&cc.timer, wheel.DefaultTick)
+			return
+		}
 		buf, _ := cc.gc.Peek(-1)
 		if len(buf) == 0 {
 			return
@@ -184,10 +198,18 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	if cc.state == stateWaitingUpstream || cc.state == stateReadingBody {
 		cc.setState(stateWritingResponse)
 	}
+	// The head waits in l.out for the first body bytes of the same read, so
+	// a small response leaves in one write; OnTraffic flushes it otherwise.
 	l := ex.loop
 	l.out = appendClientHead(l.out[:0], r, ex.framing, ex.minor, cc.closeAfter)
-	return cc.write(l.out)
+	cc.headPending = true
+	l.pendingHead = cc
+	return true
 }
+
+// maxCoalesce bounds the body bytes copied behind a pending head; larger
+// pieces cost more to copy than the write they save.
+const maxCoalesce = 16 << 10
 
 var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 
@@ -197,27 +219,35 @@ func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) 
 	ok := true
 	switch ex.framing {
 	case frameAsIs:
-		if len(raw) > 0 {
-			ok = cc.write(raw)
+		if cc.headPending && len(raw) <= maxCoalesce {
+			ex.loop.out = append(ex.loop.out, raw...)
+			ok = cc.flushHead()
+		} else if ok = cc.flushHead(); ok && len(raw) > 0 {
+			ok = cc.writeBody(raw)
 		}
 	case frameDecode:
-		if len(data) > 0 {
-			ok = cc.write(data)
+		if ok = cc.flushHead(); ok && len(data) > 0 {
+			ok = cc.writeBody(data)
 		}
 	case frameEncode:
-		if len(data) > 0 {
+		ok = cc.flushHead()
+		if ok && len(data) > 0 {
 			l := ex.loop
 			l.out = codec.AppendChunkHeader(l.out[:0], len(data))
-			ok = cc.write(l.out) && cc.write(data) && cc.write(crlf)
+			ok = cc.writeBody(l.out) && cc.writeBody(data) && cc.writeBody(crlf)
 		}
 		if ok && done {
-			ok = cc.write(lastChunk)
+			ok = cc.writeBody(lastChunk)
 		}
 	}
 	if !ok {
 		return false
 	}
 	if done {
+		if cc.spool.Pending() {
+			ex.finishWhenDrained = true // pumpSpools finishes it
+			return true
+		}
 		cc.finish()
 	}
 	return true

@@ -16,7 +16,7 @@ import (
 // Hop-by-hop headers, and those the client's Connection header names, stay
 // behind: they describe the client's connection, not ours.
 func (ex *exchange) buildUpstreamHead(req *codec.Request, headLen int, node string) *pool.Buffer {
-	b := pool.Get(headLen + 64 + len(node))
+	b := pool.Get(headLen + 64 + len(req.Host) + len(node))
 	dst := b.B
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
@@ -26,15 +26,17 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, headLen int, node stri
 		dst = append(dst, req.Query...)
 	}
 	dst = append(dst, " HTTP/1.1\r\n"...)
-	if len(req.Host) == 0 { // HTTP/1.0 may omit it; HTTP/1.1 upstreams require it
-		dst = append(dst, "Host: "...)
-		dst = append(dst, node...)
-		dst = append(dst, "\r\n"...)
+	// For an absolute-form target the codec took Host from its authority,
+	// which replaces any Host header (RFC 9112 3.2.2).
+	absolute := len(req.URI) > 0 && req.URI[0] != '/' && req.URI[0] != '*'
+	switch {
+	case len(req.Host) == 0: // HTTP/1.0 may omit Host; HTTP/1.1 upstreams require it
+		dst = appendHeader(dst, "Host", node)
+	case absolute:
+		dst = appendHeader(dst, "Host", string(req.Host))
 	}
-	dst = appendEndToEnd(dst, req.Headers)
-	if req.Chunked {
-		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
-	}
+	dst = appendEndToEnd(dst, req.Headers, absolute)
+	dst = appendFraming(dst, req.Chunked, req.ContentLength)
 	dst = append(dst, "\r\n"...)
 	b.B = dst
 	return b
@@ -47,9 +49,12 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 	dst = append(dst, ' ')
 	dst = append(dst, r.Reason...)
 	dst = append(dst, "\r\n"...)
-	dst = appendEndToEnd(dst, r.Headers)
-	if r.Chunked && framing == frameAsIs || framing == frameEncode {
+	dst = appendEndToEnd(dst, r.Headers, false)
+	switch {
+	case r.Chunked && framing == frameAsIs, framing == frameEncode:
 		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
+	case r.ContentLength >= 0:
+		dst = appendContentLength(dst, r.ContentLength)
 	}
 	switch {
 	case closing:
@@ -60,10 +65,12 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 	return append(dst, "\r\n"...)
 }
 
-// appendEndToEnd copies the headers that are not hop-by-hop.
-func appendEndToEnd(dst []byte, hs codec.Headers) []byte {
+// appendEndToEnd copies the headers that are not hop-by-hop, leaving out Host
+// when dropHost is set. Content-Length is written once by the caller, since
+// the codec accepts identical duplicates an upstream might not.
+func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool) []byte {
 	for _, h := range hs {
-		if codec.IsHopByHop(h.Name) || hs.Listed(h.Name) {
+		if codec.IsHopByHop(h.Name) || hs.Listed(h.Name) || isContentLength(h.Name) || dropHost && isHost(h.Name) {
 			continue
 		}
 		dst = append(dst, h.Name...)
@@ -72,4 +79,46 @@ func appendEndToEnd(dst []byte, hs codec.Headers) []byte {
 		dst = append(dst, "\r\n"...)
 	}
 	return dst
+}
+
+func appendHeader(dst []byte, name, value string) []byte {
+	dst = append(dst, name...)
+	dst = append(dst, ": "...)
+	dst = append(dst, value...)
+	return append(dst, "\r\n"...)
+}
+
+func isHost(name []byte) bool {
+	return len(name) == 4 && name[0]|0x20 == 'h' && name[1]|0x20 == 'o' && name[2]|0x20 == 's' && name[3]|0x20 == 't'
+}
+
+// appendFraming writes the request body framing: chunked is passed through
+// as chunked, a length as one Content-Length.
+func appendFraming(dst []byte, chunked bool, contentLength int64) []byte {
+	if chunked {
+		return append(dst, "Transfer-Encoding: chunked\r\n"...)
+	}
+	if contentLength >= 0 {
+		return appendContentLength(dst, contentLength)
+	}
+	return dst
+}
+
+func appendContentLength(dst []byte, n int64) []byte {
+	dst = append(dst, "Content-Length: "...)
+	dst = strconv.AppendInt(dst, n, 10)
+	return append(dst, "\r\n"...)
+}
+
+func isContentLength(name []byte) bool {
+	const cl = "content-length"
+	if len(name) != len(cl) {
+		return false
+	}
+	for i := range name {
+		if name[i]|0x20 != cl[i] { // '-'|0x20 is '-'
+			return false
+		}
+	}
+	return true
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
@@ -31,8 +32,17 @@ type loop struct {
 	req     codec.Request // scratch: the head being parsed
 	scratch []byte        // router lowercasing
 	out     []byte        // response heads and error bodies being built
-	free    []*exchange   // exchange free list
-	clients clientList    // open client connections, for draining
+
+	// pendingHead is the client whose response head waits in out for body
+	// bytes from the same upstream read; flushed before OnTraffic returns.
+	pendingHead *clientConn
+
+	spoolCfg spool.Config
+	spoolBuf []byte        // read buffer for moving spooled bytes back out
+	spooling []*clientConn // clients with spooled bytes, pumped every tick
+	pumping  []*clientConn // spare slice for pumpSpools
+	free     []*exchange   // exchange free list
+	clients  clientList    // open client connections, for draining
 
 	depth    int          // nesting of our callbacks; closes wait for 0
 	deferred []closeEvent // closes that arrived while depth > 0
@@ -63,6 +73,12 @@ func (l *loop) start(el gnet.EventLoop) {
 	l.up.Owner = l
 	l.scratch = make([]byte, 0, int(cfg.Limits.MaxURIBytes))
 	l.out = make([]byte, 0, 4096)
+	l.spoolBuf = make([]byte, 256<<10)
+	l.spoolCfg = spool.Config{
+		HighWater: int(cfg.Limits.MaxConnBuffer),
+		MaxFile:   int64(cfg.Limits.MaxTempFileBytes),
+		Dir:       cfg.Limits.TempDir,
+	}
 	l.clients.init()
 	var seed [6]byte
 	_, _ = rand.Read(seed[:])
@@ -85,6 +101,7 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 	tick := gnet.RunnableFunc(func(context.Context) error {
 		l.enter()
 		l.wheel.Advance(time.Now())
+		l.pumpSpools()
 		l.leave()
 		return nil
 	})
@@ -159,6 +176,31 @@ func (l *loop) accept(c gnet.Conn) {
 	l.clients.push(cc)
 	l.srv.clients.Add(1)
 	cc.idle(time.Duration(l.srv.cfg.Timeouts.HeaderRead))
+}
+
+// pumpSpools moves spooled response bytes to clients that have caught up,
+// and finishes exchanges whose last bytes have left the spool. gnet reports
+// no "writable" event, so this runs on the tick.
+func (l *loop) pumpSpools() {
+	list := l.spooling
+	l.spooling, l.pumping = l.pumping[:0], list
+	for i, cc := range list {
+		list[i] = nil
+		if cc.state == stateClosed {
+			continue
+		}
+		if err := cc.spool.Pump(cc.gc, &l.spoolCfg, l.spoolBuf); err != nil {
+			cc.close()
+			continue
+		}
+		if cc.spool.Pending() {
+			l.spooling = append(l.spooling, cc)
+			continue
+		}
+		if ex := cc.ex; ex != nil && ex.finishWhenDrained {
+			cc.finish()
+		}
+	}
 }
 
 // drain starts graceful shutdown on this loop: idle connections close now,

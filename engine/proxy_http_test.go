@@ -333,7 +333,23 @@ func TestProxyHTTP10Client(t *testing.T) {
 		}
 		io.WriteString(w, "plain:"+r.URL.Path)
 	}))
-	g := startGateway(t, oneRoute, up)
+	closeUp := startRawUpstream(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+			io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\nuntil-close")
+		}
+	})
+	g := startGateway(t, `
+upstreams:
+  - name: backend
+    nodes: ["%s"]
+  - name: close
+    nodes: ["%s"]
+routes:
+  - prefix: /close
+    upstream: close
+  - prefix: /
+    upstream: backend
+`, up, closeUp)
 
 	// readToEOF reads one HTTP/1.0-style exchange: the whole stream until
 	// the gateway closes, which must hold exactly one response.
@@ -378,6 +394,16 @@ func TestProxyHTTP10Client(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("close-delimited-upstream", func(t *testing.T) {
+		resp, body := readToEOF(t, "GET /close HTTP/1.0\r\nHost: test\r\nConnection: keep-alive\r\n\r\n")
+		if resp.StatusCode != 200 || string(body) != "until-close" {
+			t.Fatalf("got %d %q", resp.StatusCode, body)
+		}
+		if len(resp.TransferEncoding) != 0 || !resp.Close {
+			t.Fatalf("framing %q, close %v: want a body ended by close", resp.TransferEncoding, resp.Close)
+		}
+	})
 
 	t.Run("keep-alive", func(t *testing.T) {
 		c, br := pxDial(t, g)
@@ -458,6 +484,7 @@ func TestProxyHopByHopHeaders(t *testing.T) {
 }
 
 func TestProxyAbsoluteFormHost(t *testing.T) {
+	// http.ReadRequest fails on a second Host header, so one Host arrives.
 	hosts := make(chan string, 1)
 	up, _ := startRawHTTPUpstream(t, func(conn, seq int, r *http.Request, body []byte) (string, bool) {
 		hosts <- r.Host
@@ -466,12 +493,18 @@ func TestProxyAbsoluteFormHost(t *testing.T) {
 	g := startGateway(t, oneRoute, up)
 	// RFC 9112 3.2.2: the target's authority replaces the Host header, and
 	// the upstream must see the host the request was routed by.
-	resp, body := g.rawExchange(t, "GET http://target.example/abs?x=1 HTTP/1.1\r\nHost: other.example\r\n\r\n")
-	if resp.StatusCode != 200 || string(body) != "/abs?x=1" {
-		t.Fatalf("got %d %q", resp.StatusCode, body)
-	}
-	if h := <-hosts; h != "target.example" {
-		t.Fatalf("upstream Host %q, want target.example", h)
+	for _, tc := range []struct{ raw, host string }{
+		{"GET http://target.example/abs?x=1 HTTP/1.1\r\nHost: other.example\r\n\r\n", "target.example"},
+		{"GET HTTP://Target.Example:8080/abs?x=1 HTTP/1.1\r\nHost: other.example\r\n\r\n", "Target.Example:8080"},
+		{"GET http://target.example/abs?x=1 HTTP/1.0\r\n\r\n", "target.example"},
+	} {
+		resp, body := g.rawExchange(t, tc.raw)
+		if resp.StatusCode != 200 || string(body) != "/abs?x=1" {
+			t.Fatalf("%q: got %d %q", tc.raw, resp.StatusCode, body)
+		}
+		if got := <-hosts; got != tc.host {
+			t.Fatalf("%q: upstream Host %q, want %q", tc.raw, got, tc.host)
+		}
 	}
 }
 

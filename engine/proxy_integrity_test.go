@@ -270,3 +270,69 @@ func drainErr(ch chan error) error {
 		return fmt.Errorf("still writing")
 	}
 }
+
+// TestProxyLargeDownload sends large responses to a client reading as fast
+// as it can: responses have no size limit, so none may be cut. The small
+// max_conn_buffer makes a missing backpressure show every time rather than
+// only when the upstream outpaces the client by 4 MiB; a client that reads
+// must never be mistaken for one that does not.
+func TestProxyLargeDownload(t *testing.T) {
+	const size = 24 << 20
+	body := pxRandom(size, 99)
+	want := pxSum(body)
+	serve := func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/small" {
+			io.WriteString(w, "small")
+			return
+		}
+		if r.URL.Path == "/length" {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+		}
+		for _, p := range pxPieces(body, rand.New(rand.NewSource(7))) {
+			if _, err := w.Write(p); err != nil {
+				return
+			}
+		}
+	}
+	up := startUpstream(t, http.HandlerFunc(serve))
+	closeUp := startRawUpstream(t, func(c net.Conn) {
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\n\r\n")
+		c.Write(body)
+	})
+	g := startGateway(t, `
+limits:
+  max_conn_buffer: 64KiB
+upstreams:
+  - name: up
+    nodes: ["%s"]
+  - name: close
+    nodes: ["%s"]
+routes:
+  - prefix: /close
+    upstream: close
+  - prefix: /
+    upstream: up
+`, up, closeUp)
+	for _, path := range []string{"/length", "/chunked", "/close"} {
+		t.Run(path[1:], func(t *testing.T) {
+			c, br := pxDial(t, g)
+			pxWrite(t, c, "GET "+path+" HTTP/1.1\r\nHost: test\r\n\r\n")
+			resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := sha256.New()
+			n, err := io.Copy(h, resp.Body)
+			resp.Body.Close()
+			if err != nil || n != size || hex.EncodeToString(h.Sum(nil)) != want {
+				t.Fatalf("status %d: got %d of %d bytes (err %v), sha match %v", resp.StatusCode, n, size, err, hex.EncodeToString(h.Sum(nil)) == want)
+			}
+			if resp, body := pxGet(t, c, br, "/small"); resp.StatusCode != 200 || string(body) != "small" {
+				t.Fatalf("second request: %d %q", resp.StatusCode, body)
+			}
+		})
+	}
+}

@@ -60,7 +60,7 @@ func (s *Server) Run() error {
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(len(s.loops)),
 		gnet.WithLockOSThread(s.cfg.Pin),
-		gnet.WithReusePort(false),
+		gnet.WithReusePort(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReadBufferCap(64<<10),
 		gnet.WithLogger(gnetLogger{}),
@@ -159,6 +159,9 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		l := v.Loop().Owner.(*loop)
 		l.enter()
 		v.Traffic()
+		if cc := l.pendingHead; cc != nil {
+			cc.flushHead()
+		}
 		l.leave()
 	}
 	return gnet.None

@@ -69,7 +69,6 @@ func groupConfigs(cfg *config.Config) []upstream.GroupConfig {
 				IdleTimeout:    time.Duration(u.IdleTimeout),
 				ConnectTimeout: time.Duration(u.ConnectTimeout),
 				AcquireTimeout: time.Duration(u.PoolAcquireTimeout),
-				MaxBuffered:    int(cfg.Limits.MaxConnBuffer),
 			},
 		}
 		for _, n := range u.Nodes {

@@ -112,8 +112,7 @@ func (c *Call) attach(uc *Conn) {
 }
 
 // Send streams request body bytes. It reports false when the call can no
-// longer take bytes (it has failed, or the upstream queue is over its limit,
-// in which case the call fails with ErrBufferLimit).
+// longer take bytes because it has failed (CallFailed has run).
 func (c *Call) Send(p []byte) bool {
 	if c.state.Terminal() || c.conn == nil {
 		return false
@@ -123,6 +122,16 @@ func (c *Call) Send(p []byte) bool {
 		return false
 	}
 	return true
+}
+
+// Backlog is how many sent bytes still wait in the connection's outbound
+// buffer. Senders stop feeding the call while it is high: gnet buffers
+// without limit, so this is the only flow control there is.
+func (c *Call) Backlog() int {
+	if c.conn == nil || c.conn.gc == nil {
+		return 0
+	}
+	return c.conn.gc.OutboundBuffered()
 }
 
 // SendDone marks the request body complete.

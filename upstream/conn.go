@@ -88,14 +88,11 @@ func (uc *Conn) Close() {
 	}
 }
 
-// write hands p to the socket. It returns ErrReset when the connection failed
-// and ErrBufferLimit when its queue passed the pool's buffer limit.
+// write hands p to the socket. It returns ErrReset when the connection failed.
+// Flow control is the caller's: see Call.Backlog.
 func (uc *Conn) write(p []byte) *Error {
 	if _, err := uc.gc.Write(p); err != nil || uc.state == connClosed {
 		return ErrReset
-	}
-	if uc.gc.OutboundBuffered() > uc.pool.cfg.MaxBuffered {
-		return ErrBufferLimit
 	}
 	return nil
 }

@@ -21,7 +21,6 @@ var (
 	ErrConnect     = &Error{Status: 502, Code: 50201, Message: "upstream connect failed"}
 	ErrReset       = &Error{Status: 502, Code: 50202, Message: "upstream closed the connection before a complete response"}
 	ErrBadResponse = &Error{Status: 502, Code: 50202, Message: "upstream sent a malformed response"}
-	ErrBufferLimit = &Error{Status: 502, Code: 50202, Message: "upstream is not reading the request body; buffer limit reached"}
 	ErrPoolFull    = &Error{Status: 503, Code: 50302, Message: "upstream connection pool exhausted", timeout: true}
 	ErrTimeout     = &Error{Status: 504, Code: 50401, Message: "upstream response timed out", timeout: true}
 )

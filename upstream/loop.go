@@ -32,9 +32,6 @@ type PoolConfig struct {
 	IdleTimeout    time.Duration
 	ConnectTimeout time.Duration
 	AcquireTimeout time.Duration
-	// MaxBuffered caps bytes queued towards the upstream socket; past it the
-	// call fails with ErrBufferLimit, since gnet cannot pause the client.
-	MaxBuffered int
 }
 
 // Loop is the upstream side of one event loop. It is owned by that loop's

@@ -50,6 +50,15 @@ type Limits struct {
 	// be at least max_header_bytes, since a head is buffered whole.
 	// Default 4MiB.
 	MaxConnBuffer ByteSize `yaml:"max_conn_buffer"`
+
+	// MaxTempFileBytes caps the temporary file one response may spill to when
+	// the client reads slower than the upstream sends (nginx's
+	// proxy_max_temp_file_size). Past it the connection is closed. Default 1GiB.
+	MaxTempFileBytes ByteSize `yaml:"max_temp_file_bytes"`
+
+	// TempDir is where spill files are created, unlinked at once. Default ""
+	// = the system temporary directory ($TMPDIR, else /tmp).
+	TempDir string `yaml:"temp_dir"`
 }
 
 // Timeouts are the client-side deadlines.

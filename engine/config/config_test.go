@@ -32,11 +32,12 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 		Listen: "127.0.0.1:8080",
 		Admin:  "127.0.0.1:9901",
 		Limits: Limits{
-			MaxURIBytes:    8 * 1024,
-			MaxHeaderCount: 50,
-			MaxHeaderBytes: 16 * 1024,
-			MaxBodyBytes:   10 * 1024 * 1024,
-			MaxConnBuffer:  4 * 1024 * 1024,
+			MaxURIBytes:      8 * 1024,
+			MaxHeaderCount:   50,
+			MaxHeaderBytes:   16 * 1024,
+			MaxBodyBytes:     10 * 1024 * 1024,
+			MaxConnBuffer:    4 * 1024 * 1024,
+			MaxTempFileBytes: 1 << 30,
 		},
 		Timeouts: Timeouts{
 			HeaderRead: Duration(10 * time.Second),
@@ -110,7 +111,7 @@ func TestSampleParses(t *testing.T) {
 		Pin:    true,
 		Limits: Limits{
 			MaxURIBytes: 4096, MaxHeaderCount: 64, MaxHeaderBytes: 32768,
-			MaxBodyBytes: 1 << 20, MaxConnBuffer: 2 << 20,
+			MaxBodyBytes: 1 << 20, MaxConnBuffer: 2 << 20, MaxTempFileBytes: 1 << 30,
 		},
 		Timeouts: Timeouts{
 			HeaderRead: Duration(5 * time.Second),

@@ -17,6 +17,7 @@ const (
 	defaultMaxHeaderBytes ByteSize = 16 << 10
 	defaultMaxBodyBytes   ByteSize = 10 << 20
 	defaultMaxConnBuffer  ByteSize = 4 << 20
+	defaultMaxTempFile    ByteSize = 1 << 30
 
 	defaultHeaderRead = Duration(10 * time.Second)
 	defaultIdle       = Duration(60 * time.Second)
@@ -44,6 +45,7 @@ func applyDefaults(c *Config) {
 	setDefault(&c.Limits.MaxHeaderBytes, defaultMaxHeaderBytes)
 	setDefault(&c.Limits.MaxBodyBytes, defaultMaxBodyBytes)
 	setDefault(&c.Limits.MaxConnBuffer, defaultMaxConnBuffer)
+	setDefault(&c.Limits.MaxTempFileBytes, defaultMaxTempFile)
 
 	setDefault(&c.Timeouts.HeaderRead, defaultHeaderRead)
 	setDefault(&c.Timeouts.Idle, defaultIdle)

@@ -53,6 +53,7 @@ func (c *Config) validateLimits(p *problems) {
 	positive(p, "limits.max_header_bytes", l.MaxHeaderBytes)
 	positive(p, "limits.max_body_bytes", l.MaxBodyBytes)
 	positive(p, "limits.max_conn_buffer", l.MaxConnBuffer)
+	positive(p, "limits.max_temp_file_bytes", l.MaxTempFileBytes)
 	// max_header_bytes bounds the whole head, request line included, and a
 	// head is buffered whole before it is parsed.
 	if l.MaxConnBuffer > 0 && l.MaxConnBuffer < l.MaxHeaderBytes {
