@@ -45,13 +45,31 @@ func New(cfg *config.Config) (*Server, error) {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + cfg.Listen, booted: make(chan struct{})}
+	listen, err := resolveListen(cfg.Listen)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + listen, booted: make(chan struct{})}
 	s.snap.Store(snap)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = &loop{srv: s, index: i}
 	}
 	return s, nil
+}
+
+// resolveListen turns port 0 into a concrete free port. Every loop binds its
+// own SO_REUSEPORT listener, and each would otherwise get a different port.
+func resolveListen(addr string) (string, error) {
+	if _, port, err := net.SplitHostPort(addr); err != nil || port != "0" {
+		return addr, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("engine: listen %s: %w", addr, err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // Run serves until Shutdown. It returns after every loop has stopped.
