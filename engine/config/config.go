@@ -33,6 +33,19 @@ type Config struct {
 	Limits   Limits   `yaml:"limits"`
 	Timeouts Timeouts `yaml:"timeouts"`
 
+	// Filters is the default chain every route runs (see filters.go for
+	// names and orders). Default [request_id, forwarded].
+	Filters      []string       `yaml:"filters"`
+	FilterOrders map[string]int `yaml:"filter_orders"` // override built-in orders; orders must stay unique
+
+	// TrustedProxies are the peers (CIDRs) whose X-Forwarded-For and
+	// X-Real-IP are believed. Default none: the client IP is the peer.
+	TrustedProxies []string `yaml:"trusted_proxies"`
+	IPAllow        []string `yaml:"ip_allow"` // global allow list (CIDRs or IPs); default empty = all allowed
+	IPDeny         []string `yaml:"ip_deny"`  // global deny list; checked before ip_allow; 403, code 40302
+
+	Auth Auth `yaml:"auth"`
+
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
 }
@@ -105,6 +118,21 @@ type Route struct {
 	// Per-route overrides; default (zero) inherits the upstream's value.
 	ConnectTimeout  Duration `yaml:"connect_timeout"`
 	ResponseTimeout Duration `yaml:"response_timeout"`
+
+	// Filters (see filters.go).
+	Filters         []string     `yaml:"filters,omitempty"`          // added to the global chain
+	DisableFilters  []string     `yaml:"disable_filters,omitempty"`  // removed from the global chain
+	Auth            string       `yaml:"auth,omitempty"`             // "none" (default) or "required"
+	Roles           []string     `yaml:"roles,omitempty"`            // with auth: required, the identity needs one of these; 403, code 40301
+	ExternalAuth    bool         `yaml:"external_auth,omitempty"`    // ask auth.external before forwarding
+	IPAllow         []string     `yaml:"ip_allow,omitempty"`         // route allow list, after the global lists
+	IPDeny          []string     `yaml:"ip_deny,omitempty"`          // route deny list
+	Limits          *RouteLimits `yaml:"limits,omitempty"`           // tighter limits for this route
+	RequestHeaders  *HeaderOps   `yaml:"request_headers,omitempty"`  // edits to the upstream request
+	ResponseHeaders *HeaderOps   `yaml:"response_headers,omitempty"` // edits to the response
+	Rewrite         *Rewrite     `yaml:"rewrite,omitempty"`
+	Gray            *Gray        `yaml:"gray,omitempty"`
+	Hash            *Hash        `yaml:"hash,omitempty"`
 }
 
 //go:embed default.yaml

@@ -30,6 +30,9 @@ const (
 	defaultMaxIdle            = 64
 	defaultMaxConns           = 256
 	defaultIdleTimeout        = Duration(30 * time.Second)
+
+	defaultAuthCacheTTL    = Duration(30 * time.Second)
+	defaultExternalTimeout = Duration(time.Second)
 )
 
 // applyDefaults replaces every zero-valued field with its default. Routes
@@ -54,6 +57,7 @@ func applyDefaults(c *Config) {
 	for i := range c.Upstreams {
 		applyUpstreamDefaults(&c.Upstreams[i])
 	}
+	applyFilterDefaults(c)
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		setDefault(&r.ID, fmt.Sprintf("route-%d", i))

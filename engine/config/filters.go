@@ -1,0 +1,147 @@
+// Filter configuration: the default chain, auth, client IP, and the per-route
+// filter options.
+
+package config
+
+// The built-in filter names, usable in Config.Filters and in a route's
+// filters / disable_filters. Each has a default order (lower runs first);
+// filter_orders overrides it. A route's chain is the global list plus its
+// additions, minus its opt-outs, plus every filter its own options enable
+// (auth, ip lists, headers, rewrite, gray, hash, limits).
+const (
+	FilterRequestID    = "request_id"    // order 100: X-Request-Id, generated when absent
+	FilterLimits       = "limits"        // order 150: per-route limits tighter than the global ones
+	FilterIPAccess     = "ip_access"     // order 200: allow/deny lists and bans
+	FilterAuth         = "auth"          // order 300: JWT and API keys
+	FilterExternalAuth = "external_auth" // order 350: sub-request to an auth service
+	FilterHeaders      = "headers"       // order 400: request/response header set/add/remove
+	FilterRewrite      = "rewrite"       // order 500: path rewrite
+	FilterGray         = "gray"          // order 600: canary routing to another upstream
+	FilterHash         = "hash"          // order 700: consistent-hash stickiness
+	FilterForwarded    = "forwarded"     // order 800: X-Forwarded-For/-Proto/-Host, X-Real-IP
+)
+
+// DefaultFilterOrders are the built-in orders.
+var DefaultFilterOrders = map[string]int{
+	FilterRequestID: 100, FilterLimits: 150, FilterIPAccess: 200, FilterAuth: 300,
+	FilterExternalAuth: 350, FilterHeaders: 400, FilterRewrite: 500, FilterGray: 600,
+	FilterHash: 700, FilterForwarded: 800,
+}
+
+// Auth configures credential checks. A route opts in with auth: required.
+type Auth struct {
+	Header string `yaml:"header"` // where credentials come from: "Bearer <jwt>" or a raw API key; default "Authorization"
+
+	JWT     JWT      `yaml:"jwt"`
+	APIKeys []APIKey `yaml:"api_keys"` // default none
+
+	CacheTTL  Duration `yaml:"cache_ttl"`  // how long a verified credential is trusted without re-verifying; default 30s
+	CacheSize int      `yaml:"cache_size"` // verified credentials kept per loop; default 10000 (oldest evicted)
+
+	External ExternalAuth `yaml:"external"` // used by routes with external_auth: true
+}
+
+// JWT configures token verification. Any combination of keys may be set; a
+// token's alg header picks the key (alg "none" is always rejected).
+type JWT struct {
+	HS256Secret        string   `yaml:"hs256_secret"`          // shared secret for HS256
+	RS256PublicKey     string   `yaml:"rs256_public_key"`      // inline PEM
+	RS256PublicKeyFile string   `yaml:"rs256_public_key_file"` // PEM file
+	ES256PublicKey     string   `yaml:"es256_public_key"`      // inline PEM (P-256)
+	ES256PublicKeyFile string   `yaml:"es256_public_key_file"` // PEM file
+	JWKSFile           string   `yaml:"jwks_file"`             // JSON Web Key Set file (RSA and EC P-256 keys, matched by kid)
+	Issuer             string   `yaml:"issuer"`                // required iss when set; default "" = not checked
+	Audience           string   `yaml:"audience"`              // required aud (string or list) when set; default "" = not checked
+	RolesClaim         string   `yaml:"roles_claim"`           // claim holding roles (string or list); default "roles"
+	TenantClaim        string   `yaml:"tenant_claim"`          // claim holding the tenant; default "tenant"
+	Leeway             Duration `yaml:"leeway"`                // clock skew allowed on exp/nbf; default 0s
+}
+
+// APIKey maps a static key to a consumer.
+type APIKey struct {
+	Key      string   `yaml:"key"`      // the key as sent in the auth header
+	Consumer string   `yaml:"consumer"` // becomes the identity's subject
+	Tenant   string   `yaml:"tenant"`
+	Roles    []string `yaml:"roles"`
+}
+
+// ExternalAuth asks an auth service about each request on routes that set
+// external_auth: true.
+type ExternalAuth struct {
+	Upstream       string   `yaml:"upstream"`        // upstream (by name) serving the auth endpoint; required when used
+	Path           string   `yaml:"path"`            // request path; default "/auth"
+	Timeout        Duration `yaml:"timeout"`         // answer deadline; default 1s; expiry: 503 (or pass with fail_open)
+	ForwardHeaders []string `yaml:"forward_headers"` // request headers sent along; default [Authorization, Cookie]
+	CopyHeaders    []string `yaml:"copy_headers"`    // response headers copied to the upstream request on 2xx; default [X-User-Id, X-User-Name, X-User-Roles]
+	FailOpen       bool     `yaml:"fail_open"`       // let requests through when the service is down or slow; default false
+}
+
+// HeaderOps edits a head.
+type HeaderOps struct {
+	Set    map[string]string `yaml:"set"`    // replace (or add) these headers
+	Add    map[string]string `yaml:"add"`    // add alongside existing ones
+	Remove []string          `yaml:"remove"` // drop these headers
+}
+
+// Rewrite changes the path sent upstream (the route still matches the
+// original path). Applied in order: strip_prefix, regex, add_prefix.
+type Rewrite struct {
+	StripPrefix string `yaml:"strip_prefix"`
+	Regex       string `yaml:"regex"`       // RE2 pattern, compiled at load time
+	Replacement string `yaml:"replacement"` // with $1-style groups; used with regex
+	AddPrefix   string `yaml:"add_prefix"`
+}
+
+// Gray sends part of a route's traffic to another upstream: requests whose
+// header (or cookie) equals Value, and/or Weight percent of the rest.
+type Gray struct {
+	Upstream string `yaml:"upstream"` // required: the canary upstream
+	Header   string `yaml:"header"`   // e.g. X-Gray
+	Cookie   string `yaml:"cookie"`   // cookie name, alternative to header
+	Value    string `yaml:"value"`    // value that selects the canary; default "true"
+	Weight   int    `yaml:"weight"`   // percent of other requests sent to the canary (0-100); default 0
+}
+
+// Hash picks a node by consistent hashing, so the same key keeps landing on
+// the same node.
+type Hash struct {
+	Header string `yaml:"header"` // hash this request header
+	Cookie string `yaml:"cookie"` // or this cookie
+	User   bool   `yaml:"user"`   // or the authenticated subject
+}
+
+// RouteLimits tighten the global limits for one route; zero inherits.
+type RouteLimits struct {
+	MaxURIBytes    ByteSize `yaml:"max_uri_bytes"`
+	MaxHeaderCount int      `yaml:"max_header_count"`
+	MaxHeaderBytes ByteSize `yaml:"max_header_bytes"`
+	MaxBodyBytes   ByteSize `yaml:"max_body_bytes"`
+}
+
+func applyFilterDefaults(c *Config) {
+	a := &c.Auth
+	setDefault(&a.Header, "Authorization")
+	setDefault(&a.CacheTTL, defaultAuthCacheTTL)
+	setDefault(&a.CacheSize, 10000)
+	setDefault(&a.JWT.RolesClaim, "roles")
+	setDefault(&a.JWT.TenantClaim, "tenant")
+	e := &a.External
+	setDefault(&e.Path, "/auth")
+	setDefault(&e.Timeout, defaultExternalTimeout)
+	if e.ForwardHeaders == nil {
+		e.ForwardHeaders = []string{"Authorization", "Cookie"}
+	}
+	if e.CopyHeaders == nil {
+		e.CopyHeaders = []string{"X-User-Id", "X-User-Name", "X-User-Roles"}
+	}
+	if c.Filters == nil {
+		c.Filters = []string{FilterRequestID, FilterForwarded}
+	}
+	for i := range c.Routes {
+		r := &c.Routes[i]
+		setDefault(&r.Auth, "none")
+		if r.Gray != nil {
+			setDefault(&r.Gray.Value, "true")
+		}
+	}
+}

@@ -1,0 +1,145 @@
+// Chain: a route's compiled filters, run with timings and panic recovery.
+
+package filters
+
+import (
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"time"
+	_ "unsafe" // for go:linkname
+)
+
+// Timing is one filter's cost in one exchange.
+type Timing struct {
+	Self  time.Duration // the filter's own request and response phase work
+	Total time.Duration // from its request phase start to its response phase end
+	start int64         // nanotime at its request phase start
+}
+
+// Chain is a route's filters in order. It is immutable and safe for
+// concurrent use.
+type Chain struct {
+	filters []Filter
+	stats   []Stats // per filter, cumulative
+}
+
+// NewChain orders filters and rejects duplicate orders or names.
+func NewChain(fs []Filter, loops int) (*Chain, error) {
+	if len(fs) > MaxChain {
+		return nil, fmt.Errorf("filters: %d filters in one chain, at most %d", len(fs), MaxChain)
+	}
+	sorted := append([]Filter(nil), fs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Order() < sorted[j].Order() })
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i].Order() == sorted[i-1].Order() {
+			return nil, fmt.Errorf("filters: %s and %s share order %d", sorted[i-1].Name(), sorted[i].Name(), sorted[i].Order())
+		}
+	}
+	seen := map[string]bool{}
+	for _, f := range sorted {
+		if seen[f.Name()] {
+			return nil, fmt.Errorf("filters: %s appears twice in one chain", f.Name())
+		}
+		seen[f.Name()] = true
+	}
+	c := &Chain{filters: sorted, stats: make([]Stats, len(sorted))}
+	for i := range c.stats {
+		c.stats[i].shards = make([]statShard, loops)
+	}
+	return c, nil
+}
+
+// Len is the number of filters.
+func (c *Chain) Len() int { return len(c.filters) }
+
+// Filter returns the i-th filter in run order.
+func (c *Chain) Filter(i int) Filter { return c.filters[i] }
+
+// Stats returns the cumulative stats of the i-th filter.
+func (c *Chain) Stats(i int) *Stats { return &c.stats[i] }
+
+// RunRequest runs request phases from the start, or from where a suspended
+// chain stopped. Continue means the request may be forwarded; Respond means
+// x.Rejection is the answer; Suspend means a filter will call x.Resume.
+// A panicking filter is turned into a 500 rejection.
+func (c *Chain) RunRequest(x *Exchange) (v Verdict) {
+	defer func() {
+		if p := recover(); p != nil {
+			v = x.Reject(500, 50001, "internal error in filter "+c.filters[x.next].Name())
+			x.next++ // the panicking filter's response phase runs too
+		}
+	}()
+	for x.next < len(c.filters) {
+		i := x.next
+		t := &x.Timings[i]
+		t.start = nanotime()
+		v = c.filters[i].Request(x)
+		t.Self = time.Duration(nanotime() - t.start)
+		x.next = i + 1
+		if v != Continue {
+			return v
+		}
+	}
+	return Continue
+}
+
+// RunResponse runs the response phases of every filter whose request phase
+// ran, last first, and records timings. x.Status must be set.
+func (c *Chain) RunResponse(x *Exchange) {
+	defer func() {
+		if p := recover(); p != nil {
+			// The head is already decided; a broken response phase loses
+			// only its own edits. Continue with the filters before it.
+			x.next--
+			c.RunResponse(x)
+		}
+	}()
+	for x.next > 0 {
+		i := x.next - 1
+		t := &x.Timings[i]
+		start := nanotime()
+		c.filters[i].Response(x)
+		end := nanotime()
+		t.Self += time.Duration(end - start)
+		t.Total = time.Duration(end - t.start)
+		c.stats[i].record(x.Loop, t)
+		x.next = i
+	}
+}
+
+// Stats are one filter's cumulative timings, sharded per loop so that each
+// loop writes only its own counters (no contended atomics on the hot path).
+type Stats struct {
+	shards []statShard
+}
+
+type statShard struct {
+	calls, selfNs, totalNs atomic.Int64
+	_                      [40]byte // keep shards on separate cache lines
+}
+
+func (s *Stats) record(loop int, t *Timing) {
+	sh := &s.shards[loop]
+	// Only loop `loop` writes this shard: load+store is enough, and readers
+	// on other goroutines see consistent atomic values.
+	sh.calls.Store(sh.calls.Load() + 1)
+	sh.selfNs.Store(sh.selfNs.Load() + int64(t.Self))
+	sh.totalNs.Store(sh.totalNs.Load() + int64(t.Total))
+}
+
+// Totals sums the shards. Safe for concurrent use.
+func (s *Stats) Totals() (calls int64, self, total time.Duration) {
+	for i := range s.shards {
+		sh := &s.shards[i]
+		calls += sh.calls.Load()
+		self += time.Duration(sh.selfNs.Load())
+		total += time.Duration(sh.totalNs.Load())
+	}
+	return
+}
+
+// nanotime is the runtime's monotonic clock: the cheapest timestamp Go has.
+//
+//go:linkname nanotime runtime.nanotime
+func nanotime() int64

@@ -1,0 +1,208 @@
+// Exchange: the typed per-request context filters read and write.
+
+package filters
+
+import (
+	"net/netip"
+
+	"github.com/loopgate/loopgate/codec"
+)
+
+// Exchange carries one request through its chain. The engine owns it and
+// reuses it; a filter may keep nothing from it past the call, except across
+// a Suspend, when Req stays valid until Resume.
+type Exchange struct {
+	Req       *codec.Request // the parsed request
+	RequestID []byte         // the request's ID (from X-Request-Id or generated)
+	Peer      netip.Addr     // the TCP peer
+	ClientIP  netip.Addr     // the client as trusted proxies report it (see RealIP)
+	RouteID   string
+	Loop      int          // index of the running event loop, for per-loop filter state
+	Sub       SubRequester // the loop's async client, for filters that call out
+
+	Identity  Identity      // set by auth filters
+	Upstream  UpstreamEdits // set by routing filters (gray, sticky)
+	ReqEdits  HeaderEdits   // applied to the upstream request head
+	RespEdits HeaderEdits   // applied to the response head
+	Path      []byte        // rewritten path for the upstream; nil = unchanged
+
+	Rejection Rejection // what Respond answers with
+	Status    int       // response status, known in the response phase
+
+	Timings [MaxChain]Timing // per filter, in chain order
+
+	arena  []byte // backing store for bytes filters produce (Own)
+	resume func(Verdict)
+	next   int // chain position to continue from after Resume
+}
+
+// MaxChain is the longest chain a route may have.
+const MaxChain = 16
+
+// Identity is who the request is from, once authenticated.
+type Identity struct {
+	Authenticated bool
+	Subject       []byte // user ID (JWT sub, API key consumer, X-User-Id from external auth)
+	Tenant        []byte
+	Roles         []string
+}
+
+// HasRole reports whether the identity carries role.
+func (id *Identity) HasRole(role string) bool {
+	for _, r := range id.Roles {
+		if r == role {
+			return true
+		}
+	}
+	return false
+}
+
+// UpstreamEdits steer node selection.
+type UpstreamEdits struct {
+	Group   int    // upstream group index; -1 = the route's own
+	HashKey []byte // non-nil: pick the node by consistent hash of this key
+}
+
+// HeaderEdits are changes to a head, applied by the engine as it writes it.
+// Names are matched case-insensitively. Capacity is bounded; Add reports
+// false when full.
+type HeaderEdits struct {
+	Remove []string // names to drop
+	Set    []Header // replace any existing field with this one
+	Append []Header // add alongside existing fields
+}
+
+// Header is a name and value filters add to a head.
+type Header struct {
+	Name  string
+	Value []byte
+}
+
+// maxEdits bounds each edit list, so a misconfigured chain cannot grow a
+// head without limit.
+const maxEdits = 32
+
+// AddSet queues a header replacement.
+func (e *HeaderEdits) AddSet(name string, value []byte) bool {
+	if len(e.Set) >= maxEdits {
+		return false
+	}
+	e.Set = append(e.Set, Header{name, value})
+	return true
+}
+
+// AddAppend queues an additional header.
+func (e *HeaderEdits) AddAppend(name string, value []byte) bool {
+	if len(e.Append) >= maxEdits {
+		return false
+	}
+	e.Append = append(e.Append, Header{name, value})
+	return true
+}
+
+// AddRemove queues a header removal.
+func (e *HeaderEdits) AddRemove(name string) bool {
+	if len(e.Remove) >= maxEdits {
+		return false
+	}
+	e.Remove = append(e.Remove, name)
+	return true
+}
+
+// Removes reports whether name is dropped or replaced by the edits.
+func (e *HeaderEdits) Removes(name []byte) bool {
+	for _, n := range e.Remove {
+		if equalFold(name, n) {
+			return true
+		}
+	}
+	for _, h := range e.Set {
+		if equalFold(name, h.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *HeaderEdits) reset() {
+	e.Remove, e.Set, e.Append = e.Remove[:0], e.Set[:0], e.Append[:0]
+}
+
+// Rejection is the response a filter answers with. Code is the JSON error
+// code; Header is an optional extra response header (WWW-Authenticate).
+type Rejection struct {
+	Status      int
+	Code        int
+	Message     string
+	HeaderName  string
+	HeaderValue string
+}
+
+// Reject sets the rejection and returns Respond, for one-line use:
+//
+//	return x.Reject(401, 40101, "missing credentials")
+func (x *Exchange) Reject(status, code int, msg string) Verdict {
+	x.Rejection = Rejection{Status: status, Code: code, Message: msg}
+	return Respond
+}
+
+// Own copies b into the exchange's arena so it outlives the request buffer
+// (values filters derive and put in edits). The arena is reused per request.
+func (x *Exchange) Own(b []byte) []byte {
+	start := len(x.arena)
+	if cap(x.arena)-start < len(b) {
+		// Growing moves earlier values; keep them valid by starting a new
+		// block instead (the old one stays referenced by earlier slices).
+		x.arena = make([]byte, 0, max(2*cap(x.arena), len(b), 256))
+		start = 0
+	}
+	x.arena = append(x.arena, b...)
+	return x.arena[start:len(x.arena):len(x.arena)]
+}
+
+// Resume continues a suspended chain with the verdict of the suspended
+// filter. It must be called on the exchange's loop, exactly once.
+func (x *Exchange) Resume(v Verdict) {
+	f := x.resume
+	x.resume = nil
+	if f != nil {
+		f(v)
+	}
+}
+
+// Reset prepares the exchange for a new request. resume is how the engine
+// continues after a Suspend.
+func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop int, resume func(Verdict)) {
+	x.Req, x.RequestID, x.Peer, x.ClientIP = req, id, peer, peer
+	x.RouteID = ""
+	x.Loop = loop
+	x.Identity = Identity{}
+	x.Upstream = UpstreamEdits{Group: -1}
+	x.ReqEdits.reset()
+	x.RespEdits.reset()
+	x.Path = nil
+	x.Rejection = Rejection{}
+	x.Status = 0
+	x.arena = x.arena[:0]
+	x.resume = resume
+	x.next = 0
+}
+
+func equalFold(b []byte, s string) bool {
+	if len(b) != len(s) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		c, d := b[i], s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,47 @@
+// Filter and Verdict: the interface every stage implements.
+
+package filters
+
+// Verdict is what a request phase decided.
+type Verdict uint8
+
+const (
+	Continue Verdict = iota // run the next filter
+	Respond                 // stop: answer with x.Rejection
+	Suspend                 // stop until x.Resume is called on the loop
+)
+
+var verdictNames = [...]string{"continue", "respond", "suspend"}
+
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return "unknown"
+}
+
+// Filter is one stage of a route's chain. Implementations must be safe for
+// concurrent use by every loop: state that changes per request lives in the
+// Exchange, per-loop state in slices indexed by Exchange.Loop.
+type Filter interface {
+	// Name identifies the filter in config, timings and errors.
+	Name() string
+	// Order places the filter in the chain; lower runs first. Orders are
+	// unique within a chain.
+	Order() int
+	// Request runs before the upstream is chosen.
+	Request(x *Exchange) Verdict
+	// Response runs once the response head is known (from the upstream or
+	// from a rejection), before it is written to the client.
+	Response(x *Exchange)
+}
+
+// Base gives a filter a name, an order and a do-nothing response phase.
+type Base struct {
+	FilterName  string
+	FilterOrder int
+}
+
+func (b Base) Name() string       { return b.FilterName }
+func (b Base) Order() int         { return b.FilterOrder }
+func (Base) Response(x *Exchange) {}
