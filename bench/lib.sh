@@ -118,7 +118,7 @@ probe_http() {
 	local port=$1 fd reply
 	# The group scopes the 2>/dev/null; on exec itself it would silence the script.
 	{ exec {fd}<>"/dev/tcp/127.0.0.1/$port"; } 2>/dev/null || return 1
-	printf 'GET / HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n\r\n' "$port" >&"$fd"
+	printf 'GET / HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n' "$port" "$BENCH_JWT" >&"$fd"
 	reply=$(timeout 2 cat <&"$fd" 2>/dev/null || true)
 	exec {fd}>&-
 	[[ $reply == HTTP/1.?" 200"* && $reply == *"hello world"* ]]
@@ -303,6 +303,11 @@ backend backend
 EOF
 }
 
+# BENCH_JWT is an HS256 token (secret "bench-secret", exp 2100) that every
+# wrk run sends, so all proxies see the same request bytes and the default
+# chain's auth check passes from its warm cache.
+BENCH_JWT=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJiZW5jaC11c2VyIiwiaXNzIjoibG9vcGdhdGUtYmVuY2giLCJhdWQiOiJhcGkiLCJleHAiOjQxMDI0NDQ4MDAsInJvbGVzIjpbInVzZXIiXX0.8v9qgL5WcrLLxZFFc8kuCEN-Lc_u_nQVxxwrOYJK170
+
 # write_loopgate_config FILE PORT BACKEND_PORT CHAIN writes a Loopgate config
 # (schema: engine/config) with one upstream and two routes to it, "/" exact
 # and "/" prefix, one loop, no pinning (the scripts pin with taskset) and no
@@ -332,10 +337,15 @@ EOF
 	case $chain in
 	plain) ;;
 	default)
-		# DEFAULT FILTER CHAIN: append the options that turn on the default
-		# chain (request ID, header rules, local rate limit, metrics) here,
-		# e.g. `cat >>"$file" <<EOF ... EOF`. Until Loopgate has them, this
-		# row runs the same config as the plain one.
+		# The default chain: request ID, forwarded headers, IP allow list and
+		# a JWT check (warm cache: wrk repeats one token, BENCH_JWT).
+		sed -i 's/^    upstream: backend$/    upstream: backend\n    auth: required/' "$file"
+		cat >>"$file" <<EOF
+filters: [request_id, ip_access, forwarded]
+ip_allow: ["127.0.0.0/8"]
+auth:
+  jwt: {hs256_secret: bench-secret, issuer: loopgate-bench, audience: api}
+EOF
 		;;
 	*)
 		log "write_loopgate_config: unknown chain '$chain'"

@@ -140,9 +140,9 @@ parse_wrk() {
 measure() {
 	local round=$1 key=$2 url="http://127.0.0.1:${PORT[$2]}/" pid=${PID[$2]}
 	local raw="$RAW/round$round-$key.txt" before="" after="" cpu=NA
-	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${WARMUP}s" "$url" >/dev/null 2>&1 || true
+	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${WARMUP}s" -H "Authorization: Bearer $BENCH_JWT" "$url" >/dev/null 2>&1 || true
 	[[ -n $pid ]] && before=$(cpu_ticks "$pid")
-	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$url" >"$raw" 2>&1 ||
+	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency -H "Authorization: Bearer $BENCH_JWT" "$url" >"$raw" 2>&1 ||
 		log "wrk exited non-zero for ${LABEL[$key]} (see $raw)"
 	[[ -n $pid ]] && after=$(cpu_ticks "$pid")
 

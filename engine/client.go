@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
@@ -20,6 +21,8 @@ import (
 //	ReadingBody -> WaitingUpstream     the request body was sent whole
 //	ReadingBody, WaitingUpstream -> WritingResponse      the response head was written
 //	WritingResponse -> Idle    the response is complete and the connection stays open
+//	ReadingBody, WaitingUpstream -> Idle   a gateway error was answered (404, 502, ...)
+//	                           and the connection stays open
 //	any -> Closing             the last response is written; close once it is flushed
 //	any -> Closed
 type clientState uint8
@@ -52,6 +55,8 @@ type clientConn struct {
 	headPending bool        // a response head waits in loop.out (see flushHead)
 	spool       spool.Spool // response bytes the client is too slow for
 	lingerUntil time.Time   // Closing: give up flushing after this
+
+	peer netip.Addr // the TCP peer, for client-IP and access filters
 
 	prev, next *clientConn // loop.clients
 }
@@ -139,42 +144,8 @@ func (cc *clientConn) reject(err error) {
 		e = codec.ErrMalformed
 	}
 	cc.closeAfter = true
-	cc.writeError(e.Status, e.Code, e.Message, id[:n], false)
+	cc.writeError(e.Status, e.Code, e.Message, id[:n], false, nil)
 	cc.closeWhenFlushed()
-}
-
-// start routes a parsed head and begins its exchange. The head's views die at
-// Discard, so everything needed later is copied out first.
-func (cc *clientConn) start(req *codec.Request, headLen int) {
-	l := cc.loop
-	l.srv.requests.Add(1)
-	ex := l.getExchange()
-	ex.begin(cc, req)
-	cc.ex = ex
-	if !req.KeepAlive || l.srv.draining.Load() {
-		cc.closeAfter = true
-	}
-	snap := l.srv.snap.Load()
-	idx, ok := snap.table.Match(req.Host, req.Method, req.Path, l.scratch[:0])
-	if !ok {
-		_, _ = cc.gc.Discard(headLen)
-		if req.HasBody() {
-			cc.closeAfter = true // the body is not read, so the framing is lost
-		}
-		ex.respond(404, 40401, "no route for this path")
-		return
-	}
-	r := &snap.routes[idx]
-	node := l.up.Group(r.group).Pick()
-	head := ex.buildUpstreamHead(req, headLen, node.Addr)
-	_, _ = cc.gc.Discard(headLen)
-	if ex.reqMode != codec.BodyNone {
-		cc.setState(stateReadingBody)
-		l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.Idle))
-	} else {
-		cc.setState(stateWaitingUpstream)
-	}
-	ex.forward(r, node, head)
 }
 
 // finish is called when the exchange is complete and its response written.
@@ -249,9 +220,9 @@ func (cc *clientConn) lingerCheck() {
 	cc.loop.wheel.Arm(&cc.timer, wheel.DefaultTick)
 }
 
-// write queues p for the client. It reports false when the connection is
-// gone or its output queue passed the cap (a client not reading); in both
-// cases the connection is closed.
+// write queues p (a head or an error) for the client. It reports false, and
+// closes the connection, when the connection is gone. Body bytes go through
+// writeBody, which bounds what is queued.
 func (cc *clientConn) write(p []byte) bool {
 	if cc.peerGone || cc.state == stateClosed {
 		return false

@@ -2,17 +2,22 @@
 
 package engine
 
-import "strconv"
+import (
+	"strconv"
+
+	"github.com/loopgate/loopgate/filters"
+)
 
 // writeError sends {"code":NNNNN,"message":"...","request_id":"..."} with
 // the given status. headOnly leaves the body out (HEAD requests).
-func (cc *clientConn) writeError(status, code int, msg string, id []byte, headOnly bool) bool {
+// extra, when set, adds the rejection's header (WWW-Authenticate).
+func (cc *clientConn) writeError(status, code int, msg string, id []byte, headOnly bool, extra *filters.Rejection) bool {
 	l := cc.loop
-	l.out = appendError(l.out[:0], status, code, msg, id, cc.closeAfter, headOnly)
+	l.out = appendError(l.out[:0], status, code, msg, id, cc.closeAfter, headOnly, extra)
 	return cc.write(l.out)
 }
 
-func appendError(dst []byte, status, code int, msg string, id []byte, closing, headOnly bool) []byte {
+func appendError(dst []byte, status, code int, msg string, id []byte, closing, headOnly bool, extra *filters.Rejection) []byte {
 	bodyLen := len(`{"code":,"message":"","request_id":""}`) + digits(code) + jsonLen(msg) + jsonLen(string(id))
 	dst = append(dst, "HTTP/1.1 "...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
@@ -24,6 +29,12 @@ func appendError(dst []byte, status, code int, msg string, id []byte, closing, h
 	dst = append(dst, id...)
 	if closing {
 		dst = append(dst, "\r\nConnection: close"...)
+	}
+	if extra != nil {
+		dst = append(dst, "\r\n"...)
+		dst = append(dst, extra.HeaderName...)
+		dst = append(dst, ": "...)
+		dst = append(dst, extra.HeaderValue...)
 	}
 	dst = append(dst, "\r\n\r\n"...)
 	if headOnly {

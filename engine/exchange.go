@@ -5,6 +5,7 @@ package engine
 import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/upstream"
 )
@@ -21,9 +22,24 @@ const (
 // exchange is one request from a client and its upstream call. Exchanges
 // are recycled through the loop's free list. Owned by the loop.
 type exchange struct {
-	loop *loop
-	cc   *clientConn // nil once the exchange is finished
-	call upstream.Call
+	loop  *loop
+	cc    *clientConn // nil once the exchange is finished
+	call  upstream.Call
+	route *route // nil until routed
+	chain *filters.Chain
+	fx    filters.Exchange // the filters' view of the request
+	sub   subCall          // a filter's sub-request
+
+	headLen  int
+	headGone bool          // the head was discarded from the client's input
+	saved    *pool.Buffer  // a parked request's head (see park)
+	req      codec.Request // the parsed saved head
+
+	filtering     bool // RunRequest is on the stack
+	parked        bool // suspended, waiting for resume
+	resumed       bool // resumed while filtering; resumeVerdict is pending
+	resumeVerdict filters.Verdict
+	resumeFn      func(filters.Verdict) // ex.resume, bound once
 
 	id    [24]byte
 	idLen int
@@ -49,8 +65,11 @@ type exchange struct {
 var _ upstream.Receiver = (*exchange)(nil)
 
 // begin resets the exchange for a newly parsed request.
-func (ex *exchange) begin(cc *clientConn, req *codec.Request) {
+func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.cc = cc
+	ex.route, ex.chain = nil, nil
+	ex.headLen, ex.headGone = headLen, false
+	ex.filtering, ex.parked, ex.resumed = false, false, false
 	ex.idLen = cc.loop.nextRequestID(&ex.id)
 	ex.minor = req.Minor
 	ex.isHEAD = string(req.Method) == "HEAD"
@@ -74,7 +93,13 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request) {
 	ex.reqDone = ex.reqMode == codec.BodyNone
 }
 
-func (ex *exchange) requestID() []byte { return ex.id[:ex.idLen] }
+// requestID is the generated ID, or the one the request_id filter kept.
+func (ex *exchange) requestID() []byte {
+	if ex.chain != nil && ex.fx.RequestID != nil {
+		return ex.fx.RequestID
+	}
+	return ex.id[:ex.idLen]
+}
 
 // forward starts the upstream call for route r on node p.
 func (ex *exchange) forward(r *route, p *upstream.Pool, head *pool.Buffer) {
@@ -200,8 +225,14 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	}
 	// The head waits in l.out for the first body bytes of the same read, so
 	// a small response leaves in one write; OnTraffic flushes it otherwise.
+	var edits *filters.HeaderEdits
+	if ex.chain != nil {
+		ex.fx.Status = r.Status
+		ex.chain.RunResponse(&ex.fx)
+		edits = &ex.fx.RespEdits
+	}
 	l := ex.loop
-	l.out = appendClientHead(l.out[:0], r, ex.framing, ex.minor, cc.closeAfter)
+	l.out = appendClientHead(l.out[:0], r, ex.framing, ex.minor, cc.closeAfter, edits)
 	cc.headPending = true
 	l.pendingHead = cc
 	return true
@@ -276,10 +307,20 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 }
 
 // respond sends a gateway-generated JSON error and ends the exchange.
+// Response filters run first, so they see the status and their timings
+// close.
 func (ex *exchange) respond(status, code int, msg string) {
 	cc := ex.cc
 	ex.respStarted = true
-	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD) {
+	var extra *filters.Rejection
+	if ex.chain != nil {
+		ex.fx.Status = status
+		ex.chain.RunResponse(&ex.fx)
+		if ex.fx.Rejection.HeaderName != "" {
+			extra = &ex.fx.Rejection
+		}
+	}
+	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD, extra) {
 		cc.finish()
 	}
 }

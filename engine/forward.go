@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool"
 )
 
@@ -15,12 +16,20 @@ import (
 // client sent none), and the body framing.
 // Hop-by-hop headers, and those the client's Connection header names, stay
 // behind: they describe the client's connection, not ours.
-func (ex *exchange) buildUpstreamHead(req *codec.Request, headLen int, node string) *pool.Buffer {
-	b := pool.Get(headLen + 64 + len(req.Host) + len(node))
+func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) *pool.Buffer {
+	path := req.Path
+	var edits *filters.HeaderEdits
+	if ex.chain != nil {
+		edits = &ex.fx.ReqEdits
+		if ex.fx.Path != nil {
+			path = ex.fx.Path
+		}
+	}
+	b := pool.Get(ex.headLen + 64 + len(req.Host) + len(node) + len(path))
 	dst := b.B
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
-	dst = append(dst, req.Path...)
+	dst = append(dst, path...)
 	if len(req.Query) > 0 {
 		dst = append(dst, '?')
 		dst = append(dst, req.Query...)
@@ -35,7 +44,7 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, headLen int, node stri
 	case absolute:
 		dst = appendHeader(dst, "Host", string(req.Host))
 	}
-	dst = appendEndToEnd(dst, req.Headers, absolute)
+	dst = appendEndToEnd(dst, req.Headers, absolute, edits)
 	dst = appendFraming(dst, req.Chunked, req.ContentLength)
 	dst = append(dst, "\r\n"...)
 	b.B = dst
@@ -43,13 +52,13 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, headLen int, node stri
 }
 
 // appendClientHead writes the response head for the client.
-func appendClientHead(dst []byte, r *codec.Response, framing respFraming, clientMinor int, closing bool) []byte {
+func appendClientHead(dst []byte, r *codec.Response, framing respFraming, clientMinor int, closing bool, edits *filters.HeaderEdits) []byte {
 	dst = append(dst, "HTTP/1.1 "...)
 	dst = strconv.AppendInt(dst, int64(r.Status), 10)
 	dst = append(dst, ' ')
 	dst = append(dst, r.Reason...)
 	dst = append(dst, "\r\n"...)
-	dst = appendEndToEnd(dst, r.Headers, false)
+	dst = appendEndToEnd(dst, r.Headers, false, edits)
 	switch {
 	case r.Chunked && framing == frameAsIs, framing == frameEncode:
 		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
@@ -66,11 +75,15 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 }
 
 // appendEndToEnd copies the headers that are not hop-by-hop, leaving out Host
-// when dropHost is set. Content-Length is written once by the caller, since
-// the codec accepts identical duplicates an upstream might not.
-func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool) []byte {
+// when dropHost is set, and applies the filters' edits. Content-Length is
+// written once by the caller, since the codec accepts identical duplicates an
+// upstream might not.
+func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool, edits *filters.HeaderEdits) []byte {
 	for _, h := range hs {
 		if codec.IsHopByHop(h.Name) || hs.Listed(h.Name) || isContentLength(h.Name) || dropHost && isHost(h.Name) {
+			continue
+		}
+		if edits != nil && edits.Removes(h.Name) {
 			continue
 		}
 		dst = append(dst, h.Name...)
@@ -78,10 +91,18 @@ func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool) []byte {
 		dst = append(dst, h.Value...)
 		dst = append(dst, "\r\n"...)
 	}
+	if edits != nil {
+		for _, h := range edits.Set {
+			dst = appendHeader(dst, h.Name, h.Value)
+		}
+		for _, h := range edits.Append {
+			dst = appendHeader(dst, h.Name, h.Value)
+		}
+	}
 	return dst
 }
 
-func appendHeader(dst []byte, name, value string) []byte {
+func appendHeader[V string | []byte](dst []byte, name string, value V) []byte {
 	dst = append(dst, name...)
 	dst = append(dst, ": "...)
 	dst = append(dst, value...)

@@ -7,6 +7,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log"
+	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -171,6 +173,10 @@ func (l *loop) handleClose(ev closeEvent) {
 // accept sets up a new client connection.
 func (l *loop) accept(c gnet.Conn) {
 	cc := &clientConn{gc: c, loop: l}
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		cc.peer, _ = netip.AddrFromSlice(ta.IP)
+		cc.peer = cc.peer.Unmap()
+	}
 	cc.timer.Init(cc.onTimer)
 	c.SetContext(cc)
 	l.clients.push(cc)
@@ -239,6 +245,9 @@ func (l *loop) getExchange() *exchange {
 	}
 	ex := &exchange{loop: l}
 	ex.call.Init(ex)
+	ex.sub.ex = ex
+	ex.sub.call.Init(&ex.sub)
+	ex.resumeFn = ex.resume
 	return ex
 }
 
@@ -247,6 +256,9 @@ const maxFreeExchanges = 1024
 
 func (l *loop) putExchange(ex *exchange) {
 	ex.cc = nil
+	ex.sub.abort()
+	ex.saved.SafeRelease()
+	ex.saved = nil
 	if len(l.free) < maxFreeExchanges {
 		l.free = append(l.free, ex)
 	}

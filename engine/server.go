@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/auth"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
 )
@@ -32,24 +34,34 @@ type Server struct {
 	draining atomic.Bool
 	clients  atomic.Int64 // open client connections, all loops
 	requests atomic.Uint64
+
+	verifier *auth.Verifier // token revocation, for the control plane
+	bans     *access.Bans   // runtime IP bans, for the control plane
 }
+
+// Verifier is the auth verifier; Revoke on it takes effect on every loop.
+func (s *Server) Verifier() *auth.Verifier { return s.verifier }
+
+// Bans is the runtime IP ban list that every ip_access filter checks.
+func (s *Server) Bans() *access.Bans { return s.bans }
 
 // New validates nothing itself (config.Parse already did) and prepares a
 // server for cfg.
 func New(cfg *config.Config) (*Server, error) {
-	snap, err := compileSnapshot(cfg)
-	if err != nil {
-		return nil, err
-	}
 	n := cfg.Loops
 	if n <= 0 {
 		n = runtime.NumCPU()
+	}
+	snap, chains, err := compileSnapshot(cfg, n)
+	if err != nil {
+		return nil, err
 	}
 	listen, err := resolveListen(cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + listen, booted: make(chan struct{})}
+	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + listen, booted: make(chan struct{}),
+		verifier: chains.verifier, bans: chains.bans}
 	s.snap.Store(snap)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
@@ -95,6 +107,9 @@ func (s *Server) Ready() <-chan struct{} { return s.booted }
 // Requests returns how many requests the server has started, for tests and
 // the control plane.
 func (s *Server) Requests() uint64 { return s.requests.Load() }
+
+// Draining reports whether Shutdown has begun.
+func (s *Server) Draining() bool { return s.draining.Load() }
 
 // Clients returns the number of open client connections.
 func (s *Server) Clients() int64 { return s.clients.Load() }

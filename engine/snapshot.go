@@ -4,34 +4,40 @@ package engine
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/router"
+	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/upstream"
 )
 
 // snapshot is compiled off-loop and never modified; loops load it through an
 // atomic pointer per request, so a request keeps the snapshot it started with.
 type snapshot struct {
-	table  *router.Table
-	routes []route // by router index
-	limits codec.Limits
+	table   *router.Table
+	routes  []route // by router index
+	limits  codec.Limits
+	trusted []netip.Prefix // trusted_proxies
 }
 
 // route is a compiled route: where it goes and its timeouts.
 type route struct {
 	id              string
-	group           int // index into the loop's upstream groups
+	group           int            // index into the loop's upstream groups
+	chain           *filters.Chain // nil when the route runs no filters
+	maxBody         int64          // the route's body limit when tighter than the global one
 	connectTimeout  time.Duration
 	responseTimeout time.Duration
 }
 
-func compileSnapshot(cfg *config.Config) (*snapshot, error) {
+func compileSnapshot(cfg *config.Config, loops int) (*snapshot, *chainBuilder, error) {
 	table, err := router.Compile(cfg.RouterSpecs())
 	if err != nil {
-		return nil, fmt.Errorf("engine: routes: %w", err)
+		return nil, nil, fmt.Errorf("engine: routes: %w", err)
 	}
 	groupIndex := make(map[string]int, len(cfg.Upstreams))
 	for i, u := range cfg.Upstreams {
@@ -43,17 +49,31 @@ func compileSnapshot(cfg *config.Config) (*snapshot, error) {
 		MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
 		MaxBodyBytes:   int64(cfg.Limits.MaxBodyBytes),
 	}.WithDefaults()}
-	for _, r := range cfg.Routes {
+	b, err := newChainBuilder(cfg, loops, groupIndex)
+	if err != nil {
+		return nil, nil, err
+	}
+	s.trusted = b.trusted
+	for i := range cfg.Routes {
+		r := &cfg.Routes[i]
 		g, ok := groupIndex[r.Upstream]
 		if !ok {
-			return nil, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream)
+			return nil, nil, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream)
+		}
+		chain, err := b.chain(r)
+		if err != nil {
+			return nil, nil, err
 		}
 		// config.applyDefaults already copied the upstream's timeouts into
 		// routes that do not override them.
-		s.routes = append(s.routes, route{id: r.ID, group: g,
-			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout)})
+		rt := route{id: r.ID, group: g, chain: chain,
+			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout)}
+		if r.Limits != nil {
+			rt.maxBody = access.RouteMaxBody(*r.Limits)
+		}
+		s.routes = append(s.routes, rt)
 	}
-	return s, nil
+	return s, b, nil
 }
 
 // groupConfigs turns the upstream config into per-loop pool settings.
@@ -74,6 +94,7 @@ func groupConfigs(cfg *config.Config) []upstream.GroupConfig {
 		for _, n := range u.Nodes {
 			g.Nodes = append(g.Nodes, upstream.NodeConfig{Addr: n.Addr, Weight: n.Weight})
 		}
+		g.Prepare()
 		out = append(out, g)
 	}
 	return out

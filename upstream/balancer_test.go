@@ -68,3 +68,37 @@ func BenchmarkSmoothWeighted(b *testing.B) {
 		s.Pick()
 	}
 }
+
+func TestHashRingIsStableAndSpreads(t *testing.T) {
+	nodes := []NodeConfig{{Addr: "10.0.0.1:80", Weight: 1}, {Addr: "10.0.0.2:80", Weight: 1}, {Addr: "10.0.0.3:80", Weight: 1}}
+	r := newHashRing(nodes)
+	counts := make([]int, 3)
+	owner := map[string]int{}
+	for i := 0; i < 3000; i++ {
+		k := []byte("user-" + string(rune('a'+i%26)) + string(rune('0'+i%10)) + string(rune(i)))
+		n := r.lookup(k)
+		counts[n]++
+		owner[string(k)] = n
+	}
+	for i, c := range counts {
+		if c < 600 || c > 1400 {
+			t.Fatalf("node %d got %d of 3000 keys: %v", i, c, counts)
+		}
+	}
+	// Removing a node moves only that node's keys.
+	r2 := newHashRing(nodes[:2])
+	for k, n := range owner {
+		if n < 2 && r2.lookup([]byte(k)) != n {
+			t.Fatalf("key %q moved from node %d though its node stayed", k, n)
+		}
+	}
+}
+
+func BenchmarkHashRingLookup(b *testing.B) {
+	r := newHashRing([]NodeConfig{{Addr: "a:1", Weight: 1}, {Addr: "b:1", Weight: 1}, {Addr: "c:1", Weight: 1}})
+	key := []byte("user-12345")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		r.lookup(key)
+	}
+}

@@ -99,14 +99,12 @@ func (c *Call) attach(uc *Conn) {
 	c.conn = uc
 	c.reusedConn = uc.served > 0
 	c.setState(Sending)
-	c.loop.wheel.Arm(&c.timer, c.opts.ResponseTimeout)
 	if uc.write(c.head.B) != nil {
 		c.connFailed()
 		return
 	}
 	if !c.opts.HasBody {
-		c.sendDone = true
-		c.setState(Sent)
+		c.SendDone()
 	}
 	c.recv.CallReady(c)
 }
@@ -135,10 +133,15 @@ func (c *Call) Backlog() int {
 }
 
 // SendDone marks the request body complete.
+//
+// The response deadline starts here: while a body is still streaming, the
+// client's read deadline is the one that applies, so a slow upload is not
+// mistaken for a slow upstream.
 func (c *Call) SendDone() {
 	c.sendDone = true
 	if c.state == Sending {
 		c.setState(Sent)
+		c.loop.wheel.Arm(&c.timer, c.opts.ResponseTimeout)
 	}
 }
 

@@ -10,6 +10,13 @@ import (
 	"github.com/panjf2000/gnet/v2"
 )
 
+// connState is where a pooled connection is.
+//
+//	Dialing -> Active  enrolled, and handed to the call that dialed it
+//	Dialing -> Idle    enrolled after its call gave up (via Pool.release)
+//	Active  -> Idle    its exchange completed cleanly (Pool.release)
+//	Idle    -> Active  a call took it (Pool.acquire)
+//	any     -> Closed
 type connState uint8
 
 const (
@@ -18,6 +25,10 @@ const (
 	connActive
 	connClosed
 )
+
+var connStateNames = [...]string{"dialing", "idle", "active", "closed"}
+
+func (s connState) String() string { return connStateNames[s] }
 
 // Conn is an upstream connection. The gnet handler finds it in the gnet
 // connection's Context and forwards OnOpen, OnTraffic and OnClose to it.

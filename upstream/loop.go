@@ -23,7 +23,13 @@ type GroupConfig struct {
 	Nodes    []NodeConfig
 	Weighted bool // smooth weighted round robin instead of plain round robin
 	Pool     PoolConfig
+
+	ring *hashRing // built once by Prepare
 }
+
+// Prepare builds what all loops share for the group. Call it once before
+// NewLoop.
+func (gc *GroupConfig) Prepare() { gc.ring = newHashRing(gc.Nodes) }
 
 // PoolConfig bounds one node's connections on one loop.
 type PoolConfig struct {
@@ -64,10 +70,11 @@ type Group struct {
 	Name     string
 	pools    []*Pool
 	balancer Balancer
+	ring     *hashRing // for PickHash; shared by every loop's group
 }
 
 func newGroup(l *Loop, gc GroupConfig) *Group {
-	g := &Group{Name: gc.Name}
+	g := &Group{Name: gc.Name, ring: gc.ring}
 	weights := make([]int, len(gc.Nodes))
 	for i, n := range gc.Nodes {
 		g.pools = append(g.pools, newPool(l, n.Addr, gc.Pool))
@@ -83,6 +90,10 @@ func newGroup(l *Loop, gc GroupConfig) *Group {
 
 // Pick chooses the node pool for the next call.
 func (g *Group) Pick() *Pool { return g.pools[g.balancer.Pick()] }
+
+// PickHash chooses the node for key by consistent hashing: the same key gets
+// the same node on every loop and every gateway with the same nodes.
+func (g *Group) PickHash(key []byte) *Pool { return g.pools[g.ring.lookup(key)] }
 
 // Pools returns the group's node pools, for stats and tests.
 func (g *Group) Pools() []*Pool { return g.pools }

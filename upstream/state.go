@@ -11,6 +11,9 @@ package upstream
 //	Sending  -> Received the response head arrived while the body was still going out
 //	Sent     -> Received the response head arrived
 //	Received -> Done     the response body is complete
+//	Sending, Sent -> Init a reused connection closed before any response
+//	                     byte: the (idempotent, bodiless) request is retried
+//	                     once on a fresh connection
 //	Init, Sending, Sent, Received -> Failed | Timeout
 type State uint8
 

@@ -85,6 +85,8 @@ func run() error {
 	}
 	log.Printf("loopgate: serving on %s (admin %s)", cfg.Listen, cfg.Admin)
 
+	// SIGHUP will mean reload; until reloading exists it must not kill us.
+	signal.Ignore(syscall.SIGHUP)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
@@ -114,6 +116,10 @@ func startAdmin(addr string, srv *engine.Server) error {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		select {
 		case <-srv.Ready():
+			if srv.Draining() {
+				http.Error(w, "draining", http.StatusServiceUnavailable)
+				return
+			}
 			fmt.Fprintln(w, "ready")
 		default:
 			http.Error(w, "starting", http.StatusServiceUnavailable)

@@ -36,13 +36,13 @@ type Config struct {
 	// Filters is the default chain every route runs (see filters.go for
 	// names and orders). Default [request_id, forwarded].
 	Filters      []string       `yaml:"filters"`
-	FilterOrders map[string]int `yaml:"filter_orders"` // override built-in orders; orders must stay unique
+	FilterOrders map[string]int `yaml:"filter_orders,omitempty"` // override built-in orders; orders must stay unique
 
-	// TrustedProxies are the peers (CIDRs) whose X-Forwarded-For and
+	// TrustedProxies are the peers (IPs or CIDRs) whose X-Forwarded-For and
 	// X-Real-IP are believed. Default none: the client IP is the peer.
-	TrustedProxies []string `yaml:"trusted_proxies"`
-	IPAllow        []string `yaml:"ip_allow"` // global allow list (CIDRs or IPs); default empty = all allowed
-	IPDeny         []string `yaml:"ip_deny"`  // global deny list; checked before ip_allow; 403, code 40302
+	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
+	IPAllow        []string `yaml:"ip_allow,omitempty"` // global allow list (CIDRs or IPs); default empty = all allowed
+	IPDeny         []string `yaml:"ip_deny,omitempty"`  // global deny list; checked before ip_allow; 403, code 40302
 
 	Auth Auth `yaml:"auth"`
 

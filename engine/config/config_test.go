@@ -44,6 +44,8 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			Idle:       Duration(60 * time.Second),
 			Drain:      Duration(30 * time.Second),
 		},
+		Filters: []string{"request_id", "forwarded"},
+		Auth:    documentedAuth(),
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)
@@ -55,7 +57,25 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 	}
 }
 
-// sampleYAML exercises every option and both node forms.
+// documentedAuth is the auth section with only its documented defaults.
+func documentedAuth() Auth {
+	return Auth{
+		Header:    "Authorization",
+		JWT:       JWT{RolesClaim: "roles", TenantClaim: "tenant"},
+		CacheTTL:  Duration(30 * time.Second),
+		CacheSize: 10000,
+		External: ExternalAuth{
+			Path:           "/auth",
+			Timeout:        Duration(time.Second),
+			ForwardHeaders: []string{"Authorization", "Cookie"},
+			CopyHeaders:    []string{"X-User-Id", "X-User-Name", "X-User-Roles"},
+		},
+	}
+}
+
+// sampleYAML exercises every option and both node forms (of each JWT key's
+// inline and file forms, which exclude each other, one is shown). Relative file
+// paths are resolved from the package directory, where tests run.
 const sampleYAML = `
 listen: 0.0.0.0:80
 admin: "off"
@@ -67,10 +87,41 @@ limits:
   max_header_bytes: 32768
   max_body_bytes: 1MiB
   max_conn_buffer: 2MiB
+  max_temp_file_bytes: 512MiB
+  temp_dir: testdata
 timeouts:
   header_read: 5s
   idle: 2m
   drain: 10s
+filters: [request_id, forwarded, limits]
+filter_orders: {forwarded: 50}
+trusted_proxies: [10.0.0.0/8, 192.168.1.1, "::1"]
+ip_allow: [0.0.0.0/0, "::/0"]
+ip_deny: [203.0.113.7]
+auth:
+  header: X-Credentials
+  jwt:
+    hs256_secret: 0123456789abcdef0123456789abcdef
+    rs256_public_key: "-----BEGIN PUBLIC KEY-----\n(inline PEM; the config does not parse it)"
+    es256_public_key_file: testdata/es256.pub.pem
+    jwks_file: testdata/jwks.json
+    issuer: https://issuer.example
+    audience: api
+    roles_claim: groups
+    tenant_claim: org
+    leeway: 5s
+  api_keys:
+    - {key: k-1, consumer: ci, tenant: t1, roles: [deployer]}
+    - {key: k-2, consumer: ci}
+  cache_ttl: 10s
+  cache_size: 500
+  external:
+    upstream: users
+    path: /check?scope=api
+    timeout: 300ms
+    forward_headers: [Authorization]
+    copy_headers: [X-User-Id]
+    fail_open: true
 upstreams:
   - name: users
     nodes:
@@ -94,12 +145,28 @@ routes:
     methods: [GET, head]
     upstream: users
     response_timeout: 2s
+    disable_filters: [forwarded]
+    auth: required
+    roles: [reader, admin]
+    external_auth: true
+    ip_allow: [10.1.0.0/16]
+    ip_deny: [10.1.2.3]
+    limits: {max_uri_bytes: 1KiB, max_header_count: 20, max_header_bytes: 8KiB, max_body_bytes: 64KiB}
+    request_headers: {set: {X-Env: prod}, add: {X-Via: loopgate}, remove: [X-Debug]}
+    response_headers: {set: {Cache-Control: no-store}, remove: [Server]}
+    rewrite: {strip_prefix: /api, regex: "^/users/(.*)$", replacement: /u/$1, add_prefix: /v1}
+    gray: {upstream: static, header: X-Gray, cookie: gray, value: "yes", weight: 10}
+    hash: {header: X-Session}
   - path: /assets/**
     upstream: static
     connect_timeout: 100ms
+    filters: [ip_access]
+    hash: {cookie: sid}
   - id: site
     prefix: /
     upstream: static
+    gray: {upstream: users, weight: 5}
+    hash: {user: true}
 `
 
 func TestSampleParses(t *testing.T) {
@@ -111,12 +178,40 @@ func TestSampleParses(t *testing.T) {
 		Pin:    true,
 		Limits: Limits{
 			MaxURIBytes: 4096, MaxHeaderCount: 64, MaxHeaderBytes: 32768,
-			MaxBodyBytes: 1 << 20, MaxConnBuffer: 2 << 20, MaxTempFileBytes: 1 << 30,
+			MaxBodyBytes: 1 << 20, MaxConnBuffer: 2 << 20, MaxTempFileBytes: 512 << 20,
+			TempDir: "testdata",
 		},
 		Timeouts: Timeouts{
 			HeaderRead: Duration(5 * time.Second),
 			Idle:       Duration(2 * time.Minute),
 			Drain:      Duration(10 * time.Second),
+		},
+		Filters:        []string{"request_id", "forwarded", "limits"},
+		FilterOrders:   map[string]int{"forwarded": 50},
+		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1", "::1"},
+		IPAllow:        []string{"0.0.0.0/0", "::/0"},
+		IPDeny:         []string{"203.0.113.7"},
+		Auth: Auth{
+			Header: "X-Credentials",
+			JWT: JWT{
+				HS256Secret:        "0123456789abcdef0123456789abcdef",
+				RS256PublicKey:     "-----BEGIN PUBLIC KEY-----\n(inline PEM; the config does not parse it)",
+				ES256PublicKeyFile: "testdata/es256.pub.pem", // rs256_public_key_file and es256_public_key: TestFilterOptionsAccepted
+				JWKSFile:           "testdata/jwks.json",
+				Issuer:             "https://issuer.example", Audience: "api",
+				RolesClaim: "groups", TenantClaim: "org",
+				Leeway: Duration(5 * time.Second),
+			},
+			APIKeys: []APIKey{
+				{Key: "k-1", Consumer: "ci", Tenant: "t1", Roles: []string{"deployer"}},
+				{Key: "k-2", Consumer: "ci"},
+			},
+			CacheTTL:  Duration(10 * time.Second),
+			CacheSize: 500,
+			External: ExternalAuth{
+				Upstream: "users", Path: "/check?scope=api", Timeout: Duration(300 * time.Millisecond),
+				ForwardHeaders: []string{"Authorization"}, CopyHeaders: []string{"X-User-Id"}, FailOpen: true,
+			},
 		},
 		Upstreams: []Upstream{{
 			Name:               "users",
@@ -144,14 +239,34 @@ func TestSampleParses(t *testing.T) {
 			Upstream:        "users",
 			ConnectTimeout:  Duration(250 * time.Millisecond), // inherited from users
 			ResponseTimeout: Duration(2 * time.Second),        // own override
+			DisableFilters:  []string{"forwarded"},
+			Auth:            AuthRequired,
+			Roles:           []string{"reader", "admin"},
+			ExternalAuth:    true,
+			IPAllow:         []string{"10.1.0.0/16"},
+			IPDeny:          []string{"10.1.2.3"},
+			Limits:          &RouteLimits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10},
+			RequestHeaders: &HeaderOps{
+				Set: map[string]string{"X-Env": "prod"}, Add: map[string]string{"X-Via": "loopgate"}, Remove: []string{"X-Debug"},
+			},
+			ResponseHeaders: &HeaderOps{Set: map[string]string{"Cache-Control": "no-store"}, Remove: []string{"Server"}},
+			Rewrite:         &Rewrite{StripPrefix: "/api", Regex: "^/users/(.*)$", Replacement: "/u/$1", AddPrefix: "/v1"},
+			Gray:            &Gray{Upstream: "static", Header: "X-Gray", Cookie: "gray", Value: "yes", Weight: 10},
+			Hash:            &Hash{Header: "X-Session"},
 		}, {
 			ID: "route-1", Path: "/assets/**", Upstream: "static",
 			ConnectTimeout:  Duration(100 * time.Millisecond),
 			ResponseTimeout: Duration(30 * time.Second),
+			Filters:         []string{"ip_access"},
+			Auth:            AuthNone, // default
+			Hash:            &Hash{Cookie: "sid"},
 		}, {
 			ID: "site", Prefix: "/", Upstream: "static",
 			ConnectTimeout:  Duration(time.Second),
 			ResponseTimeout: Duration(30 * time.Second),
+			Auth:            AuthNone,
+			Gray:            &Gray{Upstream: "users", Value: "true", Weight: 5}, // value defaulted
+			Hash:            &Hash{User: true},
 		}},
 	}
 	if !reflect.DeepEqual(c, want) {
@@ -390,5 +505,18 @@ func TestDocsExampleParses(t *testing.T) {
 		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxIdle, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout}
 	if !reflect.DeepEqual(users, want) {
 		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
+	}
+	if !reflect.DeepEqual(c.Filters, d.Filters) || len(c.FilterOrders)+len(c.TrustedProxies)+len(c.IPAllow)+len(c.IPDeny) > 0 {
+		t.Errorf("the example's filter options differ from the defaults: filters %v, filter_orders %v, trusted_proxies %v, ip_allow %v, ip_deny %v",
+			c.Filters, c.FilterOrders, c.TrustedProxies, c.IPAllow, c.IPDeny)
+	}
+	// The example sets these three, which have no default.
+	auth := c.Auth
+	if auth.JWT.HS256Secret == "" || len(auth.APIKeys) == 0 || auth.External.Upstream == "" {
+		t.Errorf("the example no longer shows a secret, an API key and an external upstream: %+v", auth)
+	}
+	auth.JWT.HS256Secret, auth.APIKeys, auth.External.Upstream = "", nil, ""
+	if !reflect.DeepEqual(auth, d.Auth) {
+		t.Errorf("the example's auth values differ from the defaults:\n%+v\n%+v", auth, d.Auth)
 	}
 }

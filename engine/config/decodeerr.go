@@ -39,10 +39,20 @@ func checkNode(n *yaml.Node, t reflect.Type, path string) error {
 	if n.ShortTag() == "!!null" {
 		return nil // decodes to the zero value, then gets the default
 	}
+	for t.Kind() == reflect.Pointer { // optional sections such as routes[].gray
+		t = t.Elem()
+	}
 	custom := reflect.PointerTo(t).Implements(unmarshalerType)
 	switch {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
 		return checkMapping(n, t, path)
+	case t.Kind() == reflect.Map && n.Kind == yaml.MappingNode && !custom:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if err := checkNode(n.Content[i+1], t.Elem(), joinPath(path, n.Content[i].Value)); err != nil {
+				return err
+			}
+		}
+		return nil
 	case custom || t.Kind() != reflect.Struct && t.Kind() != reflect.Slice:
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
 			return located(path, n.Line, trimYAMLPrefix(err.Error()))

@@ -23,6 +23,11 @@
 // configuration (default.yaml in this directory). docs/configuration.md
 // documents every option for operators.
 //
+// Filters are named in the config (the Filter* constants) and ordered by
+// DefaultFilterOrders, which filter_orders overrides. RouteFilters gives a
+// route's chain, by name and in order, and FilterOrder a filter's final
+// order; docs/filters.md explains the rules to operators.
+//
 // A *Config is a plain value: nothing in it is synchronised. Build it on one
 // goroutine, then treat it as read-only; a read-only *Config may be shared.
 package config

@@ -3,6 +3,8 @@
 
 package config
 
+import "sort"
+
 // The built-in filter names, usable in Config.Filters and in a route's
 // filters / disable_filters. Each has a default order (lower runs first);
 // filter_orders overrides it. A route's chain is the global list plus its
@@ -21,11 +23,115 @@ const (
 	FilterForwarded    = "forwarded"     // order 800: X-Forwarded-For/-Proto/-Host, X-Real-IP
 )
 
-// DefaultFilterOrders are the built-in orders.
+// DefaultFilterOrders are the built-in orders. Read-only.
 var DefaultFilterOrders = map[string]int{
 	FilterRequestID: 100, FilterLimits: 150, FilterIPAccess: 200, FilterAuth: 300,
 	FilterExternalAuth: 350, FilterHeaders: 400, FilterRewrite: 500, FilterGray: 600,
 	FilterHash: 700, FilterForwarded: 800,
+}
+
+// Route auth levels, in Route.Auth.
+const (
+	AuthNone     = "none"
+	AuthRequired = "required"
+)
+
+// FilterOrder returns the order of the named filter: its filter_orders entry
+// when there is one, else its DefaultFilterOrders entry. ok is false for an
+// unknown name. Safe for concurrent use on a Config nobody is modifying.
+func (c *Config) FilterOrder(name string) (order int, ok bool) {
+	order, ok = DefaultFilterOrders[name]
+	if !ok {
+		return 0, false
+	}
+	if o, set := c.FilterOrders[name]; set {
+		order = o
+	}
+	return order, true
+}
+
+// RouteFilters returns the names of the filters route i runs, in chain order
+// (ascending FilterOrder):
+//
+//	filters - routes[i].disable_filters + routes[i].filters
+//	        + the filters routes[i]'s own options enable
+//
+// The options are: auth: required (auth), external_auth: true
+// (external_auth), any ip_allow/ip_deny list, global or the route's
+// (ip_access), limits (limits), request_headers or response_headers
+// (headers), rewrite, gray and hash. limits, headers, rewrite, gray and hash
+// act only on their route's own section, so without it they are left out
+// even when listed. Unknown names are left out too; Validate reports them.
+// Safe for concurrent use on a Config nobody is modifying.
+func (c *Config) RouteFilters(i int) []string {
+	r := &c.Routes[i]
+	on := make(map[string]bool, len(DefaultFilterOrders))
+	for _, n := range c.Filters {
+		on[n] = true
+	}
+	for _, n := range r.DisableFilters {
+		delete(on, n)
+	}
+	for _, n := range r.Filters {
+		on[n] = true
+	}
+	for n := range c.optionFilters(r) {
+		on[n] = true
+	}
+	configured := map[string]bool{
+		FilterLimits:  r.Limits != nil,
+		FilterHeaders: r.RequestHeaders != nil || r.ResponseHeaders != nil,
+		FilterRewrite: r.Rewrite != nil,
+		FilterGray:    r.Gray != nil,
+		FilterHash:    r.Hash != nil,
+	}
+	names := make([]string, 0, len(on))
+	for n := range on {
+		_, known := DefaultFilterOrders[n]
+		if needs, ok := configured[n]; known && (!ok || needs) {
+			names = append(names, n)
+		}
+	}
+	sort.Slice(names, func(a, b int) bool {
+		oa, _ := c.FilterOrder(names[a])
+		ob, _ := c.FilterOrder(names[b])
+		return oa < ob || oa == ob && names[a] < names[b]
+	})
+	return names
+}
+
+// optionFilters maps each filter r's options enable to the option that
+// enables it, for RouteFilters and for Validate's messages.
+func (c *Config) optionFilters(r *Route) map[string]string {
+	m := make(map[string]string)
+	if r.Auth == AuthRequired {
+		m[FilterAuth] = "auth: required"
+	}
+	if r.ExternalAuth {
+		m[FilterExternalAuth] = "external_auth: true"
+	}
+	switch {
+	case len(r.IPAllow) > 0 || len(r.IPDeny) > 0:
+		m[FilterIPAccess] = "the route's ip_allow/ip_deny"
+	case len(c.IPAllow) > 0 || len(c.IPDeny) > 0:
+		m[FilterIPAccess] = "the global ip_allow/ip_deny, which apply to every route"
+	}
+	if r.Limits != nil {
+		m[FilterLimits] = "limits"
+	}
+	if r.RequestHeaders != nil || r.ResponseHeaders != nil {
+		m[FilterHeaders] = "request_headers/response_headers"
+	}
+	if r.Rewrite != nil {
+		m[FilterRewrite] = "rewrite"
+	}
+	if r.Gray != nil {
+		m[FilterGray] = "gray"
+	}
+	if r.Hash != nil {
+		m[FilterHash] = "hash"
+	}
+	return m
 }
 
 // Auth configures credential checks. A route opts in with auth: required.
@@ -33,7 +139,7 @@ type Auth struct {
 	Header string `yaml:"header"` // where credentials come from: "Bearer <jwt>" or a raw API key; default "Authorization"
 
 	JWT     JWT      `yaml:"jwt"`
-	APIKeys []APIKey `yaml:"api_keys"` // default none
+	APIKeys []APIKey `yaml:"api_keys,omitempty"` // default none
 
 	CacheTTL  Duration `yaml:"cache_ttl"`  // how long a verified credential is trusted without re-verifying; default 30s
 	CacheSize int      `yaml:"cache_size"` // verified credentials kept per loop; default 10000 (oldest evicted)
@@ -61,8 +167,8 @@ type JWT struct {
 type APIKey struct {
 	Key      string   `yaml:"key"`      // the key as sent in the auth header
 	Consumer string   `yaml:"consumer"` // becomes the identity's subject
-	Tenant   string   `yaml:"tenant"`
-	Roles    []string `yaml:"roles"`
+	Tenant   string   `yaml:"tenant,omitempty"`
+	Roles    []string `yaml:"roles,omitempty"`
 }
 
 // ExternalAuth asks an auth service about each request on routes that set
@@ -78,9 +184,9 @@ type ExternalAuth struct {
 
 // HeaderOps edits a head.
 type HeaderOps struct {
-	Set    map[string]string `yaml:"set"`    // replace (or add) these headers
-	Add    map[string]string `yaml:"add"`    // add alongside existing ones
-	Remove []string          `yaml:"remove"` // drop these headers
+	Set    map[string]string `yaml:"set,omitempty"`    // replace (or add) these headers
+	Add    map[string]string `yaml:"add,omitempty"`    // add alongside existing ones
+	Remove []string          `yaml:"remove,omitempty"` // drop these headers
 }
 
 // Rewrite changes the path sent upstream (the route still matches the
@@ -139,7 +245,7 @@ func applyFilterDefaults(c *Config) {
 	}
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		setDefault(&r.Auth, "none")
+		setDefault(&r.Auth, AuthNone)
 		if r.Gray != nil {
 			setDefault(&r.Gray.Value, "true")
 		}

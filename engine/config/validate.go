@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 
@@ -14,7 +15,9 @@ import (
 
 // Validate reports every problem in c, one error per problem joined with
 // errors.Join, each reading "config: <field path>: <reason>". It changes
-// nothing and expects defaults to be applied already, as Parse does.
+// nothing and expects defaults to be applied already, as Parse does. It
+// touches the file system only to check that limits.temp_dir is a directory
+// and the JWT key files can be opened; parsing keys is the auth filter's job.
 // Safe for concurrent use on a Config nobody is modifying.
 func (c *Config) Validate() error {
 	var p problems
@@ -42,6 +45,7 @@ func (c *Config) Validate() error {
 			names[c.Upstreams[i].Name] = i
 		}
 	}
+	c.validateFilterConfig(&p)
 	c.validateRoutes(&p)
 	return errors.Join(p...)
 }
@@ -54,6 +58,13 @@ func (c *Config) validateLimits(p *problems) {
 	positive(p, "limits.max_body_bytes", l.MaxBodyBytes)
 	positive(p, "limits.max_conn_buffer", l.MaxConnBuffer)
 	positive(p, "limits.max_temp_file_bytes", l.MaxTempFileBytes)
+	if l.TempDir != "" {
+		if st, err := os.Stat(l.TempDir); err != nil {
+			p.add("limits.temp_dir", "%v", err)
+		} else if !st.IsDir() {
+			p.add("limits.temp_dir", "%q is not a directory", l.TempDir)
+		}
+	}
 	// max_header_bytes bounds the whole head, request line included, and a
 	// head is buffered whole before it is parsed.
 	if l.MaxConnBuffer > 0 && l.MaxConnBuffer < l.MaxHeaderBytes {
@@ -119,6 +130,7 @@ func (c *Config) validateRoutes(p *problems) {
 			positive(p, path+".connect_timeout", r.ConnectTimeout)
 			positive(p, path+".response_timeout", r.ResponseTimeout)
 		}
+		c.validateRouteFilters(p, i, path, r)
 	}
 	if _, err := router.Compile(c.RouterSpecs()); err != nil {
 		var se *router.SpecError

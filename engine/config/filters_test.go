@@ -1,0 +1,328 @@
+// Tests for the filter options: chains, orders and every validation rule.
+
+package config
+
+import (
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// issueSample is the filter configuration from the feature request.
+const issueSample = `
+auth:
+  header: Authorization
+  jwt:
+    hs256_secret: "change-me"
+    issuer: loopgate-test
+    audience: api
+    roles_claim: roles
+  api_keys:
+    - {key: "k-123", consumer: alice, roles: [admin]}
+trusted_proxies: ["127.0.0.1/32"]
+upstreams:
+  - {name: backend, nodes: ["127.0.0.1:9001"]}
+  - {name: backend-v2, nodes: ["127.0.0.1:9002"]}
+routes:
+  - id: admin
+    prefix: /admin/
+    upstream: backend
+    auth: required
+    roles: [admin]
+    ip_deny: ["10.0.0.0/8"]
+  - id: public
+    prefix: /public/
+    upstream: backend
+    auth: none
+    gray: {header: X-Gray, value: "true", upstream: backend-v2}
+`
+
+func TestIssueSampleParses(t *testing.T) {
+	c := mustParse(t, issueSample)
+	if c.Auth.JWT.HS256Secret != "change-me" || c.Auth.JWT.Issuer != "loopgate-test" ||
+		!reflect.DeepEqual(c.Auth.APIKeys, []APIKey{{Key: "k-123", Consumer: "alice", Roles: []string{"admin"}}}) {
+		t.Errorf("auth = %+v", c.Auth)
+	}
+	if !reflect.DeepEqual(c.TrustedProxies, []string{"127.0.0.1/32"}) {
+		t.Errorf("trusted_proxies = %v", c.TrustedProxies)
+	}
+	admin, public := &c.Routes[0], &c.Routes[1]
+	if admin.Auth != AuthRequired || !reflect.DeepEqual(admin.Roles, []string{"admin"}) ||
+		!reflect.DeepEqual(admin.IPDeny, []string{"10.0.0.0/8"}) {
+		t.Errorf("admin route = %+v", admin)
+	}
+	if public.Auth != AuthNone || *public.Gray != (Gray{Upstream: "backend-v2", Header: "X-Gray", Value: "true"}) {
+		t.Errorf("public route = %+v", public)
+	}
+	for i, want := range [][]string{
+		{"request_id", "ip_access", "auth", "forwarded"},
+		{"request_id", "gray", "forwarded"},
+	} {
+		if got := c.RouteFilters(i); !reflect.DeepEqual(got, want) {
+			t.Errorf("RouteFilters(%d) = %v, want %v", i, got, want)
+		}
+	}
+}
+
+func TestRouteFiltersOfSample(t *testing.T) {
+	c := mustParse(t, sampleYAML) // filters [request_id, forwarded, limits]; forwarded reordered to 50
+	for i, want := range [][]string{
+		// forwarded disabled; every option-enabled filter added
+		{"request_id", "limits", "ip_access", "auth", "external_auth", "headers", "rewrite", "gray", "hash"},
+		// ip_access listed and also enabled by the global lists; limits
+		// listed, but without a limits section it has nothing to do
+		{"forwarded", "request_id", "ip_access", "hash"},
+		{"forwarded", "request_id", "ip_access", "gray", "hash"},
+	} {
+		if got := c.RouteFilters(i); !reflect.DeepEqual(got, want) {
+			t.Errorf("RouteFilters(%d) = %v, want %v", i, got, want)
+		}
+	}
+}
+
+func TestRouteFiltersDefaultChain(t *testing.T) {
+	c := mustParse(t, minimal)
+	if got, want := c.RouteFilters(0), []string{"request_id", "forwarded"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("RouteFilters(0) = %v, want %v", got, want)
+	}
+	c = mustParse(t, "filters: []\n"+minimal) // an explicit empty list means no default filters
+	if got := c.RouteFilters(0); len(got) != 0 {
+		t.Errorf("with filters: [] RouteFilters(0) = %v, want none", got)
+	}
+}
+
+func TestFilterOrder(t *testing.T) {
+	c := mustParse(t, "filter_orders: {hash: 50, auth: 300}\n")
+	for name, want := range map[string]int{"hash": 50, "auth": 300, "gray": 600, "request_id": 100} {
+		if got, ok := c.FilterOrder(name); !ok || got != want {
+			t.Errorf("FilterOrder(%q) = %d, %v; want %d", name, got, ok, want)
+		}
+	}
+	if _, ok := c.FilterOrder("nope"); ok {
+		t.Error("FilterOrder(nope) reported a known filter")
+	}
+	if n := len(DefaultFilterOrders); n != 10 {
+		t.Errorf("%d built-in filters; update docs/filters.md and this test", n)
+	}
+}
+
+// twoUpstreams and creds build the error cases below.
+const (
+	twoUpstreams = "upstreams:\n  - {name: u, nodes: [127.0.0.1:9001]}\n  - {name: v, nodes: [127.0.0.1:9002]}\n"
+	creds        = "auth:\n  api_keys: [{key: k, consumer: c}]\n"
+)
+
+// withRoute returns top-level YAML top, two upstreams u and v, and one route
+// /a to u with the extra route options opts (one per line, unindented).
+func withRoute(top, opts string) string {
+	var b strings.Builder
+	b.WriteString(top + twoUpstreams + "routes:\n  - path: /a\n    upstream: u\n")
+	for _, line := range strings.SplitAfter(opts, "\n") {
+		if line != "" {
+			b.WriteString("    " + line)
+		}
+	}
+	return b.String()
+}
+
+const allFilters = "request_id, limits, ip_access, auth, external_auth, headers, rewrite, gray, hash, forwarded"
+
+func TestFilterValidationErrors(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		// names and orders
+		{"filters: [request_id, nope]\n", `config: filters[1]: unknown filter "nope" (want one of ` + allFilters + ")"},
+		{"filters: [auth, auth]\n", "config: filters[1]: auth is listed twice (also [0])"},
+		{"filter_orders: {nope: 5}\n", "config: filter_orders.nope: unknown filter (want one of " + allFilters + ")"},
+		{"filter_orders: {gray: 300}\n", "config: filter_orders.gray: order 300 is also auth's; orders must be unique"},
+		{"filter_orders: {gray: 5, hash: 5}\n", "config: filter_orders.hash: order 5 is also gray's; orders must be unique"},
+		{withRoute("", "filters: [nope]\n"), `config: routes[0].filters[0]: unknown filter "nope" (want one of ` + allFilters + ")"},
+		{withRoute("", "disable_filters: [request_id, Auth]\n"), `config: routes[0].disable_filters[1]: unknown filter "Auth" (want one of ` + allFilters + ")"},
+		{withRoute(creds, "auth: required\ndisable_filters: [auth]\n"), "config: routes[0].disable_filters[0]: auth is enabled by auth: required; remove one of them"},
+		{withRoute("ip_deny: [1.2.3.4]\n", "disable_filters: [ip_access]\n"),
+			"config: routes[0].disable_filters[0]: ip_access is enabled by the global ip_allow/ip_deny, which apply to every route; remove one of them"},
+		{withRoute("", "hash: {user: true}\ndisable_filters: [hash]\n"), "config: routes[0].disable_filters[0]: hash is enabled by hash; remove one of them"},
+		{withRoute("", "filters: [gray]\ndisable_filters: [gray]\n"), "config: routes[0].disable_filters[0]: gray is also in filters"},
+
+		// client IP lists
+		{"trusted_proxies: [10.0.0.0/33]\n", `config: trusted_proxies[0]: "10.0.0.0/33" is not an IP address or CIDR prefix`},
+		{"ip_allow: [1.2.3.4, localhost]\n", `config: ip_allow[1]: "localhost" is not an IP address or CIDR prefix`},
+		{"ip_deny: [\"1.2.3.4/\"]\n", `config: ip_deny[0]: "1.2.3.4/" is not an IP address or CIDR prefix`},
+		{withRoute("", "ip_allow: [\"::1\", 300.1.1.1]\n"), `config: routes[0].ip_allow[1]: "300.1.1.1" is not an IP address or CIDR prefix`},
+		{withRoute("", "ip_deny: [\"fe80::1%eth0\"]\n"), `config: routes[0].ip_deny[0]: "fe80::1%eth0" is not an IP address or CIDR prefix`},
+		{withRoute("", "ip_deny: [10.0.0.0/8/8]\n"), `config: routes[0].ip_deny[0]: "10.0.0.0/8/8" is not an IP address or CIDR prefix`},
+
+		// auth
+		{"auth:\n  header: Bad Header\n", `config: auth.header: "Bad Header" is not a valid header name`},
+		{"auth:\n  cache_ttl: -1s\n", "config: auth.cache_ttl: must be positive, got -1s"},
+		{"auth:\n  cache_size: -1\n", "config: auth.cache_size: must be positive, got -1"},
+		{"auth:\n  jwt:\n    leeway: -1s\n", "config: auth.jwt.leeway: must not be negative, got -1s"},
+		{"auth:\n  jwt:\n    jwks_file: testdata/missing.json\n", "config: auth.jwt.jwks_file: open testdata/missing.json: no such file or directory"},
+		{"auth:\n  jwt:\n    rs256_public_key_file: testdata\n", `config: auth.jwt.rs256_public_key_file: "testdata" is a directory`},
+		{"auth:\n  jwt:\n    rs256_public_key: pem\n    rs256_public_key_file: testdata/rs256.pub.pem\n",
+			"config: auth.jwt.rs256_public_key: both it and rs256_public_key_file are set; set one"},
+		{"auth:\n  jwt:\n    es256_public_key_file: /nonexistent/es.pem\n", "config: auth.jwt.es256_public_key_file: open /nonexistent/es.pem: no such file or directory"},
+		{"auth:\n  api_keys: [{key: \"\", consumer: a}]\n", "config: auth.api_keys[0].key: missing"},
+		{"auth:\n  api_keys: [{key: k}]\n", "config: auth.api_keys[0].consumer: missing"},
+		{"auth:\n  api_keys: [{key: k, consumer: a, roles: [ops, \"\"]}]\n", "config: auth.api_keys[0].roles[1]: empty role"},
+		{withRoute("", "auth: maybe\n"), `config: routes[0].auth: unknown auth level "maybe" (want none or required)`},
+		{withRoute("", "auth: required\n"), "config: routes[0].auth: required, but no credentials are configured: " +
+			"set auth.jwt (hs256_secret, rs256_public_key[_file], es256_public_key[_file] or jwks_file) or auth.api_keys"},
+		{withRoute("", "filters: [auth]\n"), "config: routes[0]: runs the auth filter (from filters), but " +
+			"no credentials are configured: set auth.jwt (hs256_secret, rs256_public_key[_file], es256_public_key[_file] or jwks_file) or auth.api_keys"},
+		{withRoute("", "roles: [admin]\n"), `config: routes[0].roles: set, but auth is "none"; roles need auth: required`},
+		{withRoute(creds, "auth: required\nroles: [\"\"]\n"), "config: routes[0].roles[0]: empty role"},
+
+		// external auth
+		{"auth:\n  external: {upstream: nope}\n", `config: auth.external.upstream: unknown upstream "nope"`},
+		{withRoute("", "external_auth: true\n"), "config: auth.external.upstream: missing, and routes[0] runs external_auth"},
+		{withRoute("filters: [external_auth]\n", ""), "config: auth.external.upstream: missing, and routes[0] runs external_auth"},
+		{"auth:\n  external: {path: auth}\n", `config: auth.external.path: "auth" must start with '/'`},
+		{"auth:\n  external: {path: /a b}\n", `config: auth.external.path: "/a b" holds a space, a control character or '#'; percent-encode it`},
+		{"auth:\n  external: {timeout: -1s}\n", "config: auth.external.timeout: must be positive, got -1s"},
+		{"auth:\n  external: {forward_headers: [Cookie, \"a:b\"]}\n", `config: auth.external.forward_headers[1]: "a:b" is not a valid header name`},
+		{"auth:\n  external: {copy_headers: [Connection]}\n",
+			`config: auth.external.copy_headers[0]: "Connection" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
+
+		// limits
+		{withRoute("", "limits: {max_body_bytes: 20MiB}\n"),
+			"config: routes[0].limits.max_body_bytes: 20MiB exceeds the global limits.max_body_bytes 10MiB; a route may only tighten it"},
+		{withRoute("", "limits: {max_header_count: 51}\n"),
+			"config: routes[0].limits.max_header_count: 51 exceeds the global limits.max_header_count 50; a route may only tighten it"},
+		{withRoute("limits: {max_uri_bytes: 1KiB}\n", "limits: {max_uri_bytes: 2KiB}\n"),
+			"config: routes[0].limits.max_uri_bytes: 2KiB exceeds the global limits.max_uri_bytes 1KiB; a route may only tighten it"},
+		{withRoute("", "limits: {max_header_bytes: -1}\n"), "config: routes[0].limits.max_header_bytes: must not be negative, got -1B"},
+		{"limits: {temp_dir: testdata/nope}\n", "config: limits.temp_dir: stat testdata/nope: no such file or directory"},
+		{"limits: {temp_dir: testdata/jwks.json}\n", `config: limits.temp_dir: "testdata/jwks.json" is not a directory`},
+
+		// headers
+		{withRoute("", "request_headers: {set: {Bad Name: x}}\n"), `config: routes[0].request_headers.set: "Bad Name" is not a valid header name`},
+		{withRoute("", "request_headers: {set: {X-A: \"a\\r\\nX-B: b\"}}\n"), "config: routes[0].request_headers.set.X-A: value holds a control character (only tab is allowed)"},
+		{withRoute("", "response_headers: {add: {X-A: \"a\\nb\"}}\n"), "config: routes[0].response_headers.add.X-A: value holds a control character (only tab is allowed)"},
+		{withRoute("", "request_headers: {set: {X-A: \"a\\x7f\"}}\n"), "config: routes[0].request_headers.set.X-A: value holds a control character (only tab is allowed)"},
+		{withRoute("", "request_headers: {remove: [A, B, C, D, E, F, G, H, I, J, K, L, M, N, O, P, Q]}\n"),
+			"config: routes[0].request_headers.remove: 17 entries, at most 16"},
+		{withRoute("", "request_headers: {add: {content-length: \"5\"}}\n"),
+			`config: routes[0].request_headers.add: "content-length" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
+		{withRoute("", "response_headers: {remove: [X-Ok, Transfer-Encoding]}\n"),
+			`config: routes[0].response_headers.remove[1]: "Transfer-Encoding" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
+		{withRoute("", "request_headers: {remove: [\"\"]}\n"), `config: routes[0].request_headers.remove[0]: "" is not a valid header name`},
+
+		// rewrite
+		{withRoute("", "rewrite: {}\n"), "config: routes[0].rewrite: does nothing: set strip_prefix, regex or add_prefix"},
+		{withRoute("", "rewrite: {strip_prefix: api}\n"), `config: routes[0].rewrite.strip_prefix: "api" must start with '/'`},
+		{withRoute("", "rewrite: {add_prefix: \"/v1?x\"}\n"),
+			`config: routes[0].rewrite.add_prefix: "/v1?x" holds a space, a control character, '?' or '#'; percent-encode it`},
+		{withRoute("", "rewrite: {regex: \"(\"}\n"), "config: routes[0].rewrite.regex: error parsing regexp: missing closing ): `(`"},
+		{withRoute("", "rewrite: {strip_prefix: /a, replacement: /b}\n"), "config: routes[0].rewrite.replacement: set without regex"},
+		{withRoute("", "rewrite: {regex: a, replacement: \"/b c\"}\n"),
+			`config: routes[0].rewrite.replacement: "/b c" holds a space, a control character, '?' or '#'; percent-encode it`},
+
+		// gray
+		{withRoute("", "gray: {header: X-Gray}\n"), "config: routes[0].gray.upstream: missing"},
+		{withRoute("", "gray: {header: X-Gray, upstream: w}\n"), `config: routes[0].gray.upstream: unknown upstream "w"`},
+		{withRoute("", "gray: {header: X-Gray, upstream: u}\n"), `config: routes[0].gray.upstream: "u" is the route's own upstream`},
+		{withRoute("", "gray: {upstream: v}\n"), "config: routes[0].gray: selects nothing: set header, cookie or weight"},
+		{withRoute("", "gray: {upstream: v, weight: 101}\n"), "config: routes[0].gray.weight: 101 is not a percentage from 0 to 100"},
+		{withRoute("", "gray: {upstream: v, header: X-Gray, weight: -1}\n"), "config: routes[0].gray.weight: -1 is not a percentage from 0 to 100"},
+		{withRoute("", "gray: {upstream: v, header: \"X Gray\"}\n"), `config: routes[0].gray.header: "X Gray" is not a valid header name`},
+		{withRoute("", "gray: {upstream: v, cookie: \"a=b\"}\n"), `config: routes[0].gray.cookie: "a=b" is not a valid cookie name`},
+
+		// hash
+		{withRoute("", "hash: {}\n"), "config: routes[0].hash: set exactly one of header, cookie and user"},
+		{withRoute("", "hash: {header: X-User, user: true}\n"), "config: routes[0].hash: set exactly one of header, cookie and user"},
+		{withRoute("", "hash: {header: \"X;User\"}\n"), `config: routes[0].hash.header: "X;User" is not a valid header name`},
+		{withRoute("", "hash: {cookie: \"s id\"}\n"), `config: routes[0].hash.cookie: "s id" is not a valid cookie name`},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q)\n got: %v\nwant: %s", c.yaml, err, c.want)
+		}
+	}
+}
+
+// TestFilterOptionsAccepted pins down what the rules above must not reject.
+func TestFilterOptionsAccepted(t *testing.T) {
+	for _, text := range []string{
+		"filter_orders: {auth: 300}\n", // same as the default: no clash with itself
+		"filter_orders: {auth: 1000, forwarded: 300}\n",
+		"filters: []\n",
+		"ip_allow: [\"::/0\", \"fe80::1\", 192.168.0.1/24]\n", // host bits in a prefix are ignored
+		"auth:\n  jwt: {rs256_public_key_file: testdata/rs256.pub.pem, es256_public_key_file: testdata/es256.pub.pem, jwks_file: testdata/jwks.json}\n",
+		"auth:\n  api_keys: [{key: a, consumer: ci}, {key: b, consumer: ci}]\n", // key rotation: one consumer, two keys
+		withRoute("auth:\n  external: {upstream: v, path: \"/auth?scope=x\"}\n", "external_auth: true\n"),
+		withRoute("auth:\n  jwt: {hs256_secret: s}\n", "auth: required\nroles: [a, b]\n"),
+		withRoute(creds, "filters: [auth]\n"), // auth from filters: credentials required, no roles
+		"ip_allow: [\" 10.0.0.0/8 \"]\n",      // spaces are trimmed, as the filter does
+		withRoute("", "limits: {max_uri_bytes: 8KiB, max_body_bytes: 1KiB}\n"),
+		withRoute("", "request_headers: {set: {Host: example.com, X-Empty: \"\", X-Tab: \"a\\tb\"}}\n"),
+		withRoute("", "rewrite: {add_prefix: /café}\n"),   // raw UTF-8 passes, as the parser tolerates it
+		withRoute("", "rewrite: {regex: \"^/a/(.*)\"}\n"), // no replacement: the match is deleted
+		withRoute("", "gray: {upstream: v, cookie: canary}\n"),
+		withRoute("", "gray: {upstream: v, weight: 100}\n"),
+		withRoute("", "hash: {user: true}\n"),
+	} {
+		if _, err := Parse([]byte(text)); err != nil {
+			t.Errorf("Parse(%q): %v", text, err)
+		}
+	}
+}
+
+func TestAPIKeysNeverInErrors(t *testing.T) {
+	_, err := Parse([]byte("auth:\n  api_keys: [{key: sekrit-1, consumer: a}, {key: sekrit-1, consumer: b}]\n"))
+	if err == nil || err.Error() != "config: auth.api_keys[1].key: duplicate key (also api_keys[0])" {
+		t.Fatalf("err = %v", err)
+	}
+	if strings.Contains(err.Error(), "sekrit") {
+		t.Fatalf("the error shows the key: %v", err)
+	}
+}
+
+func TestFilterProblemsReportedTogether(t *testing.T) {
+	_, err := Parse([]byte(withRoute("filters: [nope]\n", "auth: required\ngray: {upstream: u, header: X}\n")))
+	want := `config: filters[0]: unknown filter "nope" (want one of ` + allFilters + ")\n" +
+		"config: routes[0].auth: required, but no credentials are configured: " +
+		"set auth.jwt (hs256_secret, rs256_public_key[_file], es256_public_key[_file] or jwks_file) or auth.api_keys\n" +
+		`config: routes[0].gray.upstream: "u" is the route's own upstream`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
+	}
+}
+
+func TestFilterDecodeErrors(t *testing.T) {
+	cases := []struct{ yaml, want string }{
+		{minimal + "    gray: {wieght: 1}\n", "config: routes[0].gray.wieght: unknown field (line 8)"},
+		{minimal + "    limits: {max_body_bytes: 10MB}\n",
+			`config: routes[0].limits.max_body_bytes: invalid size "10MB": want bytes (4096) or a number with a unit B, KiB, MiB or GiB ("16KiB") (line 8)`},
+		{"filter_orders: {auth: first}\n", "config: filter_orders.auth: cannot unmarshal !!str `first` into int (line 1)"},
+		{minimal + "    request_headers: {set: {X-A: [1]}}\n", "config: routes[0].request_headers.set.X-A: cannot unmarshal !!seq into string (line 8)"},
+		{"auth:\n  jwt:\n    leeway: 5\n", `config: auth.jwt.leeway: invalid duration "5": want a number with a unit, such as "500ms", "1s" or "2m" (line 3)`},
+	}
+	for _, c := range cases {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q)\n got: %v\nwant: %s", c.yaml, err, c.want)
+		}
+	}
+}
+
+// TestFiltersDocCoversEveryFilter keeps docs/filters.md in step with the
+// built-in filters: a section and a row of the order table for each.
+func TestFiltersDocCoversEveryFilter(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/filters.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	for _, name := range filterNamesByOrder(&Config{}) {
+		if !strings.Contains(text, "\n### `"+name+"`\n") {
+			t.Errorf("docs/filters.md has no section \"### `%s`\"", name)
+		}
+		row := fmt.Sprintf("\n| `%s` | %d |", name, DefaultFilterOrders[name])
+		if !strings.Contains(text, row) {
+			t.Errorf("docs/filters.md's order table lacks %q", row)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+// Package access decides who may reach a route: it finds the real client
+// address behind trusted proxies and refuses requests by address (allow and
+// deny lists, runtime bans with a TTL) and by size (route limits tighter
+// than the global ones).
+//
+// # Client IP
+//
+// The engine computes the client address once per request, before the
+// chain runs, and stores it in Exchange.ClientIP:
+//
+//	trusted, err := access.ParsePrefixes(cfg.TrustedProxies) // at load time
+//	...
+//	x.ClientIP = access.ClientIP(peer, req.Headers, trusted) // per request, no allocation
+//
+// Only a trusted peer's X-Forwarded-For and X-Real-IP are believed; the
+// first address that is not itself a trusted proxy, reading
+// X-Forwarded-For from the right, is the client. A client cannot spoof its
+// address through an untrusted hop.
+//
+// # Filters
+//
+// NewIPFilter ("ip_access", 403 / 40302) checks bans, then the deny lists,
+// then the allow lists; NewLimitsFilter ("limits", 414 / 431 / 413) applies
+// a route's config.RouteLimits. Both are immutable and shared by every loop.
+//
+// # Bans
+//
+// A Bans is shared by the ip_access filters of every route and changed at
+// run time, typically by the admin API:
+//
+//	bans := access.NewBans(0) // DefaultMaxBans
+//	f := access.NewIPFilter(order, gAllow, gDeny, rAllow, rDeny, bans)
+//	...
+//	err := bans.Ban(netip.MustParsePrefix("203.0.113.0/24"), 10*time.Minute)
+//
+// Loops read the current snapshot with one atomic load and never wait for a
+// writer; each write copies the set (pruning expired bans) and publishes the
+// copy.
+package access

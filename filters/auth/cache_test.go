@@ -1,0 +1,203 @@
+// Tests of the verification cache and of revocation.
+
+package auth
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// cached reports whether token is in loop 0's cache, by its hash.
+func cached(v *Verifier, token string) bool {
+	_, ok := v.caches[0].entries[credentialKey([]byte(token))]
+	return ok
+}
+
+// A cached token is trusted for cache_ttl without re-verifying: the test
+// removes the key, so only the cache can still admit it.
+func TestCacheTTL(t *testing.T) {
+	v, now := newVerifier(t, baseConfig(), 1) // TTL 30s
+	tok := hsToken(t, m{"sub": "alice", "exp": t0.Unix() + 3600})
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+		t.Fatal(fail)
+	}
+	if !cached(v, tok) {
+		t.Fatal("verified token not cached")
+	}
+	v.keys = &keySet{} // from now on, only a cache hit can succeed
+
+	*now = t0.Add(29 * time.Second)
+	if id, fail := verify(t, v, "Bearer "+tok); fail != nil || string(id.Subject) != "alice" {
+		t.Fatalf("within TTL: %+v, %v", id, fail)
+	}
+	*now = t0.Add(30 * time.Second)
+	if _, fail := verify(t, v, "Bearer "+tok); fail != FailInvalid {
+		t.Fatalf("after TTL: %v, want a re-verification that fails", fail)
+	}
+}
+
+// An entry never outlives its token's exp.
+func TestCacheBoundedByExp(t *testing.T) {
+	v, now := newVerifier(t, baseConfig(), 1)
+	tok := hsToken(t, m{"exp": t0.Unix() + 10})
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+		t.Fatal(fail)
+	}
+	*now = t0.Add(9 * time.Second)
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+		t.Fatalf("before exp: %v", fail)
+	}
+	*now = t0.Add(10 * time.Second)
+	if _, fail := verify(t, v, "Bearer "+tok); fail != FailExpired {
+		t.Fatalf("at exp: %v, want expired", fail)
+	}
+}
+
+func TestCacheBound(t *testing.T) {
+	cfg := baseConfig()
+	cfg.CacheSize = 2
+	v, _ := newVerifier(t, cfg, 1)
+	var toks []string
+	for i := range 5 {
+		tok := hsToken(t, m{"sub": fmt.Sprint("user", i)})
+		toks = append(toks, tok)
+		if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+			t.Fatal(fail)
+		}
+		if n := len(v.caches[0].entries); n > 2 {
+			t.Fatalf("after %d tokens the cache holds %d entries, bound 2", i+1, n)
+		}
+	}
+	// FIFO: the two most recent remain.
+	for i, tok := range toks {
+		if want := i >= 3; cached(v, tok) != want {
+			t.Errorf("token %d cached = %v, want %v", i, !want, want)
+		}
+	}
+	// Re-verifying a cached token keeps its slot and evicts nothing.
+	if _, fail := verify(t, v, "Bearer "+toks[4]); fail != nil || !cached(v, toks[3]) {
+		t.Fatalf("refreshing a cached token evicted another (%v)", fail)
+	}
+}
+
+// The cache is keyed by a hash of the token, and a token is never stored.
+func TestCacheKeyIsHash(t *testing.T) {
+	v, _ := newVerifier(t, baseConfig(), 1)
+	tok := hsToken(t, m{"sub": "alice"})
+	verify(t, v, "Bearer "+tok)
+	for k := range v.caches[0].entries {
+		if k != credentialKey([]byte(tok)) {
+			t.Fatalf("cache key %x is not SHA-256(token)[:16]", k)
+		}
+	}
+}
+
+func TestCachePerLoop(t *testing.T) {
+	v, _ := newVerifier(t, baseConfig(), 3)
+	tok := hsToken(t, m{"sub": "alice"})
+	x, _ := exchange(t, get(""), 2)
+	if _, fail := v.Verify(x, []byte("Bearer "+tok)); fail != nil {
+		t.Fatal(fail)
+	}
+	for i, c := range v.caches {
+		if got, want := len(c.entries), map[bool]int{true: 1}[i == 2]; got != want {
+			t.Errorf("loop %d cache holds %d, want %d", i, got, want)
+		}
+	}
+	// A loop index beyond the caches still verifies, uncached.
+	x, _ = exchange(t, get(""), 7)
+	if _, fail := v.Verify(x, []byte("Bearer "+tok)); fail != nil {
+		t.Fatalf("loop out of range: %v", fail)
+	}
+}
+
+func TestRevokeCachedJWT(t *testing.T) {
+	v, now := newVerifier(t, baseConfig(), 1)
+	tok := hsToken(t, m{"sub": "alice"})
+	other := hsToken(t, m{"sub": "bob"})
+	for _, cred := range []string{tok, other} {
+		if _, fail := verify(t, v, "Bearer "+cred); fail != nil {
+			t.Fatal(fail)
+		}
+	}
+	if !cached(v, tok) {
+		t.Fatal("not cached")
+	}
+
+	v.Revoke("Bearer "+tok, t0.Add(time.Minute))
+	if _, fail := verify(t, v, "Bearer "+tok); fail != FailRevoked {
+		t.Fatalf("revoked cached token: %v", fail)
+	}
+	if _, fail := verify(t, v, "Bearer "+other); fail != nil {
+		t.Fatalf("other token: %v", fail)
+	}
+	if n := v.Revocations(); n != 1 {
+		t.Fatalf("Revocations() = %d, want 1", n)
+	}
+
+	// The revocation lapses at its until.
+	*now = t0.Add(time.Minute)
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+		t.Fatalf("after the revocation's end: %v", fail)
+	}
+	if n := v.Revocations(); n != 0 {
+		t.Fatalf("Revocations() = %d after lapse, want 0", n)
+	}
+
+	// Revoke without the prefix names the same token; Unrevoke lifts it.
+	v.Revoke(tok, time.Time{})
+	if _, fail := verify(t, v, "bearer "+tok); fail != FailRevoked {
+		t.Fatalf("revoked for good: %v", fail)
+	}
+	v.Unrevoke(tok)
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+		t.Fatalf("unrevoked: %v", fail)
+	}
+
+	// An until already past does nothing.
+	v.Revoke(tok, t0)
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+		t.Fatalf("revoked into the past: %v", fail)
+	}
+}
+
+// Loops verify while the admin goroutine revokes: run with -race.
+func TestRevokeConcurrent(t *testing.T) {
+	const loops = 4
+	v, err := NewVerifier(baseConfig(), loops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := hsToken(t, m{"sub": "alice"})
+	target := hsToken(t, m{"sub": "mallory"})
+
+	var wg sync.WaitGroup
+	for loop := range loops {
+		x, _ := exchange(t, get(""), loop)
+		wg.Go(func() {
+			for range 200 {
+				if _, fail := v.Verify(x, []byte("Bearer "+tok)); fail != nil {
+					t.Errorf("loop %d: %v", loop, fail)
+					return
+				}
+				v.Verify(x, []byte("Bearer "+target))
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			v.Revoke(target, time.Time{})
+			v.Unrevoke(target)
+		}
+		v.Revoke(target, time.Time{})
+	})
+	wg.Wait()
+	for loop := range loops {
+		x, _ := exchange(t, get(""), loop)
+		if _, fail := v.Verify(x, []byte("Bearer "+target)); fail != FailRevoked {
+			t.Errorf("loop %d after the final revoke: %v", loop, fail)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+// Package auth establishes who a request is from: it verifies JWTs and API
+// keys (the "auth" filter) or asks an external auth service (the
+// "external_auth" filter), and sets filters.Exchange.Identity.
+//
+// # Building
+//
+// One Verifier serves every route and every loop. Build it when the config
+// is loaded, from the defaulted config.Auth and the number of event loops:
+//
+//	v, err := auth.NewVerifier(&cfg.Auth, loops)  // loads keys; errors name the field
+//	f := auth.NewFilter(v, order, route.Roles)      // a route with auth: required
+//	g := auth.NewExternal(&cfg.Auth.External, group, order) // external_auth: true
+//
+// # Credentials
+//
+// The credential is the value of the configured header (default
+// Authorization). "Bearer <token>", the scheme in any case, is a JWT;
+// anything else is an API key, compared in constant time.
+//
+// A JWT must be a three-part compact JWS signed with HS256, RS256 or
+// ES256. The header's alg chooses the key, and only among keys of that
+// algorithm's kind: the HS256 secret for HS256, the RS256 PEM key or an RSA
+// JWKS key for RS256, the ES256 PEM key or an EC P-256 JWKS key for ES256.
+// alg "none", a missing alg and a "crit" header are refused, and an HS256
+// token is never checked against a public key. With a kid that the JWKS
+// holds, that key is used (and must suit the alg); otherwise the PEM key.
+// ES256 signatures are raw R||S (64 bytes), as JWS requires.
+//
+// Claims: exp and nbf are optional, but when present the token must be
+// within them, give or take the configured leeway; iss must equal the
+// configured issuer and aud (a string or an array) must contain the
+// configured audience when those are set. The identity takes its subject
+// from sub, its tenant from the tenant claim and its roles from the roles
+// claim (an array of strings, or one string separated by spaces or commas).
+//
+// Failures map to the error codes of the design: 401/40101 missing
+// credentials, 401/40102 invalid, expired or revoked, 403/40301 a role the
+// route does not admit. The auth filter adds a WWW-Authenticate challenge
+// to 401s (Rejection.HeaderName/HeaderValue).
+//
+// # Cache
+//
+// Verified JWTs are cached per loop, without locks, keyed by the first 16
+// bytes of SHA-256(token): the token itself is never a key and never
+// logged. An entry lives until min(verification + cache_ttl, exp +
+// leeway). Each loop keeps at most cache_size entries and evicts the oldest
+// insertion first (FIFO). A hit costs one SHA-256 of the token, a
+// revocation check and a map lookup, and allocates nothing; so does an API
+// key, which needs no cache. A miss decodes JSON and allocates.
+//
+// # Revocation
+//
+// Revoke, RevokeKey and Unrevoke (for the admin API) publish a new
+// immutable set of credential hashes with an atomic swap. Every Verify
+// checks it, cache hits included, so a revocation takes effect on the next
+// request on every loop; loops never wait on a lock.
+//
+// # External auth
+//
+// The external_auth filter suspends the chain while it sends GET <path> to
+// the auth service's upstream group through Exchange.Sub, forwarding the
+// configured request headers plus X-Forwarded-Method, -Uri, -Host and -For.
+// A 2xx admits the request: the service's identity headers (copy_headers)
+// are set on the upstream request, and those it did not send are removed so
+// a client cannot forge them. A 401 stays 401, a 5xx or no answer is 503
+// (or a pass with fail_open), and anything else is 403. See NewExternal.
+package auth

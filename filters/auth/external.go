@@ -1,0 +1,185 @@
+// The "external_auth" route filter: an asynchronous sub-request to an auth
+// service decides each request.
+
+package auth
+
+import (
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/filters"
+)
+
+// externalFilter asks an auth service about each request. It is immutable
+// and safe for concurrent use; each request's call state comes from calls.
+type externalFilter struct {
+	filters.Base
+	group    int
+	path     string
+	timeout  time.Duration
+	forward  []string // request headers sent to the service
+	copy     []string // service response headers set on the upstream request
+	failOpen bool
+	calls    sync.Pool // *extCall, reused so a request does not allocate
+}
+
+var _ filters.Filter = (*externalFilter)(nil)
+
+// NewExternal is a route's "external_auth" filter. For each request it
+// sends GET cfg.Path to upstream group `group`, carrying the request's
+// cfg.ForwardHeaders plus X-Forwarded-Method, X-Forwarded-Uri,
+// X-Forwarded-Host and X-Forwarded-For (the client IP), and suspends the
+// chain until the answer:
+//
+//	2xx           continue; each cfg.CopyHeaders field the service sent is
+//	              set on the upstream request, and each it did not send is
+//	              removed (a client cannot forge X-User-Id); x.Identity is
+//	              set from X-User-Id and X-User-Roles unless auth already
+//	              set it
+//	401           401, 40101 if the request carried none of the forwarded
+//	              headers, else 40102
+//	5xx, no answer, timeout
+//	              503/50301 "auth service unavailable", or continue
+//	              unchanged with cfg.FailOpen
+//	anything else 403/40301 "denied by auth service"
+//
+// A request costs no allocations beyond its roles: when the service sends
+// X-User-Roles, the identity's role strings are allocated.
+func NewExternal(cfg *config.ExternalAuth, group int, order int) filters.Filter {
+	f := &externalFilter{
+		Base:     filters.Base{FilterName: "external_auth", FilterOrder: order},
+		group:    group,
+		path:     cfg.Path,
+		timeout:  time.Duration(cfg.Timeout),
+		forward:  append([]string(nil), cfg.ForwardHeaders...),
+		copy:     append([]string(nil), cfg.CopyHeaders...),
+		failOpen: cfg.FailOpen,
+	}
+	f.calls.New = func() any {
+		c := &extCall{f: f}
+		c.done = c.finish // bound once: handing it to Do does not allocate
+		return c
+	}
+	return f
+}
+
+// extCall is one request's sub-request. It belongs to that request from
+// Request until the sub-request's done callback has resumed the chain.
+type extCall struct {
+	f          *externalFilter
+	x          *filters.Exchange
+	req        filters.SubRequest
+	credential bool // the request carried at least one forwarded header
+	done       func(*filters.SubResponse)
+	ip         [64]byte // scratch for formatting the client IP
+}
+
+func (f *externalFilter) Request(x *filters.Exchange) filters.Verdict {
+	if x.Sub == nil {
+		return f.unavailable(x)
+	}
+	c := f.calls.Get().(*extCall)
+	c.x = x
+	c.credential = false
+	// Every value is copied into the exchange's arena: the call is
+	// asynchronous and the request's own buffer may move meanwhile.
+	h := c.req.Headers[:0]
+	for _, rh := range x.Req.Headers {
+		for _, name := range f.forward {
+			if equalFold(rh.Name, name) {
+				h = append(h, filters.Header{Name: name, Value: x.Own(rh.Value)})
+				c.credential = true
+				break
+			}
+		}
+	}
+	h = append(h,
+		filters.Header{Name: "X-Forwarded-Method", Value: x.Own(x.Req.Method)},
+		filters.Header{Name: "X-Forwarded-Uri", Value: x.Own(x.Req.URI)})
+	if len(x.Req.Host) > 0 {
+		h = append(h, filters.Header{Name: "X-Forwarded-Host", Value: x.Own(x.Req.Host)})
+	}
+	if x.ClientIP.IsValid() {
+		h = append(h, filters.Header{Name: "X-Forwarded-For", Value: x.Own(x.ClientIP.AppendTo(c.ip[:0]))})
+	}
+	c.req = filters.SubRequest{Group: f.group, Method: "GET", Path: f.path, Headers: h, Timeout: f.timeout}
+	x.Sub.Do(x, &c.req, c.done)
+	// c may already be finished and back in the pool: done can run inside
+	// Do when the call fails at once.
+	return filters.Suspend
+}
+
+// finish is the sub-request's done callback, on the exchange's loop.
+func (c *extCall) finish(resp *filters.SubResponse) {
+	x, f := c.x, c.f
+	v := f.decide(x, resp, c.credential)
+	c.x = nil
+	clear(c.req.Headers) // drop views into the exchange's arena
+	x.Resume(v)
+	f.calls.Put(c) // only now: Resume may start other sub-requests on this loop
+}
+
+// decide turns the service's answer into the verdict, with its edits or
+// rejection applied to x.
+func (f *externalFilter) decide(x *filters.Exchange, resp *filters.SubResponse, credential bool) filters.Verdict {
+	switch s := resp.Status; {
+	case resp.Err != nil || s == 0 || s >= 500:
+		return f.unavailable(x)
+	case s >= 200 && s < 300:
+		return f.admit(x, resp.Headers)
+	case s == 401:
+		if !credential {
+			return reject(x, FailMissing, challengeMissing)
+		}
+		return reject(x, FailInvalid, challengeInvalid)
+	}
+	return x.Reject(403, 40301, "denied by auth service")
+}
+
+func (f *externalFilter) unavailable(x *filters.Exchange) filters.Verdict {
+	if f.failOpen {
+		return filters.Continue
+	}
+	return x.Reject(503, 50301, "auth service unavailable")
+}
+
+// admit copies the identity headers onto the upstream request and sets
+// x.Identity from them.
+func (f *externalFilter) admit(x *filters.Exchange, hs codec.Headers) filters.Verdict {
+	for _, name := range f.copy {
+		var ok bool
+		if v := hs.Get(name); v != nil {
+			ok = x.ReqEdits.AddSet(name, x.Own(v))
+		} else {
+			ok = x.ReqEdits.AddRemove(name) // the client's own copy must not pass
+		}
+		if !ok {
+			return x.Reject(500, 50001, "external_auth: too many header edits")
+		}
+	}
+	if !x.Identity.Authenticated {
+		x.Identity = filters.Identity{Authenticated: true}
+		if id := hs.Get("X-User-Id"); len(id) > 0 {
+			x.Identity.Subject = x.Own(id)
+		}
+		x.Identity.Roles = splitRoles(hs.Get("X-User-Roles"))
+	}
+	return filters.Continue
+}
+
+// splitRoles splits a comma-separated list, dropping blanks.
+func splitRoles(v []byte) []string {
+	if len(v) == 0 {
+		return nil
+	}
+	var roles []string
+	for _, r := range strings.Split(string(v), ",") {
+		if r = strings.TrimSpace(r); r != "" {
+			roles = append(roles, r)
+		}
+	}
+	return roles
+}

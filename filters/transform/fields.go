@@ -1,0 +1,105 @@
+// Request field helpers shared by the filters: header and cookie lookups,
+// arena reservation.
+
+package transform
+
+import (
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/filters"
+)
+
+// header returns the value of the first field called name (any case) and
+// whether there is one; a present field may have an empty value.
+func header(h codec.Headers, name string) ([]byte, bool) {
+	for i := range h {
+		if equalFold(h[i].Name, name) {
+			return h[i].Value, true
+		}
+	}
+	return nil, false
+}
+
+// cookie returns the value of the first cookie called name (case-sensitive,
+// as cookie names are) across every Cookie field, without the optional
+// surrounding double quotes.
+func cookie(h codec.Headers, name string) ([]byte, bool) {
+	for i := range h {
+		if !equalFold(h[i].Name, "cookie") {
+			continue
+		}
+		v := h[i].Value
+		for len(v) > 0 {
+			pair := v
+			if semi := indexByte(v, ';'); semi >= 0 {
+				pair, v = v[:semi], v[semi+1:]
+			} else {
+				v = nil
+			}
+			pair = trimSpace(pair)
+			eq := indexByte(pair, '=')
+			if eq < 0 || string(trimSpace(pair[:eq])) != name {
+				continue
+			}
+			val := trimSpace(pair[eq+1:])
+			if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
+				val = val[1 : len(val)-1]
+			}
+			return val, true
+		}
+	}
+	return nil, false
+}
+
+// zeros backs reserve: copying a run of it into the arena claims that many
+// bytes for the caller to overwrite.
+var zeros [16 << 10]byte
+
+// reserve returns n bytes in the exchange's arena for the caller to fill,
+// so values built from several parts cost no allocation. filters.Exchange
+// offers only Own (copy in), hence the copy of zeros. Past len(zeros), far
+// beyond any default head size, it falls back to the heap.
+func reserve(x *filters.Exchange, n int) []byte {
+	if n <= len(zeros) {
+		return x.Own(zeros[:n])
+	}
+	return make([]byte, n)
+}
+
+// equalFold reports whether b equals name, ignoring ASCII case.
+func equalFold(b []byte, name string) bool {
+	if len(b) != len(name) {
+		return false
+	}
+	for i := 0; i < len(b); i++ {
+		if lower(b[i]) != lower(name[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
+		b = b[1:]
+	}
+	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+func indexByte(b []byte, c byte) int {
+	for i := range b {
+		if b[i] == c {
+			return i
+		}
+	}
+	return -1
+}

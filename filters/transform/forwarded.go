@@ -1,0 +1,102 @@
+// The forwarded filter: X-Forwarded-For, -Proto, -Host and X-Real-IP.
+
+package transform
+
+import (
+	"net/netip"
+
+	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/access"
+)
+
+type forwarded struct {
+	filters.Base
+	trusted []netip.Prefix // the peers whose forwarding headers are kept
+}
+
+var _ filters.Filter = (*forwarded)(nil)
+
+var protoHTTP = []byte("http") // read-only
+
+// NewForwarded returns the "forwarded" filter, which tells the upstream who
+// the client is. trusted are the trusted proxies (config trusted_proxies,
+// the list given to access.ClientIP). The rule:
+//
+//   - X-Forwarded-For: when the TCP peer is a trusted proxy, the incoming
+//     list (every field, joined with ", ") is kept and the peer appended;
+//     otherwise it becomes the peer alone, so a client cannot plant
+//     addresses in it.
+//   - X-Real-IP: the client IP (x.ClientIP, from access.ClientIP).
+//   - X-Forwarded-Proto and X-Forwarded-Host: a trusted peer's values are
+//     kept; otherwise "http" (the gateway serves plain HTTP) and the
+//     request's Host.
+//
+// Each header is set (replacing incoming fields) or, when no value is known
+// (no peer address, no Host), removed. Values are built in the exchange's
+// arena. Safe for concurrent use.
+func NewForwarded(order int, trusted []netip.Prefix) filters.Filter {
+	return &forwarded{
+		Base:    filters.Base{FilterName: "forwarded", FilterOrder: order},
+		trusted: append([]netip.Prefix(nil), trusted...),
+	}
+}
+
+// Request queues the four upstream edits. It does not allocate once the
+// exchange's arena and edit lists have grown (an incoming X-Forwarded-For
+// beyond 16 KiB is the exception, see reserve).
+func (f *forwarded) Request(x *filters.Exchange) filters.Verdict {
+	peer := x.Peer.Unmap()
+	fromProxy := peer.IsValid() && access.Contains(f.trusted, peer)
+	h := x.Req.Headers
+	e := &x.ReqEdits
+
+	var buf [64]byte // the longest IPv6 text is 45 bytes, plus a short zone
+	switch p := peer.AppendTo(buf[:0]); {
+	case fromProxy:
+		e.AddSet("X-Forwarded-For", appendForwardedFor(x, p))
+	case len(p) > 0:
+		e.AddSet("X-Forwarded-For", x.Own(p))
+	default:
+		e.AddRemove("X-Forwarded-For")
+	}
+
+	if c := x.ClientIP.Unmap(); c.IsValid() {
+		e.AddSet("X-Real-IP", x.Own(c.AppendTo(buf[:0])))
+	} else {
+		e.AddRemove("X-Real-IP")
+	}
+
+	if _, kept := header(h, "X-Forwarded-Proto"); !(kept && fromProxy) {
+		e.AddSet("X-Forwarded-Proto", protoHTTP)
+	}
+	if _, kept := header(h, "X-Forwarded-Host"); !(kept && fromProxy) {
+		if len(x.Req.Host) > 0 {
+			e.AddSet("X-Forwarded-Host", x.Own(x.Req.Host))
+		} else {
+			e.AddRemove("X-Forwarded-Host")
+		}
+	}
+	return filters.Continue
+}
+
+// appendForwardedFor joins the incoming X-Forwarded-For fields and peer
+// into one value in the arena: "a, b, peer".
+func appendForwardedFor(x *filters.Exchange, peer []byte) []byte {
+	h := x.Req.Headers
+	n := len(peer)
+	for i := range h {
+		if v := h[i].Value; len(v) > 0 && equalFold(h[i].Name, "X-Forwarded-For") {
+			n += len(v) + len(", ")
+		}
+	}
+	out := reserve(x, n)
+	w := 0
+	for i := range h {
+		if v := h[i].Value; len(v) > 0 && equalFold(h[i].Name, "X-Forwarded-For") {
+			w += copy(out[w:], v)
+			w += copy(out[w:], ", ")
+		}
+	}
+	copy(out[w:], peer)
+	return out
+}

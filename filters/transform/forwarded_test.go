@@ -1,0 +1,101 @@
+// Tests for the forwarded filter, including spoofing from untrusted peers.
+
+package transform
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/loopgate/loopgate/filters/access"
+)
+
+func TestForwarded(t *testing.T) {
+	trusted, err := access.ParsePrefixes([]string{"10.0.0.0/8", "2001:db8:ffff::/48"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keep = "(kept)" // the incoming header is left alone: no edit
+	const drop = "(removed)"
+	for _, tc := range []struct {
+		name                     string
+		peer                     string
+		headers                  []string
+		xff, realIP, proto, host string
+	}{
+		{"untrusted peer, no headers", "203.0.113.9", nil,
+			"203.0.113.9", "203.0.113.9", "http", "api.example.com"},
+		{"untrusted peer spoofs everything", "203.0.113.9",
+			[]string{"X-Forwarded-For: 1.1.1.1, 10.0.0.5", "X-Real-IP: 1.1.1.1", "X-Forwarded-Proto: https", "X-Forwarded-Host: evil.example"},
+			"203.0.113.9", "203.0.113.9", "http", "api.example.com"},
+		{"trusted peer appends", "10.0.0.1",
+			[]string{"X-Forwarded-For: 198.51.100.7", "X-Forwarded-Proto: https", "X-Forwarded-Host: www.example.com"},
+			"198.51.100.7, 10.0.0.1", "198.51.100.7", keep, keep},
+		{"trusted peer, several XFF fields", "10.0.0.1",
+			[]string{"X-Forwarded-For: 6.6.6.6", "X-Forwarded-For: 198.51.100.7, 10.0.0.9"},
+			"6.6.6.6, 198.51.100.7, 10.0.0.9, 10.0.0.1", "198.51.100.7", "http", "api.example.com"},
+		{"trusted peer without forwarding headers", "10.0.0.1", nil,
+			"10.0.0.1", "10.0.0.1", "http", "api.example.com"},
+		{"trusted peer, empty XFF", "10.0.0.1", []string{"X-Forwarded-For:"},
+			"10.0.0.1", "10.0.0.1", "http", "api.example.com"},
+		{"IPv6 untrusted peer", "2001:db8::1", []string{"X-Forwarded-For: 1.1.1.1"},
+			"2001:db8::1", "2001:db8::1", "http", "api.example.com"},
+		{"IPv6 trusted peer", "2001:db8:ffff::1", []string{"X-Forwarded-For: 2001:db8::7"},
+			"2001:db8::7, 2001:db8:ffff::1", "2001:db8::7", "http", "api.example.com"},
+		{"4in6 peer unmapped", "::ffff:203.0.113.9", nil,
+			"203.0.113.9", "203.0.113.9", "http", "api.example.com"},
+		{"4in6 trusted peer", "::ffff:10.0.0.1", []string{"X-Forwarded-For: 198.51.100.7"},
+			"198.51.100.7, 10.0.0.1", "198.51.100.7", "http", "api.example.com"},
+		{"unknown peer", "", []string{"X-Forwarded-For: 1.1.1.1", "X-Real-IP: 1.1.1.1"},
+			drop, drop, "http", "api.example.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, raw := request(t, append([]string{"GET /x HTTP/1.1", "Host: api.example.com"}, tc.headers...)...)
+			x := exchange(req, tc.peer)
+			x.ClientIP = access.ClientIP(x.Peer, req.Headers, trusted) // as the engine does
+			NewForwarded(800, trusted).Request(x)
+			scribble(raw)
+			for _, want := range []struct{ name, value string }{
+				{"X-Forwarded-For", tc.xff}, {"X-Real-IP", tc.realIP},
+				{"X-Forwarded-Proto", tc.proto}, {"X-Forwarded-Host", tc.host},
+			} {
+				got, set := setValue(&x.ReqEdits, want.name)
+				removed := removes(&x.ReqEdits, want.name)
+				switch want.value {
+				case keep:
+					if set || removed {
+						t.Errorf("%s edited (set %q, removed %v), want kept", want.name, got, removed)
+					}
+				case drop:
+					if set || !removed {
+						t.Errorf("%s: set %q, removed %v; want removed", want.name, got, removed)
+					}
+				default:
+					if got != want.value {
+						t.Errorf("%s = %q (set %v), want %q", want.name, got, set, want.value)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestForwardedNoHost(t *testing.T) {
+	req, _ := request(t, "GET / HTTP/1.0", "X-Forwarded-Host: evil.example")
+	x := exchange(req, "203.0.113.9")
+	NewForwarded(800, nil).Request(x)
+	if _, set := setValue(&x.ReqEdits, "X-Forwarded-Host"); set || !removes(&x.ReqEdits, "X-Forwarded-Host") {
+		t.Errorf("want X-Forwarded-Host removed, edits %+v", x.ReqEdits)
+	}
+}
+
+func TestForwardedCopiesTrustedList(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	f := NewForwarded(800, trusted)
+	trusted[0] = netip.MustParsePrefix("192.0.2.0/24") // the caller's slice changes later
+	req, _ := request(t, "GET / HTTP/1.1", "Host: a", "X-Forwarded-For: 198.51.100.7")
+	x := exchange(req, "10.0.0.1")
+	f.Request(x)
+	if got, _ := setValue(&x.ReqEdits, "X-Forwarded-For"); got != "198.51.100.7, 10.0.0.1" {
+		t.Errorf("X-Forwarded-For = %q", got)
+	}
+}

@@ -1,0 +1,129 @@
+// The rewrite filter: strip_prefix, regex and add_prefix on the upstream path.
+
+package transform
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/filters"
+)
+
+type rewrite struct {
+	filters.Base
+	strip []byte         // removed when the path starts with it
+	re    *regexp.Regexp // nil: no regex step
+	repl  []byte         // re's replacement, with $1-style groups
+	add   []byte         // prepended; "" or starting with '/'
+}
+
+var _ filters.Filter = (*rewrite)(nil)
+
+// slash is the path of an empty result. Read-only.
+var slash = []byte("/")
+
+// NewRewrite returns the "rewrite" filter, which sets x.Path (the query is
+// kept by the engine) in three steps:
+//
+//  1. strip_prefix is removed when the path starts with it (byte-wise, so
+//     "/api" also turns "/apiv2" into "/v2": pair it with a route prefix
+//     ending in "/" to cut whole segments);
+//  2. regex, when set, has every match replaced (regexp.ReplaceAll with
+//     $1-style groups);
+//  3. add_prefix is prepended, with exactly one '/' at the join; an empty
+//     remainder gives add_prefix itself.
+//
+// The result always starts with '/' (one is added if the steps left none;
+// an empty path becomes "/") and is built in the exchange's arena, so it
+// outlives the request buffer. Steps 1 and 3 do not allocate; step 2 does
+// (regexp has no append-into API), so only routes with a regex pay for it.
+// Without a regex, a path that is neither stripped nor prefixed leaves
+// x.Path nil. Every piece must consist of bytes valid in a path (no
+// controls, spaces, '?' or '#'); an invalid regex is an error. Safe for
+// concurrent use.
+func NewRewrite(order int, cfg *config.Rewrite) (filters.Filter, error) {
+	if cfg == nil {
+		return nil, errors.New("transform: rewrite: no configuration")
+	}
+	f := &rewrite{
+		Base:  filters.Base{FilterName: "rewrite", FilterOrder: order},
+		strip: []byte(cfg.StripPrefix),
+		repl:  []byte(cfg.Replacement),
+		add:   []byte(cfg.AddPrefix),
+	}
+	for _, part := range []struct{ name, value string }{
+		{"strip_prefix", cfg.StripPrefix}, {"replacement", cfg.Replacement}, {"add_prefix", cfg.AddPrefix},
+	} {
+		if i := bytes.IndexFunc([]byte(part.value), func(r rune) bool { return r < 0x80 && !pathChar[r] }); i >= 0 {
+			return nil, fmt.Errorf("transform: rewrite.%s: %q holds %q, which is not allowed in a path", part.name, part.value, part.value[i])
+		}
+	}
+	if len(f.add) > 0 && f.add[0] != '/' {
+		f.add = append([]byte{'/'}, f.add...)
+	}
+	if cfg.Regex != "" {
+		re, err := regexp.Compile(cfg.Regex)
+		if err != nil {
+			return nil, fmt.Errorf("transform: rewrite.regex: %w", err)
+		}
+		f.re = re
+	} else if cfg.Replacement != "" {
+		return nil, errors.New("transform: rewrite.replacement is set without rewrite.regex")
+	}
+	return f, nil
+}
+
+// Request rewrites the path. It starts from x.Path when an earlier filter
+// set one.
+func (f *rewrite) Request(x *filters.Exchange) filters.Verdict {
+	p := x.Path
+	if p == nil {
+		p = x.Req.Path
+	}
+	changed := false
+	if len(f.strip) > 0 && bytes.HasPrefix(p, f.strip) {
+		p, changed = p[len(f.strip):], true
+	}
+	if f.re != nil {
+		p, changed = f.re.ReplaceAll(p, f.repl), true
+	}
+	if !changed && len(f.add) == 0 {
+		return filters.Continue
+	}
+	x.Path = join(x, f.add, p)
+	return filters.Continue
+}
+
+// join returns add+rest with exactly one '/' between them, starting with
+// '/', in the arena (or a read-only constant). add is "" or starts with '/'.
+func join(x *filters.Exchange, add, rest []byte) []byte {
+	if len(rest) == 0 {
+		if len(add) == 0 {
+			return slash
+		}
+		return add
+	}
+	add = bytes.TrimSuffix(add, slash)
+	sep := 0
+	if rest[0] != '/' {
+		sep = 1
+	}
+	out := reserve(x, len(add)+sep+len(rest))
+	n := copy(out, add)
+	n += copy(out[n:], slash[:sep])
+	copy(out[n:], rest)
+	return out
+}
+
+// pathChar: ASCII bytes allowed in a rewritten path piece: visible ASCII
+// except '?' and '#'. Non-ASCII (UTF-8) is allowed, as the parser tolerates
+// it in targets.
+var pathChar = func() (t [128]bool) {
+	for c := 0x21; c < 0x7f; c++ {
+		t[c] = c != '?' && c != '#'
+	}
+	return t
+}()

@@ -1,0 +1,92 @@
+// Tests for the rewrite filter.
+
+package transform
+
+import (
+	"testing"
+
+	"github.com/loopgate/loopgate/engine/config"
+)
+
+func TestRewrite(t *testing.T) {
+	const unchanged = "(nil)"
+	for _, tc := range []struct {
+		name string
+		cfg  config.Rewrite
+		uri  string
+		want string
+	}{
+		{"strip", config.Rewrite{StripPrefix: "/api"}, "/api/users", "/users"},
+		{"strip whole path", config.Rewrite{StripPrefix: "/api"}, "/api", "/"},
+		{"strip with slash keeps a leading slash", config.Rewrite{StripPrefix: "/api/"}, "/api/users", "/users"},
+		{"strip is byte-wise", config.Rewrite{StripPrefix: "/api"}, "/apiv2/x", "/v2/x"},
+		{"strip miss leaves the path", config.Rewrite{StripPrefix: "/api"}, "/other/api", unchanged},
+		{"query untouched", config.Rewrite{StripPrefix: "/api"}, "/api/users?id=7", "/users"},
+		{"add", config.Rewrite{AddPrefix: "/v1"}, "/users", "/v1/users"},
+		{"add with trailing slash", config.Rewrite{AddPrefix: "/v1/"}, "/users", "/v1/users"},
+		{"add without leading slash", config.Rewrite{AddPrefix: "v1"}, "/users", "/v1/users"},
+		{"add root", config.Rewrite{AddPrefix: "/"}, "/users", "/users"},
+		{"strip and add", config.Rewrite{StripPrefix: "/api", AddPrefix: "/internal"}, "/api/users", "/internal/users"},
+		{"strip all and add", config.Rewrite{StripPrefix: "/api", AddPrefix: "/internal"}, "/api", "/internal"},
+		{"strip slash-ended and add", config.Rewrite{StripPrefix: "/api/", AddPrefix: "/internal"}, "/api/users", "/internal/users"},
+		{"strip slash-ended and add slash-ended", config.Rewrite{StripPrefix: "/api/", AddPrefix: "/internal/"}, "/api/users", "/internal/users"},
+		{"regex groups", config.Rewrite{Regex: `^/old/(\w+)/(\d+)$`, Replacement: "/new/$2/$1"}, "/old/item/42", "/new/42/item"},
+		{"regex every match", config.Rewrite{Regex: `//+`, Replacement: "/"}, "/a//b///c", "/a/b/c"},
+		{"regex miss", config.Rewrite{Regex: `^/nomatch`, Replacement: "/x"}, "/keep", "/keep"},
+		{"regex to empty", config.Rewrite{Regex: `.*`, Replacement: ""}, "/gone", "/"},
+		{"regex without leading slash", config.Rewrite{Regex: `^/`, Replacement: ""}, "/a/b", "/a/b"},
+		{"all three", config.Rewrite{StripPrefix: "/api", Regex: `^/v(\d)/`, Replacement: "/version$1/", AddPrefix: "/svc"}, "/api/v2/users", "/svc/version2/users"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, err := NewRewrite(500, &tc.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, raw := request(t, "GET "+tc.uri+" HTTP/1.1", "Host: a")
+			x := exchange(req, "192.0.2.1")
+			f.Request(x)
+			scribble(raw)
+			got := unchanged
+			if x.Path != nil {
+				got = string(x.Path)
+			}
+			if got != tc.want {
+				t.Errorf("path %q -> %q, want %q", tc.uri, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRewriteStartsFromEarlierPath checks that a path set by an earlier
+// filter is the input, and that the result survives the request buffer.
+func TestRewriteStartsFromEarlierPath(t *testing.T) {
+	f, err := NewRewrite(500, &config.Rewrite{StripPrefix: "/a", AddPrefix: "/z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, raw := request(t, "GET /original HTTP/1.1", "Host: a")
+	x := exchange(req, "192.0.2.1")
+	x.Path = []byte("/a/b")
+	f.Request(x)
+	scribble(raw)
+	if string(x.Path) != "/z/b" {
+		t.Errorf("Path = %q, want /z/b", x.Path)
+	}
+}
+
+func TestRewriteRefused(t *testing.T) {
+	for name, cfg := range map[string]*config.Rewrite{
+		"nil":                 nil,
+		"bad regex":           {Regex: `(`},
+		"replacement only":    {Replacement: "/x"},
+		"space in add_prefix": {AddPrefix: "/a b"},
+		"query in add_prefix": {AddPrefix: "/a?b=1"},
+		"fragment in strip":   {StripPrefix: "/a#"},
+		"CRLF in replacement": {Regex: "a", Replacement: "/\r\nX: y"},
+		"control in strip":    {StripPrefix: "/\x01"},
+	} {
+		if _, err := NewRewrite(500, cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
