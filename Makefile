@@ -29,7 +29,7 @@ bench-idle: build
 
 # Hot-path micro-benchmarks with allocs/op.
 bench-go:
-	$(GO) test -run='^$$' -bench=. -benchmem ./codec/ ./pool/ ./engine/...
+	$(GO) test -run='^$$' -bench=. -benchmem ./codec/ ./pool/ ./engine/... ./filters/... ./upstream/
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseRequest$$' -fuzztime=$(FUZZTIME) ./codec/

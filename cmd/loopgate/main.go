@@ -56,6 +56,12 @@ func run() error {
 	if *pin {
 		cfg.Pin = true
 	}
+	// engine.New compiles routes and filter chains and loads keys, so a
+	// -check catches everything short of binding the ports.
+	srv, err := engine.New(cfg)
+	if err != nil {
+		return err
+	}
 	if *check {
 		fmt.Println("config ok")
 		return nil
@@ -65,10 +71,6 @@ func run() error {
 		if err := startDemoUpstream(*demo); err != nil {
 			return err
 		}
-	}
-	srv, err := engine.New(cfg)
-	if err != nil {
-		return err
 	}
 	if cfg.Admin != config.AdminOff {
 		if err := startAdmin(cfg.Admin, srv); err != nil {

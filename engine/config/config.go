@@ -34,7 +34,8 @@ type Config struct {
 	Timeouts Timeouts `yaml:"timeouts"`
 
 	// Filters is the default chain every route runs (see filters.go for
-	// names and orders). Default [request_id, forwarded].
+	// names and orders). Default [request_id, ip_access, forwarded]: ip_access
+	// is in it so runtime bans apply to every route.
 	Filters      []string       `yaml:"filters"`
 	FilterOrders map[string]int `yaml:"filter_orders,omitempty"` // override built-in orders; orders must stay unique
 

@@ -44,7 +44,7 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			Idle:       Duration(60 * time.Second),
 			Drain:      Duration(30 * time.Second),
 		},
-		Filters: []string{"request_id", "forwarded"},
+		Filters: []string{"request_id", "ip_access", "forwarded"},
 		Auth:    documentedAuth(),
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {

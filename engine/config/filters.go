@@ -241,7 +241,7 @@ func applyFilterDefaults(c *Config) {
 		e.CopyHeaders = []string{"X-User-Id", "X-User-Name", "X-User-Roles"}
 	}
 	if c.Filters == nil {
-		c.Filters = []string{FilterRequestID, FilterForwarded}
+		c.Filters = []string{FilterRequestID, FilterIPAccess, FilterForwarded}
 	}
 	for i := range c.Routes {
 		r := &c.Routes[i]

@@ -58,7 +58,7 @@ func TestIssueSampleParses(t *testing.T) {
 	}
 	for i, want := range [][]string{
 		{"request_id", "ip_access", "auth", "forwarded"},
-		{"request_id", "gray", "forwarded"},
+		{"request_id", "ip_access", "gray", "forwarded"},
 	} {
 		if got := c.RouteFilters(i); !reflect.DeepEqual(got, want) {
 			t.Errorf("RouteFilters(%d) = %v, want %v", i, got, want)
@@ -84,7 +84,7 @@ func TestRouteFiltersOfSample(t *testing.T) {
 
 func TestRouteFiltersDefaultChain(t *testing.T) {
 	c := mustParse(t, minimal)
-	if got, want := c.RouteFilters(0), []string{"request_id", "forwarded"}; !reflect.DeepEqual(got, want) {
+	if got, want := c.RouteFilters(0), []string{"request_id", "ip_access", "forwarded"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("RouteFilters(0) = %v, want %v", got, want)
 	}
 	c = mustParse(t, "filters: []\n"+minimal) // an explicit empty list means no default filters
