@@ -120,7 +120,7 @@ func splitFieldLine(line []byte) (name, value []byte, err error) {
 	if !validValue(value) {
 		return nil, nil, ErrBadHeaderValue
 	}
-	return line[:i], trimOWS(value), nil
+	return line[:i], TrimOWS(value), nil
 }
 
 // validValue reports whether every byte of v is a field-value byte (valueTable).
@@ -150,7 +150,7 @@ func validValue(v []byte) bool {
 func (fs *fieldState) apply(name, value []byte) error {
 	switch len(name) {
 	case 4:
-		if fs.isRequest && equalFold(name, "host") {
+		if fs.isRequest && EqualFold(name, "host") {
 			fs.hostCount++
 			if fs.hostCount > 1 {
 				return ErrDuplicateHost
@@ -161,21 +161,21 @@ func (fs *fieldState) apply(name, value []byte) error {
 			fs.host = value
 		}
 	case 6:
-		if fs.isRequest && equalFold(name, "expect") {
-			fs.expectContinue = fs.expectContinue || equalFold(value, "100-continue")
+		if fs.isRequest && EqualFold(name, "expect") {
+			fs.expectContinue = fs.expectContinue || EqualFold(value, "100-continue")
 		}
 	case 7:
-		if equalFold(name, "upgrade") {
+		if EqualFold(name, "upgrade") {
 			fs.upgradeSeen = true
 		}
 	case 10:
-		if equalFold(name, "connection") {
+		if EqualFold(name, "connection") {
 			fs.connClose = fs.connClose || listHas(value, "close")
 			fs.connKeepAlive = fs.connKeepAlive || listHas(value, "keep-alive")
 			fs.connUpgrade = fs.connUpgrade || listHas(value, "upgrade")
 		}
 	case 14:
-		if equalFold(name, "content-length") {
+		if EqualFold(name, "content-length") {
 			n, ok := parseContentLength(value)
 			if !ok || (fs.contentLength >= 0 && n != fs.contentLength) {
 				return ErrBadContentLength
@@ -183,9 +183,9 @@ func (fs *fieldState) apply(name, value []byte) error {
 			fs.contentLength = n
 		}
 	case 17:
-		if equalFold(name, "transfer-encoding") {
+		if EqualFold(name, "transfer-encoding") {
 			// Only a single "chunked" is accepted: a second field would apply chunked twice or add a coding.
-			if fs.teSeen || !equalFold(value, "chunked") {
+			if fs.teSeen || !EqualFold(value, "chunked") {
 				return ErrUnknownTransferEncoding
 			}
 			fs.teSeen = true
@@ -205,7 +205,7 @@ func parseContentLength(v []byte) (int64, bool) {
 		if end < 0 {
 			end = len(v)
 		}
-		digits := trimOWS(v[:end])
+		digits := TrimOWS(v[:end])
 		if len(digits) == 0 || len(digits) > maxContentLengthDigits {
 			return 0, false
 		}

@@ -14,7 +14,7 @@ type Headers []Header
 // Get returns the value of the first field whose name equals name, ignoring case, or nil.
 func (h Headers) Get(name string) []byte {
 	for i := range h {
-		if equalFold(h[i].Name, name) {
+		if EqualFold(h[i].Name, name) {
 			return h[i].Value
 		}
 	}
@@ -34,7 +34,7 @@ func (h Headers) Listed(name []byte) bool {
 
 func connectionLists[T string | []byte](h Headers, token T) bool {
 	for i := range h {
-		if equalFold(h[i].Name, "connection") && listHas(h[i].Value, token) {
+		if EqualFold(h[i].Name, "connection") && listHas(h[i].Value, token) {
 			return true
 		}
 	}
@@ -47,19 +47,19 @@ func connectionLists[T string | []byte](h Headers, token T) bool {
 func IsHopByHop(name []byte) bool {
 	switch len(name) {
 	case 2:
-		return equalFold(name, "te")
+		return EqualFold(name, "te")
 	case 7:
-		return equalFold(name, "trailer") || equalFold(name, "upgrade")
+		return EqualFold(name, "trailer") || EqualFold(name, "upgrade")
 	case 10:
-		return equalFold(name, "connection") || equalFold(name, "keep-alive")
+		return EqualFold(name, "connection") || EqualFold(name, "keep-alive")
 	case 16:
-		return equalFold(name, "proxy-connection")
+		return EqualFold(name, "proxy-connection")
 	case 17:
-		return equalFold(name, "transfer-encoding")
+		return EqualFold(name, "transfer-encoding")
 	case 18:
-		return equalFold(name, "proxy-authenticate")
+		return EqualFold(name, "proxy-authenticate")
 	case 19:
-		return equalFold(name, "proxy-authorization")
+		return EqualFold(name, "proxy-authorization")
 	}
 	return false
 }
@@ -71,7 +71,7 @@ func listHas[T string | []byte](value []byte, token T) bool {
 		for end < len(value) && value[end] != ',' {
 			end++
 		}
-		if equalFold(trimOWS(value[:end]), token) {
+		if EqualFold(TrimOWS(value[:end]), token) {
 			return true
 		}
 		if end == len(value) {
@@ -83,7 +83,9 @@ func listHas[T string | []byte](value []byte, token T) bool {
 }
 
 // equalFold reports whether a equals b under ASCII case folding. It does not allocate.
-func equalFold[T string | []byte](a []byte, b T) bool {
+// EqualFold reports whether a equals b under ASCII case folding, without
+// allocating.
+func EqualFold[T string | []byte](a []byte, b T) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -95,8 +97,8 @@ func equalFold[T string | []byte](a []byte, b T) bool {
 	return true
 }
 
-// trimOWS strips leading and trailing SP and HTAB.
-func trimOWS(b []byte) []byte {
+// TrimOWS strips leading and trailing SP and HTAB (optional whitespace).
+func TrimOWS(b []byte) []byte {
 	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
 		b = b[1:]
 	}

@@ -239,7 +239,7 @@ func (r *Request) splitTarget() error {
 // cutSchemeFold strips a leading "http://" or "https://" (any case) from u.
 func cutSchemeFold(u []byte) (rest []byte, ok bool) {
 	for _, scheme := range [...]string{"http://", "https://"} {
-		if len(u) >= len(scheme) && equalFold(u[:len(scheme)], scheme) {
+		if len(u) >= len(scheme) && EqualFold(u[:len(scheme)], scheme) {
 			return u[len(scheme):], true
 		}
 	}

@@ -112,12 +112,12 @@ func (e *HeaderEdits) AddRemove(name string) bool {
 // Removes reports whether name is dropped or replaced by the edits.
 func (e *HeaderEdits) Removes(name []byte) bool {
 	for _, n := range e.Remove {
-		if equalFold(name, n) {
+		if codec.EqualFold(name, n) {
 			return true
 		}
 	}
 	for _, h := range e.Set {
-		if equalFold(name, h.Name) {
+		if codec.EqualFold(name, h.Name) {
 			return true
 		}
 	}
@@ -186,23 +186,4 @@ func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop in
 	x.arena = x.arena[:0]
 	x.resume = resume
 	x.next = 0
-}
-
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c, d := b[i], s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
-			return false
-		}
-	}
-	return true
 }

@@ -32,13 +32,13 @@ func ClientIP(peer netip.Addr, h codec.Headers, trusted []netip.Prefix) netip.Ad
 	}
 	var leftmost netip.Addr // leftmost trusted address walked so far
 	for i := len(h) - 1; i >= 0; i-- {
-		if !equalFold(h[i].Name, "x-forwarded-for") {
+		if !codec.EqualFold(h[i].Name, "x-forwarded-for") {
 			continue
 		}
 		v := h[i].Value
 		for len(v) > 0 {
 			comma := lastIndexByte(v, ',')
-			entry := trimOWS(v[comma+1:])
+			entry := codec.TrimOWS(v[comma+1:])
 			v = v[:max(comma, 0)]
 			if len(entry) == 0 {
 				continue // "a,,b" or a trailing comma: nothing was claimed
@@ -126,34 +126,6 @@ func normalizePrefix(p netip.Prefix) netip.Prefix {
 		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
 	}
 	return p.Masked()
-}
-
-// equalFold reports whether b equals the lower-case ASCII string lower,
-// ignoring the case of b.
-func equalFold(b []byte, lower string) bool {
-	if len(b) != len(lower) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != lower[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func trimOWS(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 func lastIndexByte(b []byte, c byte) int {

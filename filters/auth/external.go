@@ -89,7 +89,7 @@ func (f *externalFilter) Request(x *filters.Exchange) filters.Verdict {
 	h := c.req.Headers[:0]
 	for _, rh := range x.Req.Headers {
 		for _, name := range f.forward {
-			if equalFold(rh.Name, name) {
+			if codec.EqualFold(rh.Name, name) {
 				h = append(h, filters.Header{Name: name, Value: x.Own(rh.Value)})
 				c.credential = true
 				break

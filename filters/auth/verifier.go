@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
@@ -172,7 +173,7 @@ func (v *Verifier) verifyAPIKey(sum *[32]byte, token []byte) (filters.Identity, 
 // the whole value and false.
 func splitBearer(cred []byte) ([]byte, bool) {
 	const scheme = "bearer"
-	if len(cred) < len(scheme) || !equalFold(cred[:len(scheme)], scheme) {
+	if len(cred) < len(scheme) || !codec.EqualFold(cred[:len(scheme)], scheme) {
 		return cred, false
 	}
 	rest := cred[len(scheme):]
@@ -183,24 +184,4 @@ func splitBearer(cred []byte) ([]byte, bool) {
 		return cred, false // a key that merely starts with "bearer"
 	}
 	return bytes.TrimLeft(rest, " "), true
-}
-
-// equalFold reports whether b equals s under ASCII case folding.
-func equalFold(b []byte, s string) bool {
-	if len(b) != len(s) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		c, d := b[i], s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
-			return false
-		}
-	}
-	return true
 }

@@ -12,7 +12,7 @@ import (
 // whether there is one; a present field may have an empty value.
 func header(h codec.Headers, name string) ([]byte, bool) {
 	for i := range h {
-		if equalFold(h[i].Name, name) {
+		if codec.EqualFold(h[i].Name, name) {
 			return h[i].Value, true
 		}
 	}
@@ -24,7 +24,7 @@ func header(h codec.Headers, name string) ([]byte, bool) {
 // surrounding double quotes.
 func cookie(h codec.Headers, name string) ([]byte, bool) {
 	for i := range h {
-		if !equalFold(h[i].Name, "cookie") {
+		if !codec.EqualFold(h[i].Name, "cookie") {
 			continue
 		}
 		v := h[i].Value
@@ -35,12 +35,12 @@ func cookie(h codec.Headers, name string) ([]byte, bool) {
 			} else {
 				v = nil
 			}
-			pair = trimSpace(pair)
+			pair = codec.TrimOWS(pair)
 			eq := indexByte(pair, '=')
-			if eq < 0 || string(trimSpace(pair[:eq])) != name {
+			if eq < 0 || string(codec.TrimOWS(pair[:eq])) != name {
 				continue
 			}
-			val := trimSpace(pair[eq+1:])
+			val := codec.TrimOWS(pair[eq+1:])
 			if len(val) >= 2 && val[0] == '"' && val[len(val)-1] == '"' {
 				val = val[1 : len(val)-1]
 			}
@@ -65,34 +65,11 @@ func reserve(x *filters.Exchange, n int) []byte {
 	return make([]byte, n)
 }
 
-// equalFold reports whether b equals name, ignoring ASCII case.
-func equalFold(b []byte, name string) bool {
-	if len(b) != len(name) {
-		return false
-	}
-	for i := 0; i < len(b); i++ {
-		if lower(b[i]) != lower(name[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 func lower(c byte) byte {
 	if 'A' <= c && c <= 'Z' {
 		return c + 'a' - 'A'
 	}
 	return c
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t') {
-		b = b[1:]
-	}
-	for len(b) > 0 && (b[len(b)-1] == ' ' || b[len(b)-1] == '\t') {
-		b = b[:len(b)-1]
-	}
-	return b
 }
 
 func indexByte(b []byte, c byte) int {

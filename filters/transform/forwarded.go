@@ -5,6 +5,7 @@ package transform
 import (
 	"net/netip"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 )
@@ -85,14 +86,14 @@ func appendForwardedFor(x *filters.Exchange, peer []byte) []byte {
 	h := x.Req.Headers
 	n := len(peer)
 	for i := range h {
-		if v := h[i].Value; len(v) > 0 && equalFold(h[i].Name, "X-Forwarded-For") {
+		if v := h[i].Value; len(v) > 0 && codec.EqualFold(h[i].Name, "X-Forwarded-For") {
 			n += len(v) + len(", ")
 		}
 	}
 	out := reserve(x, n)
 	w := 0
 	for i := range h {
-		if v := h[i].Value; len(v) > 0 && equalFold(h[i].Name, "X-Forwarded-For") {
+		if v := h[i].Value; len(v) > 0 && codec.EqualFold(h[i].Name, "X-Forwarded-For") {
 			w += copy(out[w:], v)
 			w += copy(out[w:], ", ")
 		}
