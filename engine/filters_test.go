@@ -128,6 +128,10 @@ routes:
 		resp, _, body := get(t, g, "/admin/x", map[string]string{"Authorization": "Bearer " + good})
 		expectError(t, resp, body, 401, 40102)
 	}
+	// A revoked API key is refused too.
+	g.srv.Verifier().RevokeKey("k-123")
+	resp, _, body := get(t, g, "/admin/x", map[string]string{"Authorization": "k-123"})
+	expectError(t, resp, body, 401, 40102)
 	// Routes without auth stay open.
 	if resp, _, _ := get(t, g, "/open", nil); resp.StatusCode != 200 {
 		t.Fatalf("open route: %d", resp.StatusCode)
@@ -152,6 +156,8 @@ func TestFilterExternalAuth(t *testing.T) {
 			w.Header().Set("X-Not-Copied", "1")
 		case "deny":
 			w.WriteHeader(401)
+		case "forbid":
+			w.WriteHeader(403)
 		case "hang":
 			<-release
 		}
@@ -181,6 +187,9 @@ routes:
 	mode.Store("deny")
 	resp, _, body = get(t, g, "/ext/x?y=1", h)
 	expectError(t, resp, body, 401, 40102)
+	mode.Store("forbid")
+	resp, _, body = get(t, g, "/ext/x?y=1", h)
+	expectError(t, resp, body, 403, 40301)
 	mode.Store("hang")
 	resp, _, body = get(t, g, "/ext/x?y=1", h)
 	expectError(t, resp, body, 503, 50301)
@@ -276,6 +285,7 @@ upstreams:
   - {name: many, nodes: ["%s", "%s", "%s"]}
 routes:
   - {id: gray, prefix: /gray/, upstream: stable, gray: {header: X-Gray, value: "true", upstream: canary}}
+  - {id: graycookie, prefix: /graycookie/, upstream: stable, gray: {cookie: canary, value: "yes", upstream: canary}}
   - {id: sticky, prefix: /sticky/, upstream: many, hash: {header: X-User}}
 `, stable, canary, nodes[0], nodes[1], nodes[2])
 	body := func(path string, h map[string]string) string {
@@ -287,6 +297,12 @@ routes:
 	}
 	if b := body("/gray/x", nil); b != "stable" {
 		t.Errorf("plain request went to %q", b)
+	}
+	if b := body("/graycookie/x", map[string]string{"Cookie": "a=1; canary=yes"}); b != "canary" {
+		t.Errorf("canary cookie went to %q", b)
+	}
+	if b := body("/graycookie/x", map[string]string{"Cookie": "canary=no"}); b != "stable" {
+		t.Errorf("other cookie value went to %q", b)
 	}
 	for _, user := range []string{"alice", "bob", "carol", "dave"} {
 		first := body("/sticky/x", map[string]string{"X-User": user})
@@ -305,7 +321,7 @@ upstreams:
   - {name: backend, nodes: ["%s"]}
 routes:
   - {id: denied, prefix: /denied/, upstream: backend, ip_deny: ["127.0.0.0/8"]}
-  - {id: small, prefix: /small/, upstream: backend, limits: {max_uri_bytes: 64, max_body_bytes: 10}}
+  - {id: small, prefix: /small/, upstream: backend, limits: {max_uri_bytes: 64, max_body_bytes: 10, max_header_count: 4}}
   - {id: all, prefix: /, upstream: backend}
 `, up)
 	resp, _, body := get(t, g, "/denied/x", nil)
@@ -314,11 +330,29 @@ routes:
 	expectError(t, resp, body, 414, 41401)
 	r2, b2 := g.rawExchange(t, "POST /small/x HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello world")
 	expectError(t, r2, b2, 413, 41301)
+	r3, b3 := g.rawExchange(t, "GET /small/x HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n")
+	expectError(t, r3, b3, 431, 43101)
+	// A chunked body over the route's limit is cut at the limit.
+	r4, b4 := g.rawExchange(t, "POST /small/x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nb\r\nhello world\r\n0\r\n\r\n")
+	expectError(t, r4, b4, 413, 41301)
 	// Runtime bans apply to routes running ip_access.
 	g.expectServing(t)
 }
 
 // The ban API reaches loops without a restart.
+func TestFilterGlobalAllowList(t *testing.T) {
+	up := startUpstream(t, okHandler)
+	g := startGateway(t, `
+ip_allow: ["10.0.0.0/8"]
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: all, prefix: /, upstream: backend}
+`, up)
+	resp, _, body := get(t, g, "/x", nil)
+	expectError(t, resp, body, 403, 40302)
+}
+
 func TestFilterBans(t *testing.T) {
 	up := startUpstream(t, okHandler)
 	g := startGateway(t, `

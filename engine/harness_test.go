@@ -28,11 +28,15 @@ type gateway struct {
 }
 
 // startGateway runs a gateway on the YAML config, with listen and admin
-// filled in. Upstream addresses are substituted with fmt-style args.
-// It is shut down (and checked for leaks) when the test ends.
+// filled in, and two loops unless the YAML sets loops. Upstream addresses
+// are substituted with fmt-style args. It is shut down (and checked for
+// leaks) when the test ends.
 func startGateway(t testing.TB, yaml string, args ...any) *gateway {
 	t.Helper()
-	text := "listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 2\n" + fmt.Sprintf(yaml, args...)
+	text := "listen: 127.0.0.1:0\nadmin: \"off\"\n" + fmt.Sprintf(yaml, args...)
+	if !strings.Contains(text, "\nloops:") {
+		text = "loops: 2\n" + text
+	}
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, text)
