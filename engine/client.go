@@ -176,7 +176,9 @@ func (cc *clientConn) onTimer() {
 		cc.reject(errHeaderTimeout)
 	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
 		if ex := cc.ex; ex != nil && ex.bodyStalled {
-			ex.bodyStalled = false
+			// Retry the stalled body; pumpBody re-arms the tick if the
+			// upstream is still behind, and gives up after the response
+			// timeout.
 			if cc.state == stateReadingBody {
 				cc.loop.wheel.Arm(&cc.timer, time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
 			}

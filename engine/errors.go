@@ -93,6 +93,10 @@ func reason(status int) string {
 	switch status {
 	case 400:
 		return "Bad Request"
+	case 401:
+		return "Unauthorized"
+	case 403:
+		return "Forbidden"
 	case 404:
 		return "Not Found"
 	case 408:
@@ -101,6 +105,8 @@ func reason(status int) string {
 		return "Content Too Large"
 	case 414:
 		return "URI Too Long"
+	case 429:
+		return "Too Many Requests"
 	case 431:
 		return "Request Header Fields Too Large"
 	case 500:

@@ -3,6 +3,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/filters"
@@ -54,7 +56,8 @@ type exchange struct {
 	reqChunked   codec.ChunkedDecoder
 	reqDone      bool
 	callReady    bool
-	bodyStalled  bool // the upstream is behind; pumpBody resumes on the next tick
+	bodyStalled  bool      // the upstream is behind; pumpBody resumes on the next tick
+	stalledSince time.Time // when the upstream last took body bytes, while stalled
 
 	finishWhenDrained bool // the response is complete but still spooled
 
@@ -135,11 +138,20 @@ func (ex *exchange) pumpBody() {
 	for cc != nil && !ex.reqDone && ex.callReady {
 		if ex.call.Backlog() > high {
 			// gnet cannot pause the client, so the body waits in its input
-			// buffer (bounded by max_body_bytes) until the upstream catches up.
+			// buffer (bounded by max_body_bytes) until the upstream catches
+			// up, for at most the response timeout.
+			now := ex.loop.wheel.Now()
+			if !ex.bodyStalled {
+				ex.stalledSince = now
+			} else if now.Sub(ex.stalledSince) > ex.route.responseTimeout {
+				ex.stalledTooLong()
+				return
+			}
 			ex.bodyStalled = true
 			ex.loop.wheel.Arm(&cc.timer, wheel.DefaultTick)
 			return
 		}
+		ex.bodyStalled = false
 		buf, _ := cc.gc.Peek(-1)
 		if len(buf) == 0 {
 			return
@@ -178,6 +190,18 @@ func (ex *exchange) pumpBody() {
 			}
 		}
 	}
+}
+
+// stalledTooLong: the upstream stopped taking the request body.
+func (ex *exchange) stalledTooLong() {
+	ex.bodyStalled = false
+	ex.call.Abort()
+	if ex.respStarted {
+		ex.cc.close()
+		return
+	}
+	ex.cc.closeAfter = true
+	ex.respond(504, 50401, "upstream stopped reading the request body")
 }
 
 // badBody: the request body broke its framing or its size limit.

@@ -10,6 +10,7 @@ import (
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/pool"
+	"github.com/loopgate/loopgate/upstream"
 )
 
 // start routes a parsed head and runs its request phases. The head's views
@@ -149,9 +150,11 @@ func (ex *exchange) proceed(req *codec.Request) {
 		hashKey = ex.fx.Upstream.HashKey
 	}
 	g := l.up.Group(group)
-	node := g.Pick()
+	var node *upstream.Pool
 	if hashKey != nil {
 		node = g.PickHash(hashKey)
+	} else {
+		node = g.Pick()
 	}
 	head := ex.buildUpstreamHead(req, node.Addr)
 	ex.discardHead()

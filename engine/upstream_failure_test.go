@@ -350,3 +350,36 @@ func TestUpstreamPoolExhausted(t *testing.T) {
 	}
 	g.expectServing(t)
 }
+
+// An upstream that stops reading a large request body and never answers
+// must not hold the request forever: past the response timeout it is a 504.
+func TestUpstreamStopsReadingBody(t *testing.T) {
+	accepted := make(chan struct{}, 1)
+	done := testDone(t)
+	up := startRawUpstream(t, func(c net.Conn) {
+		accepted <- struct{}{}
+		<-done // read nothing, answer nothing
+	})
+	g := startGateway(t, `
+limits: {max_conn_buffer: 64KiB, max_body_bytes: 64MiB}
+timeouts: {idle: 30s}
+upstreams:
+  - {name: backend, nodes: ["%s"], response_timeout: 500ms}
+routes:
+  - {id: all, prefix: /, upstream: backend}
+`, up)
+	c := g.dial(t)
+	const size = 40 << 20
+	fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", size)
+	go func() { // the client keeps sending; the gateway must answer anyway
+		chunk := make([]byte, 64<<10)
+		for sent := 0; sent < size; sent += len(chunk) {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	<-accepted
+	resp, body := readResponse(t, bufio.NewReader(c), "POST")
+	expectError(t, resp, body, 504, 50401)
+}

@@ -141,6 +141,13 @@ func (f *externalFilter) decide(x *filters.Exchange, resp *filters.SubResponse, 
 
 func (f *externalFilter) unavailable(x *filters.Exchange) filters.Verdict {
 	if f.failOpen {
+		// Let the request through unauthenticated: identity headers the
+		// client sent itself must not pass as the service's.
+		for _, name := range f.copy {
+			if !x.ReqEdits.AddRemove(name) {
+				return x.Reject(500, 50001, "external_auth: too many header edits")
+			}
+		}
 		return filters.Continue
 	}
 	return x.Reject(503, 50301, "auth service unavailable")
