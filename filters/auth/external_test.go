@@ -182,8 +182,13 @@ func TestExternalRefusals(t *testing.T) {
 		if v != c.verdict || r.Status != c.status || r.Code != c.code || r.HeaderValue != c.header {
 			t.Errorf("%s: %v %+v, want %v %d %d %q", c.name, v, r, c.verdict, c.status, c.code, c.header)
 		}
-		if x.Identity.Authenticated || len(x.ReqEdits.Set)+len(x.ReqEdits.Remove) != 0 {
+		if x.Identity.Authenticated || len(x.ReqEdits.Set) != 0 {
 			t.Errorf("%s: refused or failed-open request got identity %+v, edits %+v", c.name, x.Identity, x.ReqEdits)
+		}
+		// A request let through unauthenticated loses the client's own
+		// identity headers, so none can pass as the service's.
+		if wantRemoved := c.verdict == filters.Continue; wantRemoved != (len(x.ReqEdits.Remove) == len(cfg.CopyHeaders)) {
+			t.Errorf("%s: removals %v", c.name, x.ReqEdits.Remove)
 		}
 	}
 }
