@@ -371,3 +371,54 @@ routes:
 	resp, body := readResponse(t, bufio.NewReader(c), "GET")
 	expectError(t, resp, body, 403, 40302)
 }
+
+// A request parked on an external auth call keeps its body, and a client
+// that leaves while parked costs nothing: the sub-request is cancelled and
+// no buffer leaks (the harness checks at cleanup).
+func TestFilterExternalAuthParkedRequests(t *testing.T) {
+	hold := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(hold) }) }
+	t.Cleanup(unblock)
+	var calls atomic.Int64
+	arrived := make(chan struct{})
+	authSrv := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) == 1 {
+			close(arrived)
+			<-hold // the first call waits until the test lets it go
+		}
+		w.Header().Set("X-User-Id", "u-1")
+	}))
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%s %s", r.Header.Get("X-User-Id"), b)
+	}))
+	g := startGateway(t, `
+loops: 1
+auth:
+  external: {upstream: authsvc, timeout: 5s}
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+  - {name: authsvc, nodes: ["%s"]}
+routes:
+  - {id: ext, prefix: /, upstream: backend, external_auth: true}
+`, up, authSrv)
+
+	// The first client leaves while its request is parked.
+	c := g.dial(t)
+	io.WriteString(c, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
+	<-arrived
+	c.Close()
+	unblock()
+
+	// A parked POST keeps its body, pipelined behind nothing.
+	resp, err := http.Post(g.url("/y"), "text/plain", strings.NewReader("body-after-auth"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "u-1 body-after-auth" {
+		t.Fatalf("got %d %q", resp.StatusCode, b)
+	}
+}
