@@ -335,7 +335,10 @@ routes:
     upstream: backend
 EOF
 	case $chain in
-	plain) ;;
+	plain)
+		# No filters at all: the bare proxy path.
+		echo "filters: []" >>"$file"
+		;;
 	default)
 		# The default chain: request ID, forwarded headers, IP allow list and
 		# a JWT check (warm cache: wrk repeats one token, BENCH_JWT).
