@@ -54,6 +54,7 @@ type clientConn struct {
 	serving     bool        // serve is on the stack
 	headPending bool        // a response head waits in loop.out (see flushHead)
 	spool       spool.Spool // response bytes the client is too slow for
+	spoolStuck  time.Time   // when the spool last stopped draining
 	lingerUntil time.Time   // Closing: give up flushing after this
 
 	peer netip.Addr // the TCP peer, for client-IP and access filters

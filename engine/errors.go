@@ -13,7 +13,7 @@ import (
 // extra, when set, adds the rejection's header (WWW-Authenticate).
 func (cc *clientConn) writeError(status, code int, msg string, id []byte, headOnly bool, extra *filters.Rejection) bool {
 	l := cc.loop
-	l.out = appendError(l.out[:0], status, code, msg, id, cc.closeAfter, headOnly, extra)
+	l.out = appendError(l.takeOut(), status, code, msg, id, cc.closeAfter, headOnly, extra)
 	return cc.write(l.out)
 }
 

@@ -176,10 +176,12 @@ func (ex *exchange) pumpBody() {
 			}
 			take, ex.reqDone = n, done
 		}
-		// Discard before Send: Send writes the bytes out at once, and a
-		// failing Send may start the next pipelined request on this buffer.
+		// Send before Discard: buf may be a copy gnet returns to a shared
+		// pool at Discard. A failed Send ends the exchange with the body
+		// unread, which closes the connection, so nothing parses after it.
+		sent := ex.call.Send(buf[:take])
 		_, _ = cc.gc.Discard(take)
-		if !ex.call.Send(buf[:take]) {
+		if !sent {
 			return
 		}
 		if ex.reqDone {
@@ -244,6 +246,9 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		}
 	}
 	ex.respStarted = true
+	if !ex.reqDone {
+		cc.closeAfter = true // answered before the body ended: the framing is lost
+	}
 	if cc.state == stateWaitingUpstream || cc.state == stateReadingBody {
 		cc.setState(stateWritingResponse)
 	}
@@ -256,7 +261,7 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		edits = &ex.fx.RespEdits
 	}
 	l := ex.loop
-	l.out = appendClientHead(l.out[:0], r, ex.framing, ex.minor, cc.closeAfter, edits)
+	l.out = appendClientHead(l.takeOut(), r, ex.framing, ex.minor, cc.closeAfter, edits)
 	cc.headPending = true
 	l.pendingHead = cc
 	return true
@@ -288,7 +293,7 @@ func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) 
 		ok = cc.flushHead()
 		if ok && len(data) > 0 {
 			l := ex.loop
-			l.out = codec.AppendChunkHeader(l.out[:0], len(data))
+			l.out = codec.AppendChunkHeader(l.takeOut(), len(data))
 			ok = cc.writeBody(l.out) && cc.writeBody(data) && cc.writeBody(crlf)
 		}
 		if ok && done {

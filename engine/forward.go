@@ -44,7 +44,8 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) *pool.Buf
 	case absolute:
 		dst = appendHeader(dst, "Host", string(req.Host))
 	}
-	dst = appendEndToEnd(dst, req.Headers, absolute, edits)
+	// An empty Host field is replaced by the node, never sent beside it.
+	dst = appendEndToEnd(dst, req.Headers, absolute || len(req.Host) == 0, edits)
 	dst = appendFraming(dst, req.Chunked, req.ContentLength)
 	dst = append(dst, "\r\n"...)
 	b.B = dst
@@ -60,7 +61,7 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 	dst = append(dst, "\r\n"...)
 	dst = appendEndToEnd(dst, r.Headers, false, edits)
 	switch {
-	case r.Chunked && framing == frameAsIs, framing == frameEncode:
+	case r.Chunked && framing == frameAsIs && clientMinor == 1, framing == frameEncode:
 		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
 	case r.ContentLength >= 0:
 		dst = appendContentLength(dst, r.ContentLength)
@@ -80,7 +81,10 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 // upstream might not.
 func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool, edits *filters.HeaderEdits) []byte {
 	for _, h := range hs {
-		if codec.IsHopByHop(h.Name) || hs.Listed(h.Name) || isContentLength(h.Name) || dropHost && isHost(h.Name) {
+		// Connection may not strip Host: a request without it would reach
+		// the upstream's default virtual host.
+		listed := hs.Listed(h.Name) && !isHost(h.Name)
+		if codec.IsHopByHop(h.Name) || listed || isContentLength(h.Name) || dropHost && isHost(h.Name) {
 			continue
 		}
 		if edits != nil && edits.Removes(h.Name) {

@@ -73,6 +73,11 @@ func (l *loop) start(el gnet.EventLoop) {
 	l.limits = l.srv.snap.Load().limits
 	l.up = upstream.NewLoop(el, l.wheel, l.limits, l.srv.groups)
 	l.up.Owner = l
+	l.up.Guard = func(f func()) {
+		l.enter()
+		f()
+		l.leave()
+	}
 	l.scratch = make([]byte, 0, int(cfg.Limits.MaxURIBytes))
 	l.out = make([]byte, 0, 4096)
 	l.spoolBuf = make([]byte, 256<<10)
@@ -120,7 +125,8 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 }
 
 func (l *loop) stopTicker() {
-	if l.stop != nil && l.claimed.Load() {
+	// el is stored after stop is made, so a non-nil el makes stop safe to read.
+	if l.eventLoop() != nil {
 		select {
 		case <-l.stop:
 		default:
@@ -184,6 +190,18 @@ func (l *loop) accept(c gnet.Conn) {
 	cc.idle(time.Duration(l.srv.cfg.Timeouts.HeaderRead))
 }
 
+// takeOut returns loop.out emptied for a new head or error body. A head
+// held back for coalescing (pendingHead) is written out first: between a
+// ResponseHead and its body, a connection handed to a waiting call can make
+// that call answer its own client, and the held head must not be lost or
+// sent to the wrong client.
+func (l *loop) takeOut() []byte {
+	if cc := l.pendingHead; cc != nil {
+		cc.flushHead()
+	}
+	return l.out[:0]
+}
+
 // pumpSpools moves spooled response bytes to clients that have caught up,
 // and finishes exchanges whose last bytes have left the spool. gnet reports
 // no "writable" event, so this runs on the tick.
@@ -195,14 +213,28 @@ func (l *loop) pumpSpools() {
 		if cc.state == stateClosed {
 			continue
 		}
+		before := cc.spool.Sent()
 		if err := cc.spool.Pump(cc.gc, &l.spoolCfg, l.spoolBuf); err != nil {
 			cc.close()
 			continue
 		}
 		if cc.spool.Pending() {
+			// A client that stops reading is given up on after the idle
+			// timeout, not held (with its file) until shutdown.
+			now := l.wheel.Now()
+			switch {
+			case cc.spool.Sent() != before:
+				cc.spoolStuck = time.Time{}
+			case cc.spoolStuck.IsZero():
+				cc.spoolStuck = now
+			case now.Sub(cc.spoolStuck) > time.Duration(l.srv.cfg.Timeouts.Idle):
+				cc.close()
+				continue
+			}
 			l.spooling = append(l.spooling, cc)
 			continue
 		}
+		cc.spoolStuck = time.Time{}
 		if ex := cc.ex; ex != nil && ex.finishWhenDrained {
 			cc.finish()
 		}

@@ -161,12 +161,10 @@ func (x *Exchange) Own(b []byte) []byte {
 }
 
 // Resume continues a suspended chain with the verdict of the suspended
-// filter. It must be called on the exchange's loop, exactly once.
+// filter. It must be called on the exchange's loop, once per Suspend.
 func (x *Exchange) Resume(v Verdict) {
-	f := x.resume
-	x.resume = nil
-	if f != nil {
-		f(v)
+	if x.resume != nil {
+		x.resume(v)
 	}
 }
 

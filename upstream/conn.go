@@ -80,8 +80,10 @@ func (uc *Conn) Closed(err error) {
 }
 
 // cleanEOF reports whether the peer closed the connection in an orderly way.
+// A nil error means the close was local (engine shutdown): a close-delimited
+// body cut that way is not complete.
 func cleanEOF(err error) bool {
-	return err == nil || errors.Is(err, io.EOF)
+	return errors.Is(err, io.EOF)
 }
 
 // Close closes the connection. OnClose arrives later on the loop; the

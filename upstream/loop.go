@@ -51,6 +51,20 @@ type Loop struct {
 	// Owner is the engine's per-loop state, so a connection event can find
 	// its loop without a lookup.
 	Owner any
+
+	// Guard runs a callback that arrived through EventLoop.Execute the way
+	// the engine runs its own callbacks (see engine loop.enter). Nil runs it
+	// bare.
+	Guard func(func())
+}
+
+// run calls f under Guard.
+func (l *Loop) run(f func()) {
+	if l.Guard != nil {
+		l.Guard(f)
+		return
+	}
+	f()
 }
 
 // NewLoop builds the pools for every group on the loop el.

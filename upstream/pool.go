@@ -130,7 +130,7 @@ func (p *Pool) dial(c *Call) {
 	go func() {
 		fail := func(err error) {
 			_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-				p.onDialFailed(uc, err)
+				p.loop.run(func() { p.onDialFailed(uc, err) })
 				return nil
 			}))
 		}

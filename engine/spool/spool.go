@@ -32,6 +32,10 @@ type Spool struct {
 	wOff, rOff int64 // file offsets: written so far, handed to the conn so far
 }
 
+// Sent is how many spooled bytes have been handed back to the connection
+// since the spool was last empty; it moves while the peer is reading.
+func (s *Spool) Sent() int64 { return s.rOff }
+
 // Pending reports whether bytes wait in the file.
 func (s *Spool) Pending() bool { return s.wOff > s.rOff }
 

@@ -52,30 +52,34 @@ func (f *forwarded) Request(x *filters.Exchange) filters.Verdict {
 	e := &x.ReqEdits
 
 	var buf [64]byte // the longest IPv6 text is 45 bytes, plus a short zone
+	ok := true       // every edit must land: a full list would let spoofed values through
 	switch p := peer.AppendTo(buf[:0]); {
 	case fromProxy:
-		e.AddSet("X-Forwarded-For", appendForwardedFor(x, p))
+		ok = e.AddSet("X-Forwarded-For", appendForwardedFor(x, p))
 	case len(p) > 0:
-		e.AddSet("X-Forwarded-For", x.Own(p))
+		ok = e.AddSet("X-Forwarded-For", x.Own(p))
 	default:
-		e.AddRemove("X-Forwarded-For")
+		ok = e.AddRemove("X-Forwarded-For")
 	}
 
 	if c := x.ClientIP.Unmap(); c.IsValid() {
-		e.AddSet("X-Real-IP", x.Own(c.AppendTo(buf[:0])))
+		ok = ok && e.AddSet("X-Real-IP", x.Own(c.AppendTo(buf[:0])))
 	} else {
-		e.AddRemove("X-Real-IP")
+		ok = ok && e.AddRemove("X-Real-IP")
 	}
 
 	if _, kept := header(h, "X-Forwarded-Proto"); !(kept && fromProxy) {
-		e.AddSet("X-Forwarded-Proto", protoHTTP)
+		ok = ok && e.AddSet("X-Forwarded-Proto", protoHTTP)
 	}
 	if _, kept := header(h, "X-Forwarded-Host"); !(kept && fromProxy) {
 		if len(x.Req.Host) > 0 {
-			e.AddSet("X-Forwarded-Host", x.Own(x.Req.Host))
+			ok = ok && e.AddSet("X-Forwarded-Host", x.Own(x.Req.Host))
 		} else {
-			e.AddRemove("X-Forwarded-Host")
+			ok = ok && e.AddRemove("X-Forwarded-Host")
 		}
+	}
+	if !ok {
+		return x.Reject(500, 50001, "forwarded: too many header edits")
 	}
 	return filters.Continue
 }
