@@ -165,7 +165,7 @@ func TestFilterExternalAuth(t *testing.T) {
 	up := startUpstream(t, http.HandlerFunc(headerEcho))
 	cfg := `
 auth:
-  external: {upstream: authsvc, path: /check, timeout: 300ms%s}
+  external: {upstream: authsvc, path: /check, timeout: 2s%s}
 upstreams:
   - {name: backend, nodes: ["%s"]}
   - {name: authsvc, nodes: ["%s"]}
