@@ -220,7 +220,7 @@ func TestSampleParses(t *testing.T) {
 			ConnectTimeout:     Duration(250 * time.Millisecond),
 			ResponseTimeout:    Duration(5 * time.Second),
 			PoolAcquireTimeout: Duration(500 * time.Millisecond),
-			MaxIdle:            32, // default 64 capped by max_conns
+			MaxIdle:            32, // default 256 capped by max_conns
 			MaxConns:           32,
 			IdleTimeout:        Duration(30 * time.Second),
 		}, {

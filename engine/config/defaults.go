@@ -27,8 +27,8 @@ const (
 	defaultConnectTimeout     = Duration(time.Second)
 	defaultResponseTimeout    = Duration(5 * time.Second)
 	defaultPoolAcquireTimeout = Duration(500 * time.Millisecond)
-	defaultMaxIdle            = 64
-	defaultMaxConns           = 256
+	defaultMaxIdle            = 256
+	defaultMaxConns           = 1024
 	defaultIdleTimeout        = Duration(30 * time.Second)
 
 	defaultAuthCacheTTL    = Duration(30 * time.Second)
