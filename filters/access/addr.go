@@ -2,7 +2,10 @@
 
 package access
 
-import "net/netip"
+import (
+	"bytes"
+	"net/netip"
+)
 
 // parseAddr parses b as a bare IPv4 or IPv6 address with netip.ParseAddr's
 // grammar, minus zones (an address with "%zone" is refused: a zone never
@@ -155,7 +158,7 @@ func parseIPv6(s []byte) (netip.Addr, bool) {
 // X-Real-IP: bare, "[v6]", "[v6]:port" or "v4:port".
 func parseHostAddr(b []byte) (netip.Addr, bool) {
 	if len(b) > 0 && b[0] == '[' {
-		end := indexByte(b, ']')
+		end := bytes.IndexByte(b, ']')
 		if end < 0 || !portOK(b[end+1:]) {
 			return netip.Addr{}, false
 		}
@@ -166,8 +169,8 @@ func parseHostAddr(b []byte) (netip.Addr, bool) {
 		return a, true
 	}
 	// "v4:port": exactly one colon, after a dotted address.
-	c := indexByte(b, ':')
-	if c < 0 || indexByte(b[c+1:], ':') >= 0 || !portOK(b[c:]) {
+	c := bytes.IndexByte(b, ':')
+	if c < 0 || bytes.IndexByte(b[c+1:], ':') >= 0 || !portOK(b[c:]) {
 		return netip.Addr{}, false
 	}
 	var ip [4]byte
@@ -191,13 +194,4 @@ func portOK(b []byte) bool {
 		}
 	}
 	return true
-}
-
-func indexByte(b []byte, c byte) int {
-	for i := range b {
-		if b[i] == c {
-			return i
-		}
-	}
-	return -1
 }

@@ -4,6 +4,7 @@
 package transform
 
 import (
+	"bytes"
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
 )
@@ -30,13 +31,13 @@ func cookie(h codec.Headers, name string) ([]byte, bool) {
 		v := h[i].Value
 		for len(v) > 0 {
 			pair := v
-			if semi := indexByte(v, ';'); semi >= 0 {
+			if semi := bytes.IndexByte(v, ';'); semi >= 0 {
 				pair, v = v[:semi], v[semi+1:]
 			} else {
 				v = nil
 			}
 			pair = codec.TrimOWS(pair)
-			eq := indexByte(pair, '=')
+			eq := bytes.IndexByte(pair, '=')
 			if eq < 0 || string(codec.TrimOWS(pair[:eq])) != name {
 				continue
 			}
@@ -70,13 +71,4 @@ func lower(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
-}
-
-func indexByte(b []byte, c byte) int {
-	for i := range b {
-		if b[i] == c {
-			return i
-		}
-	}
-	return -1
 }
