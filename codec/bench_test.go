@@ -64,3 +64,23 @@ func BenchmarkChunkedDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNormalizePath normalises a typical API path and one that uses every rule.
+func BenchmarkNormalizePath(b *testing.B) {
+	for _, bc := range []struct{ name, path string }{
+		{"clean", "/api/v1/users/42/orders"},
+		{"messy", "/api//v1/./users/%7ejohn/../42%2fx\\y/%c3%a9/"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			path := []byte(bc.path)
+			dst := make([]byte, 0, 3*len(path))
+			b.ReportAllocs()
+			b.SetBytes(int64(len(path)))
+			for b.Loop() {
+				if _, _, err := NormalizePath(dst[:0], path); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

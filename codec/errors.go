@@ -59,6 +59,13 @@ var (
 	// ErrBadChunk: invalid chunked framing: chunk size, CRLF after data, extension or trailer section.
 	// When decoding an upstream response body the caller answers 502 instead.
 	ErrBadChunk = malformed("invalid chunked encoding")
+	// ErrBadPercent: NormalizePath met a '%' not followed by two hex digits.
+	ErrBadPercent = malformed("invalid percent-encoding in path")
+	// ErrNulInPath: NormalizePath met %00, which some upstreams read as the end of the path.
+	ErrNulInPath = malformed("encoded NUL in path")
+	// ErrPathAboveRoot: a ".." segment would climb above "/". Clamping it to "/" (as RFC 3986 does)
+	// would hand the upstream a path the client never meant; refusing keeps traversal probes visible.
+	ErrPathAboveRoot = malformed("path climbs above the root")
 
 	// ErrURITooLong: the request-target is longer than Limits.MaxURIBytes.
 	ErrURITooLong = &Error{Status: 414, Code: 41401, Message: "URI too long"}

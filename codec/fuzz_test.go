@@ -167,3 +167,68 @@ func FuzzChunkedDecoder(f *testing.F) {
 		}
 	})
 }
+
+func FuzzNormalizePath(f *testing.F) {
+	for _, tt := range pathCases {
+		f.Add([]byte(tt.in))
+	}
+	f.Add([]byte("/a/%2E%2e/./b//c/%2F%5c\\/../..;x/%7E%7e/"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, in := range [][]byte{data, append([]byte{'/'}, data...)} {
+			out, flags, err := NormalizePath(nil, in)
+			if err != nil {
+				if e, ok := err.(*Error); !ok || e.Status != 400 || e.Code != 40001 || out != nil {
+					t.Fatalf("%q: error %v with out %q", in, err, out)
+				}
+				continue
+			}
+			if len(out) > 3*len(in) {
+				t.Fatalf("%q: output %d bytes", in, len(out))
+			}
+			if string(in) == "*" {
+				if string(out) != "*" {
+					t.Fatalf("* became %q", out)
+				}
+				continue
+			}
+			checkNormalPath(t, out)
+			again, _, err := NormalizePath(nil, out)
+			if err != nil || string(again) != string(out) {
+				t.Fatalf("%q -> %q -> %q, %v: not idempotent", in, out, again, err)
+			}
+			if (bytes.Contains(out, []byte("%2F")) && flags&PathEscapedSlash == 0) ||
+				(bytes.Contains(out, []byte("%5C")) && flags == 0) {
+				t.Fatalf("%q -> %q without flags (%v)", in, out, flags)
+			}
+			checkAgainstReference(t, string(in))
+		}
+	})
+}
+
+// checkNormalPath asserts the shape every normalised path has.
+func checkNormalPath(t *testing.T, out []byte) {
+	t.Helper()
+	if len(out) == 0 || out[0] != '/' {
+		t.Fatalf("%q does not start with '/'", out)
+	}
+	for _, bad := range []string{"//", "/./", "/../", "\\"} {
+		if bytes.Contains(out, []byte(bad)) {
+			t.Fatalf("%q contains %q", out, bad)
+		}
+	}
+	if bytes.HasSuffix(out, []byte("/.")) || bytes.HasSuffix(out, []byte("/..")) {
+		t.Fatalf("%q ends in a dot segment", out)
+	}
+	for i := 0; i < len(out); i++ {
+		if out[i] != '%' {
+			continue
+		}
+		if i+2 >= len(out) || hexValue[out[i+1]] < 0 || hexValue[out[i+2]] < 0 {
+			t.Fatalf("%q: bad escape at %d", out, i)
+		}
+		v := byte(hexValue[out[i+1]])<<4 | byte(hexValue[out[i+2]])
+		if unreservedTable[v] || v == 0 || out[i+1] != upper(out[i+1]) || out[i+2] != upper(out[i+2]) {
+			t.Fatalf("%q: escape %q should not be there", out, out[i:i+3])
+		}
+	}
+}
