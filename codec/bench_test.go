@@ -84,3 +84,22 @@ func BenchmarkNormalizePath(b *testing.B) {
 		})
 	}
 }
+
+func BenchmarkNormalizeHost(b *testing.B) {
+	for _, bc := range []struct{ name, host string }{
+		{"name", "API.Example.com:8443"},
+		{"ipv6", "[2001:db8::8a2e:370:7334]:443"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			host := []byte(bc.host)
+			dst := make([]byte, 0, len(host))
+			b.ReportAllocs()
+			b.SetBytes(int64(len(host)))
+			for b.Loop() {
+				if _, _, err := NormalizeHost(dst[:0], host); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

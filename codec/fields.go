@@ -226,17 +226,3 @@ func parseContentLength(v []byte) (int64, bool) {
 		v = v[end+1:]
 	}
 }
-
-// validHost reports whether h is a plausible host[:port] (RFC 3986 reg-name, IPv4 or IP-literal).
-// Empty is allowed only where the caller says so (an empty Host header is legal in HTTP/1.1).
-func validHost(h []byte, allowEmpty bool) bool {
-	if len(h) == 0 {
-		return allowEmpty
-	}
-	for _, c := range h {
-		if !hostTable[c] {
-			return false
-		}
-	}
-	return true
-}

@@ -232,3 +232,20 @@ func checkNormalPath(t *testing.T, out []byte) {
 		}
 	}
 }
+
+func FuzzNormalizeHost(f *testing.F) {
+	for _, tt := range hostCases {
+		f.Add([]byte(tt.in))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		checkHost(t, string(data))
+		name, port, err := NormalizeHost(nil, data)
+		if err != nil {
+			return
+		}
+		again, port2, err := NormalizeHost(nil, name)
+		if err != nil || string(again) != string(name) || port2 != -1 {
+			t.Fatalf("%q -> %q (port %d) -> %q, %d, %v: not idempotent", data, name, port, again, port2, err)
+		}
+	})
+}

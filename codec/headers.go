@@ -138,9 +138,6 @@ var (
 		}
 		return t
 	}()
-
-	// hostTable: RFC 3986 host and port bytes: unreserved, pct-encoded, sub-delims, ':' and IP-literal brackets.
-	hostTable = byteSet(alnum + "-._~%!$&'()*+,;=:[]")
 )
 
 const alnum = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
