@@ -14,17 +14,23 @@ func TestMain(m *testing.M) { pooltest.Main(m) }
 
 type request struct{ host, method, path string }
 
-// matchIndex runs Match with a scratch buffer and returns -1 on no match.
-func matchIndex(t *Table, r request) int {
+// match runs Match with a fresh scratch buffer of exactly len(path).
+func match(t *Table, r request) Result {
 	scratch := make([]byte, 0, len(r.path))
-	i, ok := t.Match([]byte(r.host), []byte(r.method), []byte(r.path), scratch)
-	if !ok {
-		if i != -1 {
-			return -2 // a miss must report index -1
-		}
+	return t.Match([]byte(r.host), []byte(r.method), []byte(r.path), scratch)
+}
+
+// matchIndex runs Match and returns the index, -1 for a 404, or -2 for a
+// 405 or an inconsistent Result.
+func matchIndex(t *Table, r request) int {
+	res := match(t, r)
+	switch {
+	case res.Found && res.Index >= 0 && res.Allow == "":
+		return res.Index
+	case !res.Found && res.Index == -1 && res.Allow == "" && res.Matched == 0:
 		return -1
 	}
-	return i
+	return -2
 }
 
 func mustCompile(t testing.TB, specs []Spec) *Table {
@@ -161,7 +167,7 @@ func TestMatchDoesNotModifyPath(t *testing.T) {
 	table := mustCompile(t, []Spec{{Path: "/api/echo"}})
 	path := []byte("/API/Echo/")
 	scratch := make([]byte, 0, 64)
-	if _, ok := table.Match(nil, []byte("GET"), path, scratch); !ok {
+	if !table.Match(nil, []byte("GET"), path, scratch).Found {
 		t.Fatal("no match")
 	}
 	if string(path) != "/API/Echo/" {
@@ -171,8 +177,10 @@ func TestMatchDoesNotModifyPath(t *testing.T) {
 
 func TestSmallScratchStillMatches(t *testing.T) {
 	table := mustCompile(t, []Spec{{Path: "/api/echo"}})
-	if _, ok := table.Match(nil, []byte("GET"), []byte("/API/ECHO"), nil); !ok {
-		t.Fatal("nil scratch: no match")
+	for _, p := range []string{"/API/ECHO", "/api;x/echo"} {
+		if !table.Match(nil, []byte("GET"), []byte(p), nil).Found {
+			t.Fatalf("%s with nil scratch: no match", p)
+		}
 	}
 }
 
@@ -200,7 +208,7 @@ func TestHostPreferenceAndFallthrough(t *testing.T) {
 	})
 }
 
-func TestMethodsAndFallthrough(t *testing.T) {
+func TestMethodsAndNotAllowed(t *testing.T) {
 	specs := []Spec{
 		{Path: "/items", Methods: []string{"get", "HEAD"}}, // 0: uppercased at compile
 		{Path: "/items", Methods: []string{"POST"}},        // 1
@@ -213,18 +221,24 @@ func TestMethodsAndFallthrough(t *testing.T) {
 		{Path: "/m", Methods: []string{"GET"}}, // 8: method-restricted beats any-method
 	}
 	checkMatches(t, specs, map[request]int{
-		{"", "GET", "/items"}:      0,
-		{"", "HEAD", "/items"}:     0,
-		{"", "POST", "/items"}:     1,
-		{"", "get", "/items"}:      -1, // methods compare case-sensitively
-		{"", "PATCH", "/items"}:    6,  // exact path matched, method did not: prefix class
-		{"", "PUT", "/items"}:      -1,
-		{"", "DELETE", "/items/1"}: 2,
-		{"", "GET", "/items/1"}:    3, // single wildcard rejected the method: multi class
-		{"", "PUT", "/x/y"}:        4,
-		{"", "GET", "/x/y"}:        5, // backtracks from literal "x" to "*" in the same trie
-		{"", "GET", "/m"}:          8,
-		{"", "POST", "/m"}:         7,
+		{"", "GET", "/items"}:       0,
+		{"", "HEAD", "/items"}:      0,
+		{"", "POST", "/items"}:      1,
+		{"", "DELETE", "/items/1"}:  2,
+		{"", "PUT", "/x/y"}:         4,
+		{"", "GET", "/m"}:           8,
+		{"", "HEAD", "/m"}:          8, // GET admits HEAD, and restricted beats any-method
+		{"", "POST", "/m"}:          7,
+		{"", "PATCH", "/items/x/y"}: 3,
+	})
+	// Where a path matched only for other methods, the answer is 405 and
+	// less specific routes are not tried.
+	checkResults(t, specs, []resultCase{
+		{request{"", "get", "/items"}, notAllowed("GET, HEAD, POST")},   // methods compare case-sensitively
+		{request{"", "PATCH", "/items"}, notAllowed("GET, HEAD, POST")}, // not the PATCH prefix
+		{request{"", "PUT", "/items"}, notAllowed("GET, HEAD, POST")},
+		{request{"", "GET", "/items/1"}, notAllowed("DELETE")}, // not "/items/**"
+		{request{"", "GET", "/x/y"}, notAllowed("PUT")},        // not "/*/y" by backtracking
 	})
 }
 
@@ -307,8 +321,8 @@ func TestConcurrentMatch(t *testing.T) {
 			for i := range 500 {
 				n := (i + g) % 100
 				path := fmt.Sprintf("/Svc%d/API/v1/resource%d", n, n)
-				if got, ok := table.Match(nil, []byte("GET"), []byte(path), scratch); !ok || got != n {
-					t.Errorf("Match(%q) = %d, %v; want %d", path, got, ok, n)
+				if got := table.Match(nil, []byte("GET"), []byte(path), scratch); !got.Found || got.Index != n {
+					t.Errorf("Match(%q) = %+v; want index %d", path, got, n)
 					return
 				}
 			}
@@ -336,12 +350,14 @@ func benchSpecs() []Spec {
 	return specs
 }
 
-func benchMatch(b *testing.B, method, path string, want int) {
+// benchMatch times Match on the 200-route benchSpecs table after checking
+// it returns want.
+func benchMatch(b *testing.B, method, path string, want Result) {
 	table := mustCompile(b, benchSpecs())
 	host, m, p := []byte("api.example.com:8080"), []byte(method), []byte(path)
 	scratch := make([]byte, 0, 256)
-	if got, ok := table.Match(host, m, p, scratch); !ok || got != want {
-		b.Fatalf("Match(%q) = %d, %v; want %d", path, got, ok, want)
+	if got := table.Match(host, m, p, scratch); got != want {
+		b.Fatalf("Match(%s %q) = %+v; want %+v", method, path, got, want)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
@@ -349,32 +365,36 @@ func benchMatch(b *testing.B, method, path string, want int) {
 	}
 }
 
+func foundAt(index, matched int) Result { return Result{Index: index, Found: true, Matched: matched} }
+
 func BenchmarkMatchExact(b *testing.B) {
-	benchMatch(b, "GET", "/svc42/api/v1/resource42", 42)
+	benchMatch(b, "GET", "/svc42/api/v1/resource42", foundAt(42, 24))
 }
 
 func BenchmarkMatchExactMixedCase(b *testing.B) {
-	benchMatch(b, "GET", "/Svc42/API/v1/Resource42/", 42)
+	benchMatch(b, "GET", "/Svc42/API/v1/Resource42/", foundAt(42, 25))
+}
+
+func BenchmarkMatchExactParams(b *testing.B) {
+	benchMatch(b, "GET", "/svc42/api;v=1/v1/resource42;jsessionid=AB12", foundAt(42, 44))
 }
 
 func BenchmarkMatchWildcard(b *testing.B) {
-	benchMatch(b, "POST", "/svc17/api/v2/items/9", 117)
+	benchMatch(b, "POST", "/svc17/api/v2/items/9", foundAt(117, 21))
 }
 
 func BenchmarkMatchMultiWildcard(b *testing.B) {
-	benchMatch(b, "GET", "/files7/a/b/c.txt", 147)
+	benchMatch(b, "GET", "/files7/a/b/c.txt", foundAt(147, 17))
 }
 
 func BenchmarkMatchPrefix(b *testing.B) {
-	benchMatch(b, "GET", "/static3/assets/css/site.css", 173)
+	benchMatch(b, "GET", "/static3/assets/css/site.css", foundAt(173, 15))
+}
+
+func BenchmarkMatchMethodNotAllowed(b *testing.B) {
+	benchMatch(b, "DELETE", "/svc17/api/v2/items/9", Result{Index: -1, Allow: "GET, HEAD, POST"})
 }
 
 func BenchmarkMatchMiss(b *testing.B) {
-	table := mustCompile(b, benchSpecs())
-	scratch := make([]byte, 0, 256)
-	host, m, p := []byte("api.example.com"), []byte("GET"), []byte("/nowhere/at/all")
-	b.ReportAllocs()
-	for b.Loop() {
-		table.Match(host, m, p, scratch)
-	}
+	benchMatch(b, "GET", "/nowhere/at/all", Result{Index: -1})
 }

@@ -14,8 +14,8 @@ import (
 type Spec struct {
 	Path    string   // exact path ("/api/echo") or pattern with whole-segment "*" / trailing "**"
 	Prefix  string   // segment-boundary prefix ("/static/")
-	Host    string   // optional; case-insensitive, without port; "" = any host
-	Methods []string // optional; uppercased at compile time; empty = any method
+	Host    string   // optional; case-insensitive, without port, one trailing dot ignored; "" = any host
+	Methods []string // optional; uppercased at compile time; GET implies HEAD; empty = any method
 }
 
 // SpecError reports why the spec at Index was rejected.
@@ -61,7 +61,7 @@ type compiled struct {
 	kind    kind
 	pattern string   // normalised path or prefix
 	host    string   // lowercased, brackets removed; "" = any
-	methods []string // uppercased, sorted, deduplicated; nil = any
+	methods []string // uppercased, HEAD added to GET, sorted, deduplicated; nil = any
 	index   int
 }
 
@@ -92,6 +92,9 @@ func compileSpec(i int, s Spec) (compiled, error) {
 	}
 	if j := strings.IndexFunc(raw, badPathRune); j >= 0 {
 		return fail(field, "%q contains %q, which cannot appear in a request path", raw, raw[j])
+	}
+	if strings.Contains(raw, ";") {
+		return fail(field, "%q contains ';': path parameters are ignored when matching, so it could never match", raw)
 	}
 	c.pattern = normalisePattern(raw)
 
@@ -154,13 +157,18 @@ func lowerASCII(r rune) rune {
 	return r
 }
 
-// normaliseHost lowercases h and strips IPv6 brackets. It rejects ports,
-// wildcards and characters that cannot occur in a Host header.
+// normaliseHost lowercases h, drops one trailing dot ("admin.test." is
+// "admin.test") and strips IPv6 brackets. It rejects ports, wildcards and
+// characters that cannot occur in a Host header.
 func normaliseHost(h string) (string, error) {
 	if h == "" {
 		return "", nil
 	}
 	h = strings.Map(lowerASCII, h)
+	h = strings.TrimSuffix(h, ".")
+	if h == "" {
+		return "", fmt.Errorf("names no host")
+	}
 	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
 		h = h[1 : len(h)-1]
 	}
@@ -178,13 +186,14 @@ func normaliseHost(h string) (string, error) {
 	return h, nil
 }
 
-// normaliseMethods uppercases, deduplicates and sorts methods.
+// normaliseMethods uppercases, deduplicates and sorts methods, adding HEAD
+// wherever GET is present.
 func normaliseMethods(methods []string) ([]string, error) {
 	if len(methods) == 0 {
 		return nil, nil
 	}
-	seen := make(map[string]bool, len(methods))
-	out := make([]string, 0, len(methods))
+	seen := make(map[string]bool, len(methods)+1)
+	out := make([]string, 0, len(methods)+1)
 	for j, m := range methods {
 		if m == "" || strings.IndexFunc(m, notTokenRune) >= 0 {
 			return nil, fmt.Errorf("[%d] %q is not a valid HTTP method", j, m)
@@ -194,6 +203,9 @@ func normaliseMethods(methods []string) ([]string, error) {
 			seen[m] = true
 			out = append(out, m)
 		}
+	}
+	if seen["GET"] && !seen["HEAD"] {
+		out = append(out, "HEAD")
 	}
 	sort.Strings(out)
 	return out, nil

@@ -2,7 +2,12 @@
 
 package router
 
-import "sort"
+import (
+	"bytes"
+	"slices"
+	"sort"
+	"strings"
+)
 
 // Table is a compiled, immutable route table. It is safe for concurrent use.
 type Table struct {
@@ -11,6 +16,29 @@ type Table struct {
 	multi  *node               // patterns ending in "**"
 	prefix *node               // prefixes, one trie level per segment
 	n      int
+}
+
+// Result is what Match found.
+type Result struct {
+	// Index is the chosen spec's index when Found, and -1 otherwise.
+	Index int
+	// Found reports that a route accepts the request.
+	Found bool
+	// Allow lists, sorted and comma-space separated ("GET, HEAD, POST"),
+	// the methods accepted by the most specific route path that matched
+	// the request's path and host, when none of its routes accepts the
+	// request's method: answer 405 with this as the Allow header. It is ""
+	// otherwise, so Found == false && Allow == "" is a 404. The string is
+	// built at Compile time and shared; Match allocates nothing for it.
+	Allow string
+	// Matched is how many leading bytes of the path passed to Match the
+	// route covered, when Found; 0 otherwise. For exact and wildcard
+	// routes it is len(path). For a prefix route it is the offset where
+	// the input segment matching the prefix's last segment ends, so
+	// path[Matched:] is "" or starts with '/': prefix "/rw/" against
+	// "/RW/v1" gives 3 (path[3:] == "/v1"), against "/rw;x/v1" gives 5,
+	// and prefix "/" gives 0.
+	Matched int
 }
 
 // Compile validates specs and builds a Table whose Match returns indexes
@@ -30,7 +58,7 @@ func Compile(specs []Spec) (*Table, error) {
 		seen[c.key()] = i
 		t.add(c)
 	}
-	t.sortCandidates()
+	t.finish()
 	return t, nil
 }
 
@@ -49,14 +77,15 @@ func (t *Table) add(c compiled) {
 	}
 }
 
-func (t *Table) sortCandidates() {
+// finish orders every route set and precomputes its Allow strings.
+func (t *Table) finish() {
 	for _, set := range t.exact {
-		set.sort()
+		set.finish()
 	}
 	for _, root := range []*node{t.single, t.multi, t.prefix} {
 		root.walk(func(n *node) {
-			n.routes.sort()
-			n.rest.sort()
+			n.routes.finish()
+			n.rest.finish()
 		})
 	}
 }
@@ -65,81 +94,207 @@ func (t *Table) sortCandidates() {
 // Safe for concurrent use.
 func (t *Table) Len() int { return t.n }
 
-// Match returns the index of the spec that routes this request, following
-// the precedence in the package documentation. host is the Host header and
-// may carry a port; method is the request method as received; path is the
-// request target without its query.
+// Match finds the route for a request, following the precedence and 405
+// rules in the package documentation. host is the Host value (normalised
+// by the engine; a port, IPv6 brackets and one trailing dot are tolerated);
+// method is the request method as received; path is the request target
+// without its query (normalised by the engine).
 //
-// scratch is a caller-owned buffer used to lowercase the path, e.g. one per
-// event loop; with cap(scratch) >= len(path) Match allocates nothing
-// (otherwise it allocates a temporary). Match retains none of its arguments.
-// Safe for concurrent use, provided scratch is not shared.
-func (t *Table) Match(host, method, path, scratch []byte) (index int, ok bool) {
+// scratch is a caller-owned buffer used for the lowercased, parameter-free
+// copy of the path, e.g. one per event loop; it must not overlap path.
+// With cap(scratch) >= len(path) Match allocates nothing (otherwise it may
+// allocate a temporary). Match retains none of its arguments and does not
+// modify path or host. Safe for concurrent use, provided scratch is not
+// shared.
+func (t *Table) Match(host, method, path, scratch []byte) Result {
 	if len(path) == 0 || path[0] != '/' {
-		return -1, false
+		return Result{Index: -1}
 	}
-	p := normalisePath(path, scratch)
-	host = stripPort(host)
+	p, params := normalisePath(path, scratch)
+	host = requestHost(host)
 
-	if set, found := t.exact[string(p)]; found {
-		if i, ok := set.pick(host, method); ok {
-			return i, true
+	if set, ok := t.exact[string(p)]; ok {
+		if i, allow, hit := set.pick(host, method); hit {
+			return result(i, allow, len(path))
 		}
 	}
-	if i, ok := t.single.match(p[1:], false, host, method); ok {
-		return i, true
+	if i, allow, hit := t.single.match(p[1:], false, host, method); hit {
+		return result(i, allow, len(path))
 	}
-	if i, ok := t.multi.match(p[1:], false, host, method); ok {
-		return i, true
+	if i, allow, hit := t.multi.match(p[1:], false, host, method); hit {
+		return result(i, allow, len(path))
 	}
-	return t.prefix.longest(p[1:], false, host, method)
+	if i, allow, depth, hit := t.prefix.longest(p[1:], false, 0, host, method); hit {
+		matched := 0
+		if i >= 0 {
+			matched = segmentEnd(path, depth, params)
+		}
+		return result(i, allow, matched)
+	}
+	return Result{Index: -1}
 }
 
-// normalisePath drops one trailing slash (keeping "/") and lowercases ASCII,
-// copying into scratch only when the path has an uppercase letter.
-func normalisePath(path, scratch []byte) []byte {
+// result builds the Result for a route set's verdict: index >= 0 is a
+// match, otherwise allow holds the methods for a 405.
+func result(index int, allow string, matched int) Result {
+	if index < 0 {
+		return Result{Index: -1, Allow: allow}
+	}
+	return Result{Index: index, Found: true, Matched: matched}
+}
+
+// normalisePath returns the path as matching sees it: ASCII lowercased,
+// one trailing slash dropped (keeping "/"). When the path contains ';' it
+// also strips each segment's ";params" and, as a servlet container does
+// after stripping, drops empty and "." segments and resolves ".." (params
+// is then true). It copies into scratch only when something changes.
+func normalisePath(path, scratch []byte) (p []byte, params bool) {
+	upper := 0
+	for upper < len(path) && !needsCopy[path[upper]] {
+		upper++
+	}
+	if upper < len(path) && (path[upper] == ';' || bytes.IndexByte(path[upper+1:], ';') >= 0) {
+		return stripParams(path, scratch), true
+	}
 	if len(path) > 1 && path[len(path)-1] == '/' {
 		path = path[:len(path)-1]
 	}
-	upper := -1
-	for i, c := range path {
-		if 'A' <= c && c <= 'Z' {
-			upper = i
-			break
-		}
+	if upper >= len(path) {
+		return path, false
 	}
-	if upper < 0 {
-		return path
-	}
-	if cap(scratch) < len(path) {
-		scratch = make([]byte, len(path))
-	}
-	out := scratch[:len(path)]
+	out := grow(scratch, len(path))[:len(path)]
 	copy(out, path[:upper])
 	for i := upper; i < len(path); i++ {
-		c := path[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+		out[i] = lower(path[i])
+	}
+	return out, false
+}
+
+// needsCopy marks the bytes that make normalisePath copy: 'A'-'Z' and ';'.
+var needsCopy = func() (t [256]bool) {
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = true
+	}
+	t[';'] = true
+	return t
+}()
+
+// stripParams is normalisePath for a path containing ';'. The result is
+// never longer than path.
+func stripParams(path, scratch []byte) []byte {
+	out := grow(scratch, len(path))
+	for i := 1; ; {
+		j, name := nextSegment(path, i)
+		switch {
+		case len(name) == 0 || len(name) == 1 && name[0] == '.':
+		case len(name) == 2 && name[0] == '.' && name[1] == '.':
+			out = out[:max(bytes.LastIndexByte(out, '/'), 0)]
+		default:
+			out = append(out, '/')
+			for _, c := range name {
+				out = append(out, lower(c))
+			}
 		}
-		out[i] = c
+		if j >= len(path) {
+			break
+		}
+		i = j + 1
+	}
+	if len(out) == 0 {
+		out = append(out, '/')
 	}
 	return out
 }
 
-// stripPort removes ":port" and IPv6 brackets from a Host header value.
-func stripPort(host []byte) []byte {
-	if len(host) > 0 && host[0] == '[' {
-		for i := 1; i < len(host); i++ {
-			if host[i] == ']' {
-				return host[1:i]
+// nextSegment returns the end j of the segment starting at path[i] (the
+// next '/' or len(path)) and its name without ";params".
+func nextSegment(path []byte, i int) (j int, name []byte) {
+	j = i
+	for j < len(path) && path[j] != '/' {
+		j++
+	}
+	name = path[i:j]
+	if k := bytes.IndexByte(name, ';'); k >= 0 {
+		name = name[:k]
+	}
+	return j, name
+}
+
+// segmentEnd maps a depth in the normalised path back to the input: the
+// offset in path where the input segment that became normalised segment
+// number depth ends (0 for depth 0). params says normalisePath stripped
+// parameters, so segments may have been dropped or resolved.
+func segmentEnd(path []byte, depth int, params bool) int {
+	if depth == 0 {
+		return 0
+	}
+	if !params {
+		n := 0
+		for i := 1; i < len(path); i++ {
+			if path[i] == '/' {
+				if n++; n == depth {
+					return i
+				}
 			}
 		}
-		return host
+		return len(path)
 	}
-	for i := len(host) - 1; i >= 0; i-- {
-		if host[i] == ':' {
-			return host[:i]
+	// Replay stripParams' stack: the last push to height depth is the
+	// segment that survived there.
+	end, height := len(path), 0
+	for i := 1; ; {
+		j, name := nextSegment(path, i)
+		switch {
+		case len(name) == 0 || len(name) == 1 && name[0] == '.':
+		case len(name) == 2 && name[0] == '.' && name[1] == '.':
+			height = max(height-1, 0)
+		default:
+			if height++; height == depth {
+				end = j
+			}
 		}
+		if j >= len(path) {
+			return end
+		}
+		i = j + 1
+	}
+}
+
+// grow returns scratch emptied, or a new buffer if its capacity is below n.
+func grow(scratch []byte, n int) []byte {
+	if cap(scratch) < n {
+		return make([]byte, 0, n)
+	}
+	return scratch[:0]
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + ('a' - 'A')
+	}
+	return c
+}
+
+// requestHost reduces a Host value to the form spec hosts are stored in:
+// the engine passes it lowercased, without port or trailing dot, and with
+// IPv6 brackets ("[::1]"); this also tolerates a port ("[::1]:8080",
+// "a.test:80"), one trailing dot and a bare IPv6 literal ("::1"). Brackets
+// are removed. Case is handled by the comparison.
+func requestHost(host []byte) []byte {
+	if len(host) > 0 && host[0] == '[' {
+		if i := bytes.IndexByte(host, ']'); i > 0 {
+			return host[1:i]
+		}
+		return host // malformed: matches no spec host
+	}
+	if i := bytes.IndexByte(host, ':'); i >= 0 {
+		if bytes.IndexByte(host[i+1:], ':') >= 0 {
+			return host // bare IPv6 literal: no port to strip
+		}
+		host = host[:i]
+	}
+	if n := len(host); n > 1 && host[n-1] == '.' {
+		host = host[:n-1]
 	}
 	return host
 }
@@ -147,16 +302,22 @@ func stripPort(host []byte) []byte {
 // candidate is one spec competing for a path once the path has matched.
 type candidate struct {
 	host    string   // lowercased; "" = any host
-	methods []string // uppercased; nil = any method
+	methods []string // uppercased, sorted, HEAD added to GET; nil = any method
 	index   int      // spec index
+
+	// allow is the 405 Allow value when this is the first candidate that
+	// accepts the request's host: the union of the methods of every
+	// candidate in the set accepting that host. Set by finish.
+	allow string
 }
 
-// routeSet holds the candidates for one path, in preference order after sort.
+// routeSet holds the candidates for one path, in preference order after
+// finish.
 type routeSet []candidate
 
-// sort orders host-specific before any-host, method-restricted before
-// any-method, then spec order.
-func (s routeSet) sort() {
+// finish orders host-specific before any-host, method-restricted before
+// any-method, then spec order, and fills in each candidate's allow.
+func (s routeSet) finish() {
 	sort.SliceStable(s, func(i, j int) bool {
 		a, b := s[i], s[j]
 		if (a.host != "") != (b.host != "") {
@@ -167,21 +328,48 @@ func (s routeSet) sort() {
 		}
 		return a.index < b.index
 	})
+	for i := range s {
+		s[i].allow = s.allowFor(s[i].host)
+	}
 }
 
-// pick returns the first candidate whose host and method accept the request.
-func (s routeSet) pick(host, method []byte) (int, bool) {
+// allowFor is the Allow value for a request whose host is host, or that
+// matches no host-specific candidate if host is "": the sorted union of
+// the methods of the candidates that accept it, or "" if one of those
+// accepts any method (then no 405 can happen).
+func (s routeSet) allowFor(host string) string {
+	var methods []string
+	for _, c := range s {
+		if c.host != "" && c.host != host {
+			continue
+		}
+		if c.methods == nil {
+			return ""
+		}
+		methods = append(methods, c.methods...)
+	}
+	slices.Sort(methods)
+	return strings.Join(slices.Compact(methods), ", ")
+}
+
+// pick chooses among the set's candidates. hit is false when none accepts
+// the host, so the path did not match and the caller tries the next
+// alternative. Otherwise index is the first candidate accepting both host
+// and method, or -1 with allow set when none accepts the method.
+func (s routeSet) pick(host, method []byte) (index int, allow string, hit bool) {
 	for i := range s {
 		c := &s[i]
 		if c.host != "" && !equalFoldLower(host, c.host) {
 			continue
 		}
-		if c.methods != nil && !containsMethod(c.methods, method) {
-			continue
+		if !hit {
+			hit, allow = true, c.allow
 		}
-		return c.index, true
+		if c.methods == nil || containsMethod(c.methods, method) {
+			return c.index, "", true
+		}
 	}
-	return -1, false
+	return -1, allow, hit
 }
 
 // equalFoldLower compares b, in any ASCII case, with the lowercase s.
@@ -190,11 +378,7 @@ func equalFoldLower(b []byte, s string) bool {
 		return false
 	}
 	for i := range len(b) {
-		c := b[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if c != s[i] {
+		if lower(b[i]) != s[i] {
 			return false
 		}
 	}

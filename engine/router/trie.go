@@ -62,47 +62,52 @@ func (n *node) walk(f func(*node)) {
 // match finds a pattern route for the segments in rest. rest is the path
 // after the '/' that ends the segments already consumed; end is true when
 // no segment is left. At each level it tries the literal child, then "*",
-// then "**", backtracking when a subtree has no route accepting the
-// request's host and method.
-func (n *node) match(rest []byte, end bool, host, method []byte) (int, bool) {
+// then "**", backtracking only while a subtree has no route accepting the
+// request's host. The first path whose routes accept the host decides (see
+// routeSet.pick for index, allow and hit): a method mismatch there is a
+// 405, not a reason to try a less specific pattern.
+func (n *node) match(rest []byte, end bool, host, method []byte) (index int, allow string, hit bool) {
 	if n == nil {
-		return -1, false
+		return -1, "", false
 	}
 	if end {
 		return n.routes.pick(host, method)
 	}
 	seg, tail, last := cutSegment(rest)
 	if child := n.literal[string(seg)]; child != nil {
-		if i, ok := child.match(tail, last, host, method); ok {
-			return i, true
+		if i, a, ok := child.match(tail, last, host, method); ok {
+			return i, a, true
 		}
 	}
 	if n.star != nil && len(seg) > 0 {
-		if i, ok := n.star.match(tail, last, host, method); ok {
-			return i, true
+		if i, a, ok := n.star.match(tail, last, host, method); ok {
+			return i, a, true
 		}
 	}
 	if len(n.rest) > 0 && len(rest) > 0 {
 		return n.rest.pick(host, method)
 	}
-	return -1, false
+	return -1, "", false
 }
 
 // longest finds the deepest prefix node along rest (see match for rest and
-// end) that has a route accepting the request, backing off toward the root.
-func (n *node) longest(rest []byte, end bool, host, method []byte) (int, bool) {
+// end) that has a route accepting the request's host, backing off toward
+// the root, and decides there as match does. depth counts the segments
+// consumed to reach n, and is returned for the deciding node.
+func (n *node) longest(rest []byte, end bool, depth int, host, method []byte) (index int, allow string, at int, hit bool) {
 	if n == nil {
-		return -1, false
+		return -1, "", 0, false
 	}
 	if !end {
 		seg, tail, last := cutSegment(rest)
 		if child := n.literal[string(seg)]; child != nil {
-			if i, ok := child.longest(tail, last, host, method); ok {
-				return i, true
+			if i, a, d, ok := child.longest(tail, last, depth+1, host, method); ok {
+				return i, a, d, true
 			}
 		}
 	}
-	return n.routes.pick(host, method)
+	index, allow, hit = n.routes.pick(host, method)
+	return index, allow, depth, hit
 }
 
 // cutSegment splits rest at its first '/': seg before it, tail after it.
