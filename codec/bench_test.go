@@ -103,3 +103,31 @@ func BenchmarkNormalizeHost(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChunkedDecodeFraming walks a body that is mostly framing: 16-byte chunks, each with every
+// extension form, then trailers, in one read. It measures the per-byte state machine.
+func BenchmarkChunkedDecodeFraming(b *testing.B) {
+	var enc []byte
+	for range 256 {
+		enc = AppendChunkHeader(enc, 16)
+		enc = append(enc[:len(enc)-2], testExtensions+"\r\n0123456789abcdef\r\n"...)
+	}
+	enc = append(enc, "0\r\n"+testTrailerSection...)
+	var d ChunkedDecoder
+	b.ReportAllocs()
+	b.SetBytes(int64(len(enc)))
+	for b.Loop() {
+		d.Reset(0)
+		src := enc
+		for len(src) > 0 && !d.Done() {
+			n, _, _, err := d.Next(src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			src = src[n:]
+		}
+		if !d.Done() {
+			b.Fatal("incomplete")
+		}
+	}
+}

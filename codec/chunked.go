@@ -26,27 +26,46 @@ func AppendChunkHeader(dst []byte, size int) []byte {
 }
 
 // chunkState is the decoder's position in the chunked grammar (RFC 9112 7.1).
-// Transitions: size -> sizeWS | ext | sizeLF; sizeWS -> ext | sizeLF; ext -> sizeLF;
-// sizeLF -> data (size > 0) | trailerStart (size 0); data -> dataCR -> dataLF -> size;
-// trailerStart -> trailerName -> trailerValue -> trailerLF -> trailerStart; trailerStart -> endLF -> done.
-// Any unexpected byte moves the decoder to a sticky error instead.
+// Transitions: size -> extName0 | sizeLF; extName0 -> extName; extName -> extName0 | extValue0 | sizeLF;
+// extValue0 -> extToken | extQuoted; extToken -> extName0 | sizeLF; extQuoted -> extQuotedPair | extQuotedEnd;
+// extQuotedPair -> extQuoted; extQuotedEnd -> extName0 | sizeLF; sizeLF -> data (size > 0) | trailerStart
+// (size 0); data -> dataCR -> dataLF -> size; trailerStart -> trailerName -> trailerValue -> trailerLF ->
+// trailerStart; trailerStart -> endLF -> done. Any unexpected byte moves the decoder to a sticky error
+// instead. The states from trailerStart up to done are the trailer section (InTrailers).
 type chunkState uint8
 
 const (
-	stSize         chunkState = iota // hex digits of chunk-size
-	stSizeWS                         // BWS after the size, before ';' or CR
-	stExt                            // chunk extensions, skipped up to CR
-	stSizeLF                         // CR of the size line seen, LF expected
-	stData                           // payload bytes of the current chunk
-	stDataCR                         // CR after payload expected
-	stDataLF                         // LF after payload expected
-	stTrailerStart                   // start of a trailer field line, or CR of the final CRLF
-	stTrailerName                    // trailer field name
-	stTrailerValue                   // trailer field value, up to CR
-	stTrailerLF                      // CR of a trailer line seen, LF expected
-	stEndLF                          // final CR seen, LF expected
-	stDone                           // body complete
+	stSize          chunkState = iota // hex digits of chunk-size
+	stExtName0                        // ';' seen: first byte of an extension name expected
+	stExtName                         // extension name
+	stExtValue0                       // '=' seen: token or DQUOTE expected
+	stExtToken                        // token extension value
+	stExtQuoted                       // inside a quoted-string extension value
+	stExtQuotedPair                   // after a backslash in a quoted-string
+	stExtQuotedEnd                    // closing DQUOTE seen: ';' or CR expected
+	stSizeLF                          // CR of the size line seen, LF expected
+	stData                            // payload bytes of the current chunk
+	stDataCR                          // CR after payload expected
+	stDataLF                          // LF after payload expected
+	stTrailerStart                    // start of a trailer field line, or CR of the final CRLF
+	stTrailerName                     // trailer field name
+	stTrailerValue                    // trailer field value, up to CR
+	stTrailerLF                       // CR of a trailer line seen, LF expected
+	stEndLF                           // final CR seen, LF expected
+	stDone                            // body complete
 )
+
+var chunkStateNames = [...]string{"size", "extName0", "extName", "extValue0", "extToken", "extQuoted",
+	"extQuotedPair", "extQuotedEnd", "sizeLF", "data", "dataCR", "dataLF", "trailerStart", "trailerName",
+	"trailerValue", "trailerLF", "endLF", "done"}
+
+// String names the state, for test failures and debugging.
+func (s chunkState) String() string {
+	if int(s) < len(chunkStateNames) {
+		return chunkStateNames[s]
+	}
+	return "chunkState(?)"
+}
 
 // ChunkedDecoder walks a chunked body incrementally, byte boundaries anywhere.
 // The zero value is ready and unlimited; Reset readies it for a new body. A decoder is owned by one
@@ -70,6 +89,15 @@ func (d *ChunkedDecoder) Reset(maxBody int64) {
 // Done reports whether the last-chunk and trailer section have been consumed.
 func (d *ChunkedDecoder) Done() bool { return d.state == stDone }
 
+// InTrailers reports whether d is inside the trailer section: the last-chunk line ("0\r\n", extensions
+// allowed) has been consumed and the final empty line has not. It is false once Done.
+//
+// Check InTrailers before calling Next: if true, src[:n] of that call is trailer-section bytes (field
+// lines and the final CRLF) and nothing else, because Next returns right after the last-chunk line.
+// A caller that forwards trailers collects those spans into the section for ForEachTrailer; one that
+// drops them (a proxy must not forward what it cannot vet) sends LastChunk's final CRLF instead.
+func (d *ChunkedDecoder) InTrailers() bool { return d.state >= stTrailerStart && d.state < stDone }
+
 // Next consumes framing and payload from the start of src. It returns how many bytes it consumed (n),
 // the payload among them (data, a view into src[:n], possibly empty) and done once the final CRLF
 // has been consumed. A pass-through proxy forwards src[:n]; a decoding one forwards data.
@@ -77,9 +105,11 @@ func (d *ChunkedDecoder) Done() bool { return d.state == stDone }
 // n > 0 && !done, then wait for more bytes; bytes after the body stay unconsumed.
 //
 // A call yields at most one payload span and returns right after it, so a call that returns
-// payload never fails: a framing error is reported by the next call, with n == 0. Errors are
-// ErrBadChunk or ErrBodyTooLarge, and sticky. Chunk extensions are skipped; trailers are
-// validated and consumed but not returned.
+// payload never fails: a framing error is reported by the next call, with n == 0. A call also
+// returns right after the last-chunk line (n > 0, data nil, done false), so that the bytes of every
+// later call are trailer section only (see InTrailers). Errors are ErrBadChunk or ErrBodyTooLarge,
+// and sticky. Chunk extensions are validated and skipped; trailers are validated and consumed but
+// not returned as data.
 func (d *ChunkedDecoder) Next(src []byte) (n int, data []byte, done bool, err error) {
 	if d.err != nil {
 		return 0, nil, false, d.err
@@ -102,6 +132,9 @@ func (d *ChunkedDecoder) Next(src []byte) (n int, data []byte, done bool, err er
 			return 0, nil, false, err
 		}
 		i++
+		if d.state == stTrailerStart && d.trailerLen == 0 {
+			return i, nil, false, nil // the last-chunk line ends here; what follows is trailer section
+		}
 	}
 	return i, nil, d.state == stDone, nil
 }
@@ -124,18 +157,46 @@ func (d *ChunkedDecoder) step(c byte) error {
 		if err := d.sizeRead(); err != nil {
 			return err
 		}
-		return d.afterSize(c)
-	case stSizeWS:
-		return d.afterSize(c)
-	case stExt:
+		return d.extEnd(c)
+	case stExtName0, stExtValue0:
 		switch {
-		case c == '\r':
-			d.state = stSizeLF
-			return nil
-		case c != '\t' && (c < 0x20 || c == 0x7f):
-			return ErrBadChunk // bare LF or other control
+		case tcharTable[c] && d.state == stExtName0:
+			d.state = stExtName
+		case tcharTable[c]:
+			d.state = stExtToken
+		case c == '"' && d.state == stExtValue0:
+			d.state = stExtQuoted
+		default:
+			return ErrBadChunk // empty name or value, whitespace, bare LF
 		}
 		return d.countLine()
+	case stExtName, stExtToken:
+		switch {
+		case tcharTable[c]:
+			return d.countLine()
+		case c == '=' && d.state == stExtName:
+			d.state = stExtValue0
+			return d.countLine()
+		}
+		return d.extEnd(c)
+	case stExtQuoted:
+		switch {
+		case c == '"':
+			d.state = stExtQuotedEnd
+		case c == '\\':
+			d.state = stExtQuotedPair
+		case !valueTable[c]: // qdtext is valueTable without DQUOTE and backslash
+			return ErrBadChunk // control byte, or CR of an unbalanced quote
+		}
+		return d.countLine()
+	case stExtQuotedPair:
+		if !valueTable[c] { // HTAB / SP / VCHAR / obs-text
+			return ErrBadChunk
+		}
+		d.state = stExtQuoted
+		return d.countLine()
+	case stExtQuotedEnd:
+		return d.extEnd(c)
 	case stSizeLF:
 		if c != '\n' {
 			return ErrBadChunk
@@ -161,20 +222,19 @@ func (d *ChunkedDecoder) step(c byte) error {
 	return nil
 }
 
-// afterSize handles the byte after the chunk-size digits: BWS, ';' starting an extension, or CR.
-func (d *ChunkedDecoder) afterSize(c byte) error {
+// extEnd handles the byte after a chunk-size or a complete extension: ';' starts another extension
+// and CR ends the line. Anything else, whitespace included, is an error: RFC 9112 allows BWS around
+// ';' and '=', but other parsers disagree on it, and a disagreement on framing is a smuggling vector.
+func (d *ChunkedDecoder) extEnd(c byte) error {
 	switch c {
-	case ' ', '\t':
-		d.state = stSizeWS
 	case ';':
-		d.state = stExt
+		d.state = stExtName0
+		return d.countLine()
 	case '\r':
 		d.state = stSizeLF
 		return nil
-	default:
-		return ErrBadChunk
 	}
-	return d.countLine()
+	return ErrBadChunk
 }
 
 // sizeRead validates a complete chunk-size against int64 and the body limit.

@@ -75,3 +75,35 @@ func ExampleResponse_BodyMode() {
 	// 304 none none
 	// 200 until-close none
 }
+
+func ExampleChunkedDecoder_InTrailers() {
+	var dec codec.ChunkedDecoder
+	dec.Reset(0)
+	src := []byte("3\r\nabc\r\n0\r\nX-Checksum: 900150983cd2\r\nSet-Cookie: s=1\r\n\r\n")
+	var body, section []byte
+	for len(src) > 0 && !dec.Done() {
+		inTrailers := dec.InTrailers() // ask before Next: then src[:n] is trailer section only
+		n, data, _, err := dec.Next(src)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		if inTrailers {
+			section = append(section, src[:n]...)
+		}
+		body = append(body, data...)
+		src = src[n:]
+	}
+	fmt.Printf("body %q\n", body)
+	codec.ForEachTrailer(section, func(name, value []byte) {
+		if codec.ForbiddenTrailer(name) {
+			fmt.Printf("drop %s\n", name)
+			return
+		}
+		fmt.Printf("forward %s: %s\n", name, value)
+	})
+	// Output:
+	// body "abc"
+	// forward X-Checksum: 900150983cd2
+	// drop Set-Cookie
+}

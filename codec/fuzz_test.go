@@ -141,8 +141,11 @@ func FuzzChunkedDecoder(f *testing.F) {
 			d.Reset(limit)
 			split := feedChunked(t, &d, bytewise(data)...)
 			if whole.err != split.err || whole.done != split.done || !bytes.Equal(whole.payload, split.payload) ||
-				(whole.err == nil && whole.consumed != split.consumed) {
+				(whole.err == nil && (whole.consumed != split.consumed || !bytes.Equal(whole.trailers, split.trailers))) {
 				t.Fatalf("limit %d: whole %+v, byte by byte %+v", limit, whole, split)
+			}
+			if whole.done {
+				checkTrailerSection(t, whole.trailers)
 			}
 			if whole.err != nil && whole.err != ErrBadChunk && whole.err != ErrBodyTooLarge {
 				t.Fatalf("unexpected error %v", whole.err)
@@ -156,7 +159,12 @@ func FuzzChunkedDecoder(f *testing.F) {
 		d.Reset(int64(len(data)))
 		cut := rng.IntN(len(enc) + 1)
 		res := feedChunked(t, &d, enc[:cut], enc[cut:])
-		if res.err != nil || !res.done || res.consumed != len(enc) || !bytes.Equal(res.payload, data) {
+		wantTrailers := "\r\n"
+		if seed&2 == 2 {
+			wantTrailers = testTrailerSection
+		}
+		if res.err != nil || !res.done || res.consumed != len(enc) || !bytes.Equal(res.payload, data) ||
+			string(res.trailers) != wantTrailers {
 			t.Fatalf("round trip: %+v", res)
 		}
 		if len(data) > 1 { // a limit of 0 would mean unlimited
@@ -166,6 +174,30 @@ func FuzzChunkedDecoder(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkTrailerSection asserts that a trailer section the decoder accepted is field lines and a final CRLF,
+// and that ForEachTrailer visits every line as a token name and a valid value.
+func checkTrailerSection(t *testing.T, section []byte) {
+	t.Helper()
+	if !bytes.HasSuffix(section, []byte("\r\n")) {
+		t.Fatalf("trailer section %q does not end in CRLF", section)
+	}
+	lines := bytes.Count(section, []byte("\r\n")) - 1
+	ForEachTrailer(section, func(name, value []byte) {
+		lines--
+		for _, c := range name {
+			if !tcharTable[c] {
+				t.Fatalf("trailer name %q in %q", name, section)
+			}
+		}
+		if !validValue(value) {
+			t.Fatalf("trailer value %q in %q", value, section)
+		}
+	})
+	if lines != 0 {
+		t.Fatalf("ForEachTrailer missed %d lines of %q", lines, section)
+	}
 }
 
 func FuzzNormalizePath(f *testing.F) {
