@@ -75,10 +75,12 @@ var (
 	ErrBodyTooLarge = &Error{Status: 413, Code: 41301, Message: "request body too large"}
 )
 
-// Response errors: 502 / 50202. A malformed upstream response is never the client's fault.
+// Response errors: 502. A malformed upstream response is never the client's fault.
 var (
-	// ErrBadResponse: any malformed upstream response head.
+	// ErrBadResponse (502/50202): any malformed upstream response head.
 	ErrBadResponse = &Error{Status: 502, Code: 50202, Message: "bad response from upstream"}
-	// ErrResponseHeadTooLarge: the upstream head exceeds Limits.MaxHeaderCount or Limits.MaxHeaderBytes.
-	ErrResponseHeadTooLarge = &Error{Status: 502, Code: 50202, Message: "upstream response head too large"}
+	// ErrResponseHeadTooLarge (502/50203): the upstream head exceeds Limits.MaxHeaderCount or
+	// Limits.MaxHeaderBytes. It has its own code because the fix differs: the head may be well formed,
+	// and an operator raises the limits (or fixes the upstream) rather than looking for a broken peer.
+	ErrResponseHeadTooLarge = &Error{Status: 502, Code: 50203, Message: "upstream response head exceeds the configured limits"}
 )

@@ -89,6 +89,7 @@ func checkRequestResult(t *testing.T, data []byte, n int, err error, r *Request)
 func FuzzParseResponse(f *testing.F) {
 	f.Add([]byte(typicalResponse))
 	f.Add([]byte("HTTP/1.1 204\r\n\r\nHTTP/1.0 200 OK\r\n\r\n"))
+	f.Add([]byte("\r\n\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"))
 	for _, tt := range badResponses {
 		if len(tt.in) < 512 {
 			f.Add([]byte(tt.in))
@@ -101,7 +102,8 @@ func FuzzParseResponse(f *testing.F) {
 			if err != nil && (n != 0 || (err != ErrBadResponse && err != ErrResponseHeadTooLarge)) {
 				t.Fatalf("%d, %v", n, err)
 			}
-			if n < 0 || n > len(data) || r1.HeadLen != n {
+			if n < 0 || n > len(data) || r1.HeadLen > n || (n > 0 && r1.HeadLen == 0) ||
+				len(bytes.Trim(data[:n-r1.HeadLen], "\r\n")) != 0 {
 				t.Fatalf("n=%d HeadLen=%d", n, r1.HeadLen)
 			}
 			if n > 0 {

@@ -16,10 +16,11 @@ type Limits struct {
 	// MaxURIBytes bounds the request-target. Default 8192. Beyond it: ErrURITooLong (414/41401).
 	MaxURIBytes int
 	// MaxHeaderCount bounds the number of header fields. Default 50. Beyond it: ErrHeadersTooLarge (431/43101),
-	// or ErrResponseHeadTooLarge (502/50202) for responses.
+	// or ErrResponseHeadTooLarge (502/50203) for responses.
 	MaxHeaderCount int
 	// MaxHeaderBytes bounds the whole head: skipped leading empty lines, the start line, every field line
-	// and the final CRLF. Default 16384. Beyond it: ErrHeadersTooLarge (431/43101), or ErrResponseHeadTooLarge.
+	// and the final CRLF. Default 16384. Beyond it: ErrHeadersTooLarge (431/43101), or ErrResponseHeadTooLarge
+	// (502/50203) for responses.
 	MaxHeaderBytes int
 	// MaxBodyBytes bounds a request body. Default 10 MiB. ParseRequest checks Content-Length against it;
 	// a ChunkedDecoder reset with it checks the sum of chunk sizes. Beyond it: ErrBodyTooLarge (413/41301).

@@ -237,7 +237,7 @@ func TestErrorStatusAndCode(t *testing.T) {
 		{ErrHeadersTooLarge, 431, 43101},
 		{ErrBodyTooLarge, 413, 41301},
 		{ErrBadResponse, 502, 50202},
-		{ErrResponseHeadTooLarge, 502, 50202},
+		{ErrResponseHeadTooLarge, 502, 50203},
 	}
 	for _, tt := range tests {
 		if tt.err.Status != tt.status || tt.err.Code != tt.code || tt.err.Error() != tt.err.Message {

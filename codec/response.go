@@ -13,7 +13,7 @@ type Response struct {
 	Reason []byte // reason phrase, possibly empty
 
 	Headers Headers // all field lines in order; capacity survives Reset
-	HeadLen int     // bytes of the head including the final CRLF
+	HeadLen int     // bytes of the head from the status line through the final CRLF (skipped empty lines excluded)
 
 	ContentLength int64 // -1 when absent
 	Chunked       bool  // Transfer-Encoding: chunked
@@ -29,9 +29,10 @@ func (r *Response) Reset() {
 
 // ParseResponse parses one response head from the start of buf into r (which it resets first).
 //
-// It returns the bytes consumed and nil when the head is complete, (0, nil) when more bytes are needed,
-// or (0, err) where err is ErrResponseHeadTooLarge when lim.MaxHeaderCount or lim.MaxHeaderBytes is
-// exceeded and ErrBadResponse for anything malformed; both are 502/50202. The field rules are those of
+// It returns the bytes consumed, including empty lines skipped before the status line, and nil when the
+// head is complete; (0, nil) when more bytes are needed; or (0, err) where err is ErrResponseHeadTooLarge
+// (502/50203) when lim.MaxHeaderCount or lim.MaxHeaderBytes is exceeded, those skipped lines counting
+// toward the latter, and ErrBadResponse (502/50202) for anything malformed. The field rules are those of
 // ParseRequest, without the request-only ones (Host, Expect, body size). Both Content-Length and
 // Transfer-Encoding, or any Transfer-Encoding but a single "chunked", is ErrBadResponse: RFC 9112 would
 // let the response be read until close, but such upstreams are broken or hostile and failing is safer.
@@ -41,9 +42,30 @@ func ParseResponse(buf []byte, r *Response, lim *Limits) (n int, err error) {
 	r.Reset()
 	l := effectiveLimits(lim)
 
-	nl := bytes.IndexByte(buf, '\n')
+	// Empty lines before the status line: RFC 9112 2.2 lets a recipient skip them, and some upstreams
+	// send a stray CRLF after a body, which nginx and haproxy tolerate too. A bare LF is accepted here
+	// only; a CR must be followed by LF. They count toward MaxHeaderBytes.
+	pos := 0
+	for pos < len(buf) && (buf[pos] == '\r' || buf[pos] == '\n') {
+		if buf[pos] == '\r' {
+			if pos+1 >= len(buf) {
+				return responseError(needMoreHead(buf, &l))
+			}
+			if buf[pos+1] != '\n' {
+				return 0, ErrBadResponse
+			}
+			pos++
+		}
+		pos++
+		if pos >= l.MaxHeaderBytes {
+			return 0, ErrResponseHeadTooLarge // the status line cannot fit any more
+		}
+	}
+	start := pos
+
+	nl := bytes.IndexByte(buf[pos:], '\n')
 	if nl < 0 {
-		line := buf
+		line := buf[pos:]
 		if len(line) > 0 && line[len(line)-1] == '\r' {
 			line = line[:len(line)-1]
 		}
@@ -52,22 +74,23 @@ func ParseResponse(buf []byte, r *Response, lim *Limits) (n int, err error) {
 		}
 		return responseError(needMoreHead(buf, &l))
 	}
-	if nl == 0 || buf[nl-1] != '\r' || !parseStatusLine(buf[:nl-1], true, r) {
+	lineEnd := pos + nl
+	if nl == 0 || buf[lineEnd-1] != '\r' || !parseStatusLine(buf[pos:lineEnd-1], true, r) {
 		return 0, ErrBadResponse
 	}
-	if nl+1 > l.MaxHeaderBytes {
+	if lineEnd+1 > l.MaxHeaderBytes {
 		return 0, ErrResponseHeadTooLarge
 	}
 
 	fs := fieldState{contentLength: -1}
-	end, err := parseFields(buf, nl+1, &l, &fs, &r.Headers)
+	end, err := parseFields(buf, lineEnd+1, &l, &fs, &r.Headers)
 	if end == 0 || err != nil {
 		return responseError(0, err)
 	}
 	if fs.teSeen && (fs.contentLength >= 0 || r.Minor == 0) {
 		return 0, ErrBadResponse
 	}
-	r.HeadLen = end
+	r.HeadLen = end - start
 	r.ContentLength = fs.contentLength
 	r.Chunked = fs.teSeen
 	if r.Minor == 1 {

@@ -103,6 +103,9 @@ var badResponses = []struct {
 	{"too many headers", "HTTP/1.1 200 OK\r\n" + strings.Repeat("A: b\r\n", DefaultMaxHeaderCount+1) + "\r\n", ErrResponseHeadTooLarge},
 	{"head too large", "HTTP/1.1 200 OK\r\nA: " + strings.Repeat("b", DefaultMaxHeaderBytes) + "\r\n\r\n", ErrResponseHeadTooLarge},
 	{"status line too large", "HTTP/1.1 200 " + strings.Repeat("b", DefaultMaxHeaderBytes) + "\r\n\r\n", ErrResponseHeadTooLarge},
+	{"bare CR before status line", "\rHTTP/1.1 200 OK\r\n\r\n", ErrBadResponse},
+	{"CR CR before status line", "\r\rHTTP/1.1 200 OK\r\n\r\n", ErrBadResponse},
+	{"space line before status line", "\r\n \r\nHTTP/1.1 200 OK\r\n\r\n", ErrBadResponse},
 }
 
 func TestParseResponseRejects(t *testing.T) {
@@ -113,8 +116,12 @@ func TestParseResponseRejects(t *testing.T) {
 			if n != 0 || err != tt.want {
 				t.Fatalf("ParseResponse = %d, %v; want 0, %v", n, err, tt.want)
 			}
-			if e := err.(*Error); e.Status != 502 || e.Code != 50202 {
-				t.Errorf("Status/Code = %d/%d, want 502/50202", e.Status, e.Code)
+			wantCode := 50202
+			if tt.want == ErrResponseHeadTooLarge {
+				wantCode = 50203
+			}
+			if e := err.(*Error); e.Status != 502 || e.Code != wantCode {
+				t.Errorf("Status/Code = %d/%d, want 502/%d", e.Status, e.Code, wantCode)
 			}
 			// Prefixes need more or fail the same way.
 			for k := 0; k < len(tt.in); k++ {
@@ -149,6 +156,60 @@ func TestParseResponseEveryPrefixAndPipelined(t *testing.T) {
 	}
 	if _, err := ParseResponse([]byte("HTTP/1.1 200 OK\r\nA: b\r\n"), &Response{}, &Limits{MaxHeaderBytes: 20}); err != ErrResponseHeadTooLarge {
 		t.Errorf("partial head over limit: %v", err)
+	}
+}
+
+// TestParseResponseLeadingEmptyLines: CRLF or bare LF lines before the status line are skipped and
+// counted in n (not in HeadLen), whatever the cuts, and they count toward MaxHeaderBytes.
+func TestParseResponseLeadingEmptyLines(t *testing.T) {
+	const head = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n"
+	for _, lead := range []string{"\r\n", "\n", "\r\n\r\n", "\n\r\n\n", strings.Repeat("\r\n", 100)} {
+		full := lead + head + "ok"
+		var r Response
+		n, err := ParseResponse([]byte(full), &r, nil)
+		if n != len(lead)+len(head) || err != nil || r.HeadLen != len(head) || r.Status != 200 || r.ContentLength != 2 {
+			t.Fatalf("%q: %d, %v, %s", lead, n, err, describeResponse(&r))
+		}
+		for k := 0; k < len(lead)+len(head); k++ {
+			if n, err := ParseResponse([]byte(full[:k]), &r, nil); n != 0 || err != nil {
+				t.Fatalf("%q prefix %d: %d, %v", lead, k, n, err)
+			}
+		}
+		// Byte by byte into a growing buffer, as a connection sees it.
+		var buf []byte
+		for k := 0; k < len(full); k++ {
+			buf = append(buf, full[k])
+			n, err := ParseResponse(buf, &r, nil)
+			if err != nil || (n != 0) != (k+1 >= len(lead)+len(head)) {
+				t.Fatalf("%q after %d bytes: %d, %v", lead, k+1, n, err)
+			}
+		}
+	}
+	// The limit counts the skipped lines: a 16-byte head fits a 32-byte limit after 16 bytes of them,
+	// not after 18, and endless empty lines fail as soon as the limit is reached. Every prefix needs
+	// more bytes or fails the same way.
+	head2 := "HTTP/1.1 204\r\n\r\n"
+	lim := Limits{MaxHeaderBytes: 32}
+	for _, tt := range []struct {
+		in   string
+		want error
+	}{
+		{strings.Repeat("\r\n", 8) + head2, nil},
+		{strings.Repeat("\n", 16) + head2, nil},
+		{strings.Repeat("\r\n", 9) + head2, ErrResponseHeadTooLarge},
+		{strings.Repeat("\r\n", 16), ErrResponseHeadTooLarge},
+		{strings.Repeat("\n", 32), ErrResponseHeadTooLarge},
+		{strings.Repeat("\r\n", 100), ErrResponseHeadTooLarge},
+	} {
+		n, err := ParseResponse([]byte(tt.in), &Response{}, &lim)
+		if err != tt.want || (err == nil && n != len(tt.in)) {
+			t.Errorf("%q, limit 32: %d, %v; want %v", tt.in, n, err, tt.want)
+		}
+		for k := 0; k < len(tt.in); k++ {
+			if n, err := ParseResponse([]byte(tt.in[:k]), &Response{}, &lim); n != 0 || (err != nil && err != tt.want) {
+				t.Fatalf("%q prefix %d: %d, %v", tt.in, k, n, err)
+			}
+		}
 	}
 }
 
