@@ -39,7 +39,20 @@
 //	}
 //	// dec.Done(): the body is over and src holds what follows it; otherwise wait for more bytes
 //
-// AppendChunkHeader and LastChunk re-frame a close-delimited body as chunked.
+// Next returns right after the last-chunk line, so a caller that asks InTrailers before each call
+// knows that src[:n] is trailer section; ForEachTrailer walks the collected section and
+// ForbiddenTrailer names the fields a proxy must not forward there. AppendChunkHeader and LastChunk
+// re-frame a close-delimited body as chunked.
+//
+// # Normalisation
+//
+// Routing must see one spelling per resource, and the same bytes must go upstream (normalise once,
+// before anything decides). NormalizePath decodes %-escapes of unreserved characters, upper-cases the
+// other escapes, merges repeated slashes and removes dot segments, refusing a ".." above the root;
+// it keeps %2F, %5C and a raw backslash (as %5C) but reports them in PathFlags, and the caller answers
+// 400 unless the route opted in. NormalizeHost lower-cases the Host, drops one trailing dot and splits
+// off the port. Both append to a caller's buffer and do not allocate when it is large enough. Their
+// errors are 400/40001: ErrBadPercent, ErrNulInPath, ErrPathAboveRoot, ErrBadTarget and ErrBadHost.
 //
 // # Request rules
 //
@@ -73,7 +86,9 @@
 //   - Both Content-Length and Transfer-Encoding: ErrCLandTE. Transfer-Encoding in HTTP/1.0:
 //     ErrTransferEncodingHTTP10.
 //   - HTTP/1.1 requires exactly one Host field (ErrMissingHost, ErrDuplicateHost); its value must be
-//     empty or a valid host[:port] (ErrBadHost).
+//     empty or a valid host[:port] (ErrBadHost): dot-separated non-empty labels (one trailing dot
+//     allowed) or a bracketed IPv6 address, no percent-encoding, and a port of 1-5 digits up to 65535.
+//     An absolute-form authority follows the same grammar (ErrBadTarget); NormalizeHost accepts exactly it.
 //   - KeepAlive: HTTP/1.1 unless Connection lists "close"; HTTP/1.0 only if it lists "keep-alive".
 //     Upgrade: HTTP/1.1, Connection lists "upgrade" and an Upgrade field exists. ExpectContinue:
 //     HTTP/1.1 with "Expect: 100-continue". HTTP/1.0 ignores Upgrade and Expect (RFC 9110).
@@ -85,9 +100,11 @@
 // # Response rules
 //
 // ParseResponse applies the field rules above except the request-only ones (Host, Expect,
-// MaxBodyBytes), and every failure is 502/50202: ErrResponseHeadTooLarge for the count and size
-// limits, ErrBadResponse for anything else.
+// MaxBodyBytes), and every failure is 502: ErrResponseHeadTooLarge (50203) for the count and size
+// limits, ErrBadResponse (50202) for anything else.
 //
+//   - Empty lines before the status line, CRLF or a bare LF, are skipped (as nginx and haproxy do),
+//     counted in n and in MaxHeaderBytes, but not in HeadLen.
 //   - Status line: "HTTP/1.0" or "HTTP/1.1", SP, three digits 100-599, then SP and a reason phrase
 //     (possibly empty) or nothing at all.
 //   - Both Content-Length and Transfer-Encoding, Transfer-Encoding other than a single "chunked", or
@@ -98,12 +115,15 @@
 //
 // # Chunked rules
 //
-//   - chunk-size is 1 to 16 hex digits and fits in int64; BWS may follow it; extensions after ';' are
-//     skipped, the size line being bounded to 4 KiB. Violations: ErrBadChunk.
+//   - chunk-size is 1 to 16 hex digits and fits in int64. Extensions are *( ";" token [ "=" ( token /
+//     quoted-string ) ] ) with no whitespace anywhere (RFC 9112's BWS is refused: parsers disagree on
+//     it), validated and skipped; the size line is bounded to 4 KiB. Violations: ErrBadChunk.
 //   - Each chunk's data ends in CRLF. The sum of sizes beyond the Reset limit is ErrBodyTooLarge,
 //     detected as soon as a size is read.
 //   - Trailer fields are "token: value" lines ending in CRLF, 16 KiB in total, then a final CRLF.
-//     They are consumed (and included in n for pass-through) but not returned.
+//     They are consumed (and included in n for pass-through) but not returned as data; InTrailers marks
+//     them so a caller can forward or drop the section.
+//   - A bare LF anywhere in the framing is ErrBadChunk.
 //   - ErrBadChunk is 400; a caller decoding an upstream body answers 502 instead.
 //
 // # Concurrency and allocation
