@@ -4,6 +4,8 @@ package filters
 
 import (
 	"fmt"
+	"log"
+	"runtime/debug"
 	"sort"
 	"sync/atomic"
 	"time"
@@ -66,6 +68,7 @@ func (c *Chain) Stats(i int) *Stats { return &c.stats[i] }
 func (c *Chain) RunRequest(x *Exchange) (v Verdict) {
 	defer func() {
 		if p := recover(); p != nil {
+			logPanic(c.filters[x.next].Name(), "request", p)
 			v = x.Reject(500, 50001, "internal error in filter "+c.filters[x.next].Name())
 			x.next++ // the panicking filter's response phase runs too
 		}
@@ -94,6 +97,7 @@ func (c *Chain) RunResponse(x *Exchange) {
 		if p := recover(); p != nil {
 			// The head is already decided; a broken response phase loses
 			// only its own edits. Continue with the filters before it.
+			logPanic(c.filters[x.next-1].Name(), "response", p)
 			x.next--
 			c.RunResponse(x)
 		}
@@ -110,6 +114,14 @@ func (c *Chain) RunResponse(x *Exchange) {
 		c.stats[i].record(x.Loop, t)
 		x.next = i
 	}
+}
+
+// logPanic records a recovered filter panic with the stack that raised it:
+// the request survives as a 500, so the log is the only trace of the bug.
+// The stack is taken inside the deferred recover, so it still holds the
+// panicking frames.
+func logPanic(filter, phase string, p any) {
+	log.Printf("filters: panic in %s's %s phase: %v\n%s", filter, phase, p, debug.Stack())
 }
 
 // Stats are one filter's cumulative timings, sharded per loop so that each

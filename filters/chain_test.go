@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
@@ -30,8 +29,9 @@ func parse(t testing.TB, raw string) *codec.Request {
 // defaultChain is request ID, IP allow list, JWT auth and forwarded headers.
 func defaultChain(t testing.TB) *filters.Chain {
 	t.Helper()
-	cfg := config.Auth{Header: "Authorization", CacheTTL: config.Duration(30 * time.Second), CacheSize: 1000,
-		JWT: config.JWT{HS256Secret: "bench-secret", Issuer: "loopgate-bench", Audience: "api", RolesClaim: "roles", TenantClaim: "tenant"}}
+	cfg := config.Default().Auth // identity headers on, as by default
+	cfg.CacheSize = 1000
+	cfg.JWT = config.JWT{HS256Secret: "bench-secret", Issuer: "loopgate-bench", Audience: "api", RolesClaim: "roles", TenantClaim: "tenant"}
 	v, err := auth.NewVerifier(&cfg, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +66,9 @@ func TestChainOrderTimingsAndVerdicts(t *testing.T) {
 	}
 	if !x.Identity.Authenticated || string(x.Identity.Subject) != "bench-user" {
 		t.Fatalf("identity %+v", x.Identity)
+	}
+	if len(x.ReqEdits.Set) == 0 {
+		t.Fatal("no identity headers set: the chain does not run as configured by default")
 	}
 	x.Status = 200
 	c.RunResponse(&x)

@@ -4,6 +4,7 @@ package filters
 
 import (
 	"net/netip"
+	"strings"
 
 	"github.com/loopgate/loopgate/codec"
 )
@@ -45,7 +46,15 @@ type Identity struct {
 	Subject       []byte // user ID (JWT sub, API key consumer, X-User-Id from external auth)
 	Tenant        []byte
 	Roles         []string
+	Kind          string // how it was established: KindJWT, KindAPIKey or KindExternal
 }
+
+// The credential kinds of Identity.Kind.
+const (
+	KindJWT      = "jwt"      // a verified JWT (auth)
+	KindAPIKey   = "api_key"  // a configured API key (auth)
+	KindExternal = "external" // the auth service's answer (external_auth)
+)
 
 // HasRole reports whether the identity carries role.
 func (id *Identity) HasRole(role string) bool {
@@ -118,6 +127,18 @@ func (e *HeaderEdits) Removes(name []byte) bool {
 	}
 	for _, h := range e.Set {
 		if codec.EqualFold(name, h.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// Sets reports whether the edits already replace name: a later filter that
+// would set it too can leave the earlier value alone rather than send two
+// fields.
+func (e *HeaderEdits) Sets(name string) bool {
+	for _, h := range e.Set {
+		if strings.EqualFold(h.Name, name) {
 			return true
 		}
 	}

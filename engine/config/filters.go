@@ -3,7 +3,11 @@
 
 package config
 
-import "sort"
+import (
+	"net/textproto"
+	"sort"
+	"strings"
+)
 
 // The built-in filter names, usable in Config.Filters and in a route's
 // filters / disable_filters. Each has a default order (lower runs first);
@@ -144,7 +148,80 @@ type Auth struct {
 	CacheTTL  Duration `yaml:"cache_ttl"`  // how long a verified credential is trusted without re-verifying; default 30s
 	CacheSize int      `yaml:"cache_size"` // verified credentials kept per loop; default 10000 (oldest evicted)
 
+	// IdentityHeaders name the upstream request headers the auth filter
+	// sets for a request it admitted. Default {subject: X-User-Id, tenant:
+	// X-User-Tenant, roles: X-User-Roles, kind: X-Auth-Kind}.
+	IdentityHeaders IdentityHeaders `yaml:"identity_headers"`
+
 	External ExternalAuth `yaml:"external"` // used by routes with external_auth: true
+}
+
+// IdentityHeaders carry the verified identity to the upstream, as Kong and
+// APISIX do: on a route where the auth filter admitted a request, each
+// header is set to the verified value, replacing any field the client sent,
+// or removed when the identity has no value for it. A field left out takes
+// its default; an explicit "" turns that header off.
+//
+// The gateway treats every name here, with auth.external.copy_headers, as
+// an identity header (see Config.IdentityHeaderNames): the engine removes
+// client-sent copies of them on every route, with or without auth, so an
+// upstream never sees a client's own value under these names.
+type IdentityHeaders struct {
+	Subject *string `yaml:"subject"` // JWT sub or API key consumer; default "X-User-Id"
+	Tenant  *string `yaml:"tenant"`  // the tenant claim or API key tenant; default "X-User-Tenant"
+	Roles   *string `yaml:"roles"`   // roles joined with ","; default "X-User-Roles"
+	Kind    *string `yaml:"kind"`    // credential kind, "jwt" or "api_key"; default "X-Auth-Kind"
+}
+
+// The default identity header names.
+const (
+	DefaultSubjectHeader = "X-User-Id"
+	DefaultTenantHeader  = "X-User-Tenant"
+	DefaultRolesHeader   = "X-User-Roles"
+	DefaultKindHeader    = "X-Auth-Kind"
+)
+
+// identityField is one identity header and its config key.
+type identityField struct {
+	key  string
+	name *string // nil before defaults are applied
+}
+
+// fields lists the identity headers in a fixed order.
+func (h *IdentityHeaders) fields() [4]identityField {
+	return [4]identityField{{"subject", h.Subject}, {"tenant", h.Tenant}, {"roles", h.Roles}, {"kind", h.Kind}}
+}
+
+// IdentityHeaderNames returns every header name the gateway manages as
+// identity: the enabled auth.identity_headers and every
+// auth.external.copy_headers entry, in canonical case, without duplicates
+// (compared case-insensitively), identity headers first. The engine strips
+// client-sent fields of these names from the upstream request on every
+// route; the auth filters then set their verified values. Each call returns
+// a new slice. Safe for concurrent use on a Config nobody is modifying.
+func (c *Config) IdentityHeaderNames() []string {
+	var names []string
+	add := func(n string) {
+		if n == "" {
+			return
+		}
+		n = textproto.CanonicalMIMEHeaderKey(n)
+		for _, have := range names {
+			if strings.EqualFold(have, n) {
+				return
+			}
+		}
+		names = append(names, n)
+	}
+	for _, f := range c.Auth.IdentityHeaders.fields() {
+		if f.name != nil {
+			add(*f.name)
+		}
+	}
+	for _, n := range c.Auth.External.CopyHeaders {
+		add(n)
+	}
+	return names
 }
 
 // JWT configures token verification. Any combination of keys may be set; a
@@ -178,7 +255,7 @@ type ExternalAuth struct {
 	Path           string   `yaml:"path"`            // request path; default "/auth"
 	Timeout        Duration `yaml:"timeout"`         // answer deadline; default 1s; expiry: 503 (or pass with fail_open)
 	ForwardHeaders []string `yaml:"forward_headers"` // request headers sent along; default [Authorization, Cookie]
-	CopyHeaders    []string `yaml:"copy_headers"`    // response headers copied to the upstream request on 2xx; default [X-User-Id, X-User-Name, X-User-Roles]
+	CopyHeaders    []string `yaml:"copy_headers"`    // response headers copied to the upstream request on 2xx, and identity headers client copies of which are removed on every route; default [X-User-Id, X-User-Name, X-User-Roles]
 	FailOpen       bool     `yaml:"fail_open"`       // let requests through when the service is down or slow; default false
 }
 
@@ -190,12 +267,17 @@ type HeaderOps struct {
 }
 
 // Rewrite changes the path sent upstream (the route still matches the
-// original path). Applied in order: strip_prefix, regex, add_prefix.
+// request's path). Applied in order: strip_prefix, regex, add_prefix, to the
+// normalised path the route matched; the result starts with "/".
 type Rewrite struct {
+	// StripPrefix is removed when the path starts with it as whole
+	// segments, compared as routes compare (ASCII case-insensitively):
+	// "/api" and "/api/" both strip "/API/users" to "/users" and "/api" to
+	// "/", but leave "/apiv2" alone. Default "" = nothing stripped.
 	StripPrefix string `yaml:"strip_prefix"`
 	Regex       string `yaml:"regex"`       // RE2 pattern, compiled at load time
 	Replacement string `yaml:"replacement"` // with $1-style groups; used with regex
-	AddPrefix   string `yaml:"add_prefix"`
+	AddPrefix   string `yaml:"add_prefix"`  // prepended with exactly one '/' at the join; default ""
 }
 
 // Gray sends part of a route's traffic to another upstream: requests whose
@@ -231,6 +313,11 @@ func applyFilterDefaults(c *Config) {
 	setDefault(&a.CacheSize, 10000)
 	setDefault(&a.JWT.RolesClaim, "roles")
 	setDefault(&a.JWT.TenantClaim, "tenant")
+	ih := &a.IdentityHeaders
+	setDefaultName(&ih.Subject, DefaultSubjectHeader)
+	setDefaultName(&ih.Tenant, DefaultTenantHeader)
+	setDefaultName(&ih.Roles, DefaultRolesHeader)
+	setDefaultName(&ih.Kind, DefaultKindHeader)
 	e := &a.External
 	setDefault(&e.Path, "/auth")
 	setDefault(&e.Timeout, defaultExternalTimeout)
@@ -249,5 +336,13 @@ func applyFilterDefaults(c *Config) {
 		if r.Gray != nil {
 			setDefault(&r.Gray.Value, "true")
 		}
+	}
+}
+
+// setDefaultName sets an optional name left out of the config. An explicit
+// "" is a value, not an absence: it stays, and turns the header off.
+func setDefaultName(field **string, def string) {
+	if *field == nil {
+		*field = &def
 	}
 }

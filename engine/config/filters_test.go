@@ -185,6 +185,23 @@ func TestFilterValidationErrors(t *testing.T) {
 		{"auth:\n  external: {copy_headers: [Connection]}\n",
 			`config: auth.external.copy_headers[0]: "Connection" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
 
+		// identity headers
+		{"auth:\n  identity_headers: {subject: Authorization}\n", `config: auth.identity_headers.subject: "Authorization" is auth.header, which carries the credential`},
+		{"auth:\n  header: X-Key\n  identity_headers: {kind: x-key}\n", `config: auth.identity_headers.kind: "x-key" is auth.header, which carries the credential`},
+		{"auth:\n  identity_headers: {tenant: host}\n", "config: auth.identity_headers.tenant: Host cannot carry an identity"},
+		{"auth:\n  identity_headers: {roles: x-user-id}\n", `config: auth.identity_headers.roles: "x-user-id" is also auth.identity_headers.subject`},
+		{"auth:\n  identity_headers: {kind: \"X Kind\"}\n", `config: auth.identity_headers.kind: "X Kind" is not a valid header name`},
+		{"auth:\n  identity_headers: {subject: Transfer-Encoding}\n",
+			`config: auth.identity_headers.subject: "Transfer-Encoding" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
+		{withRoute(creds, "auth: required\nrequest_headers: {set: {x-user-id: admin}}\n"),
+			"config: routes[0].request_headers.set.x-user-id: X-User-Id is an identity header, set by the route's auth filters"},
+		{withRoute("auth:\n  external: {upstream: v, copy_headers: [X-Team]}\n", "external_auth: true\nrequest_headers: {add: {X-Team: a}}\n"),
+			"config: routes[0].request_headers.add.X-Team: X-Team is an identity header, set by the route's auth filters"},
+		{"auth:\n  api_keys: [{key: k, consumer: \"a\\nb\"}]\n", "config: auth.api_keys[0].consumer: holds a control character; it is sent upstream in a header"},
+		{"auth:\n  api_keys: [{key: k, consumer: a, tenant: \"t\\t\"}]\n", "config: auth.api_keys[0].tenant: holds a control character; it is sent upstream in a header"},
+		{"auth:\n  api_keys: [{key: k, consumer: a, roles: [\"ops,admin\"]}]\n",
+			`config: auth.api_keys[0].roles[0]: "ops,admin" holds a comma or a control character; roles are sent upstream comma-separated`},
+
 		// limits
 		{withRoute("", "limits: {max_body_bytes: 20MiB}\n"),
 			"config: routes[0].limits.max_body_bytes: 20MiB exceeds the global limits.max_body_bytes 10MiB; a route may only tighten it"},
@@ -212,6 +229,8 @@ func TestFilterValidationErrors(t *testing.T) {
 		// rewrite
 		{withRoute("", "rewrite: {}\n"), "config: routes[0].rewrite: does nothing: set strip_prefix, regex or add_prefix"},
 		{withRoute("", "rewrite: {strip_prefix: api}\n"), `config: routes[0].rewrite.strip_prefix: "api" must start with '/'`},
+		{withRoute("", "rewrite: {strip_prefix: /api/../v1}\n"),
+			`config: routes[0].rewrite.strip_prefix: "/api/../v1" holds a "." or ".." segment, which a normalised path never does`},
 		{withRoute("", "rewrite: {add_prefix: \"/v1?x\"}\n"),
 			`config: routes[0].rewrite.add_prefix: "/v1?x" holds a space, a control character, '?' or '#'; percent-encode it`},
 		{withRoute("", "rewrite: {regex: \"(\"}\n"), "config: routes[0].rewrite.regex: error parsing regexp: missing closing ): `(`"},
@@ -263,6 +282,12 @@ func TestFilterOptionsAccepted(t *testing.T) {
 		withRoute("", "gray: {upstream: v, cookie: canary}\n"),
 		withRoute("", "gray: {upstream: v, weight: 100}\n"),
 		withRoute("", "hash: {user: true}\n"),
+		withRoute("", "rewrite: {strip_prefix: /API/}\n"),
+		withRoute("", "rewrite: {strip_prefix: /a.b/..c/}\n"), // dots inside a segment are not dot segments
+		"auth:\n  identity_headers: {subject: \"\", tenant: \"\", roles: \"\", kind: \"\"}\n",
+		"auth:\n  identity_headers: {subject: X-User-Name}\n", // may name a copy_headers entry
+		// Outside auth routes a static identity header is the operator's own.
+		withRoute("", "request_headers: {set: {X-User-Id: svc}}\n"),
 	} {
 		if _, err := Parse([]byte(text)); err != nil {
 			t.Errorf("Parse(%q): %v", text, err)
@@ -324,5 +349,63 @@ func TestFiltersDocCoversEveryFilter(t *testing.T) {
 		if !strings.Contains(text, row) {
 			t.Errorf("docs/filters.md's order table lacks %q", row)
 		}
+	}
+}
+
+// defaultIdentityHeaders is auth.identity_headers as documented.
+func defaultIdentityHeaders() IdentityHeaders {
+	name := func(s string) *string { return &s }
+	return IdentityHeaders{Subject: name("X-User-Id"), Tenant: name("X-User-Tenant"), Roles: name("X-User-Roles"), Kind: name("X-Auth-Kind")}
+}
+
+func TestIdentityHeadersDefaults(t *testing.T) {
+	if got := Default().Auth.IdentityHeaders; !reflect.DeepEqual(got, defaultIdentityHeaders()) {
+		t.Errorf("Default() identity headers %s, want the documented ones", showIdentity(got))
+	}
+	// A field left out keeps its default; an explicit "" turns it off.
+	c := mustParse(t, "auth:\n  identity_headers: {subject: X-Sub, tenant: \"\"}\n")
+	want := defaultIdentityHeaders()
+	sub, none := "X-Sub", ""
+	want.Subject, want.Tenant = &sub, &none
+	if got := c.Auth.IdentityHeaders; !reflect.DeepEqual(got, want) {
+		t.Errorf("parsed %s, want %s", showIdentity(got), showIdentity(want))
+	}
+	if err := func() error { _, err := Parse([]byte("auth:\n  identity_headers: {user: X}\n")); return err }(); err == nil ||
+		err.Error() != "config: auth.identity_headers.user: unknown field (line 2)" {
+		t.Errorf("unknown identity_headers key: %v", err)
+	}
+}
+
+func showIdentity(h IdentityHeaders) string {
+	var parts []string
+	for _, f := range h.fields() {
+		if f.name == nil {
+			parts = append(parts, f.key+"=<unset>")
+		} else {
+			parts = append(parts, fmt.Sprintf("%s=%q", f.key, *f.name))
+		}
+	}
+	return "{" + strings.Join(parts, " ") + "}"
+}
+
+func TestIdentityHeaderNames(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want []string
+	}{
+		{"", []string{"X-User-Id", "X-User-Tenant", "X-User-Roles", "X-Auth-Kind", "X-User-Name"}},
+		{"auth:\n  identity_headers: {subject: x-sub, tenant: \"\", roles: \"\", kind: \"\"}\n  external: {copy_headers: [X-SUB, x-team-id, X-Team-Id]}\n",
+			[]string{"X-Sub", "X-Team-Id"}},
+		{"auth:\n  identity_headers: {subject: \"\", tenant: \"\", roles: \"\", kind: \"\"}\n  external: {copy_headers: []}\n", nil},
+	} {
+		if got := mustParse(t, c.yaml).IdentityHeaderNames(); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%q: IdentityHeaderNames() = %q, want %q", c.yaml, got, c.want)
+		}
+	}
+	// Each call returns its own slice.
+	cfg := Default()
+	cfg.IdentityHeaderNames()[0] = "changed"
+	if cfg.IdentityHeaderNames()[0] != "X-User-Id" {
+		t.Error("IdentityHeaderNames shares its result")
 	}
 }

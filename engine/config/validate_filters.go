@@ -78,11 +78,24 @@ func (c *Config) validateAuth(p *problems) {
 		default:
 			keys[k.Key] = i
 		}
-		if k.Consumer == "" {
+		switch {
+		case k.Consumer == "":
 			p.add(path+".consumer", "missing")
+		case !validIdentityValue(k.Consumer):
+			p.add(path+".consumer", "holds a control character; it is sent upstream in a header")
+		}
+		if !validIdentityValue(k.Tenant) {
+			p.add(path+".tenant", "holds a control character; it is sent upstream in a header")
 		}
 		p.roles(path+".roles", k.Roles)
+		for j, r := range k.Roles {
+			if strings.Contains(r, ",") || !validIdentityValue(r) {
+				p.add(fmt.Sprintf("%s.roles[%d]", path, j), "%q holds a comma or a control character; roles are sent upstream comma-separated", r)
+			}
+		}
 	}
+
+	c.validateIdentityHeaders(p)
 
 	e := &a.External
 	if e.Upstream != "" && c.findUpstream(e.Upstream) == nil {
@@ -104,6 +117,47 @@ func (c *Config) validateAuth(p *problems) {
 	for i, h := range e.CopyHeaders {
 		p.editableHeader(fmt.Sprintf("auth.external.copy_headers[%d]", i), h)
 	}
+}
+
+// validateIdentityHeaders requires each enabled identity header to be a
+// header the filter may set, distinct from the others and from the
+// credential header (setting that would replace the credential upstream).
+func (c *Config) validateIdentityHeaders(p *problems) {
+	seen := map[string]string{}
+	for _, f := range c.Auth.IdentityHeaders.fields() {
+		if f.name == nil || *f.name == "" {
+			continue
+		}
+		path := "auth.identity_headers." + f.key
+		name := *f.name
+		if !p.editableHeader(path, name) {
+			continue
+		}
+		lower := strings.ToLower(name)
+		switch {
+		case strings.EqualFold(name, c.Auth.Header):
+			p.add(path, "%q is auth.header, which carries the credential", name)
+		case strings.EqualFold(name, "Host"):
+			p.add(path, "Host cannot carry an identity")
+		case seen[lower] != "":
+			p.add(path, "%q is also auth.identity_headers.%s", name, seen[lower])
+		default:
+			seen[lower] = f.key
+		}
+	}
+}
+
+// validIdentityValue reports whether an identity value can be a header
+// field value as it is: no control characters (tab included, since
+// receivers trim it at the ends). The auth filter refuses the same in
+// tokens.
+func validIdentityValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 const noCredentials = "no credentials are configured: set auth.jwt (hs256_secret, rs256_public_key[_file], es256_public_key[_file] or jwks_file) or auth.api_keys"
@@ -166,6 +220,7 @@ func (c *Config) validateRouteFilters(p *problems, i int, path string, r *Route)
 	}
 	if r.RequestHeaders != nil {
 		p.headerOps(path+".request_headers", r.RequestHeaders)
+		c.identityEdits(p, i, path+".request_headers", r.RequestHeaders)
 	}
 	if r.ResponseHeaders != nil {
 		p.headerOps(path+".response_headers", r.ResponseHeaders)
@@ -178,6 +233,28 @@ func (c *Config) validateRouteFilters(p *problems, i int, path string, r *Route)
 	}
 	if r.Hash != nil {
 		p.hash(path+".hash", r.Hash)
+	}
+}
+
+// identityEdits refuses request_headers that set or add an identity header
+// on a route whose auth filters set it: the upstream would get two values
+// for one identity.
+func (c *Config) identityEdits(p *problems, i int, path string, ops *HeaderOps) {
+	chain := c.RouteFilters(i)
+	if !slices.Contains(chain, FilterAuth) && !slices.Contains(chain, FilterExternalAuth) {
+		return
+	}
+	for _, name := range c.IdentityHeaderNames() {
+		for _, list := range []struct {
+			key string
+			m   map[string]string
+		}{{"set", ops.Set}, {"add", ops.Add}} {
+			for _, k := range sortedKeys(list.m) {
+				if strings.EqualFold(k, name) {
+					p.add(path+"."+list.key+"."+k, "%s is an identity header, set by the route's auth filters", name)
+				}
+			}
+		}
 	}
 }
 
@@ -246,6 +323,9 @@ func (p *problems) rewrite(path string, rw *Rewrite) {
 		p.add(path, "does nothing: set strip_prefix, regex or add_prefix")
 	}
 	p.pathPrefix(path+".strip_prefix", rw.StripPrefix)
+	if hasDotSegment(rw.StripPrefix) {
+		p.add(path+".strip_prefix", "%q holds a \".\" or \"..\" segment, which a normalised path never does", rw.StripPrefix)
+	}
 	p.pathPrefix(path+".add_prefix", rw.AddPrefix)
 	if rw.Regex != "" {
 		if _, err := regexp.Compile(rw.Regex); err != nil {
@@ -268,6 +348,16 @@ func (p *problems) pathPrefix(path, prefix string) {
 	case !validTarget(prefix, false):
 		p.add(path, "%q %s", prefix, badTarget(false))
 	}
+}
+
+// hasDotSegment reports whether a path holds a "." or ".." segment.
+func hasDotSegment(path string) bool {
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "." || seg == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // maxHeaderOps bounds each of set, add and remove, as the headers filter

@@ -1,9 +1,7 @@
-// The per-loop verification cache: verified JWTs by credential hash,
+// The per-loop verification cache: verified JWTs by token hash,
 // bounded, evicting the oldest insertion first.
 
 package auth
-
-import "github.com/loopgate/loopgate/filters"
 
 // cache holds one loop's verified tokens. Only that loop touches it, so it
 // has no locks.
@@ -23,8 +21,9 @@ type cache struct {
 }
 
 type cacheEntry struct {
-	id      filters.Identity // slices shared by every hit: read-only
-	expires int64            // unix ns: min(verified + TTL, token exp + leeway)
+	v       *verified // shared by every hit: read-only
+	revoke  [16]byte  // the token's revocation key (jwtRevocationKey), checked on every hit
+	expires int64     // unix ns: min(verified + TTL, token exp + leeway)
 }
 
 func newCache(size int) *cache {

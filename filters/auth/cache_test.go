@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/engine/config"
 )
 
 // cached reports whether token is in loop 0's cache, by its hash.
@@ -199,5 +201,87 @@ func TestRevokeConcurrent(t *testing.T) {
 		if _, fail := v.Verify(x, []byte("Bearer "+target)); fail != FailRevoked {
 			t.Errorf("loop %d after the final revoke: %v", loop, fail)
 		}
+	}
+}
+
+// A revoked ES256 token is refused in every encoding of its signature:
+// revocation names its signed content, not its bytes. ECDSA signing is
+// randomised, so signing the same content twice gives a second valid
+// (low-S) signature to present.
+func TestRevokeBySignedContent(t *testing.T) {
+	k := ecKey(t)
+	cfg := baseConfig()
+	cfg.JWT.ES256PublicKey = pkixPEM(t, &k.PublicKey)
+	v, _ := newVerifier(t, cfg, 1)
+	header, claims := m{"alg": "ES256"}, m{"sub": "carol", "exp": t0.Unix() + 3600}
+	first := makeToken(t, header, claims, es256(k))
+	second := makeToken(t, header, claims, es256(k))
+	if first == second {
+		t.Fatal("test setup: two signatures of one content are equal")
+	}
+	for _, tok := range []string{first, second} {
+		if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+			t.Fatal(fail)
+		}
+	}
+	v.Revoke(first, time.Time{})
+	for name, tok := range map[string]string{"revoked": first, "re-signed": second, "high-S twin": twinES256(t, second)} {
+		if _, fail := verify(t, v, "Bearer "+tok); fail == nil {
+			t.Errorf("%s copy of a revoked token admitted", name)
+		}
+	}
+	if _, fail := verify(t, v, "Bearer "+second); fail != FailRevoked {
+		t.Errorf("re-signed copy, cached before the revocation: %v, want revoked", fail)
+	}
+	// Unrevoke by any copy lifts it for all.
+	v.Unrevoke("Bearer " + second)
+	if _, fail := verify(t, v, "Bearer "+first); fail != nil {
+		t.Errorf("after Unrevoke: %v", fail)
+	}
+	// Other content by the same key is not touched.
+	v.Revoke(first, time.Time{})
+	if _, fail := verify(t, v, "Bearer "+makeToken(t, header, m{"sub": "dave"}, es256(k))); fail != nil {
+		t.Errorf("other token: %v", fail)
+	}
+}
+
+// A token with a jti is revoked by it: every token carrying that jti is
+// refused, from the cache too, whatever else differs.
+func TestRevokeByJTI(t *testing.T) {
+	v, _ := newVerifier(t, baseConfig(), 1)
+	issued := hsToken(t, m{"sub": "alice", "jti": "j-1"})
+	reissued := hsToken(t, m{"sub": "alice", "jti": "j-1", "iat": t0.Unix()})
+	other := hsToken(t, m{"sub": "alice", "jti": "j-2"})
+	for _, tok := range []string{issued, reissued, other} {
+		if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+			t.Fatal(fail)
+		}
+	}
+	if !cached(v, reissued) {
+		t.Fatal("not cached")
+	}
+	v.Revoke("Bearer "+issued, time.Time{})
+	if _, fail := verify(t, v, "Bearer "+reissued); fail != FailRevoked {
+		t.Errorf("cached token with a revoked jti: %v, want revoked", fail)
+	}
+	if _, fail := verify(t, v, "Bearer "+other); fail != nil {
+		t.Errorf("other jti: %v", fail)
+	}
+	if _, fail := verify(t, v, "Bearer "+hsToken(t, m{"sub": "alice", "jti": 7})); fail != FailInvalid {
+		t.Errorf("numeric jti: %v, want invalid", fail)
+	}
+}
+
+// Revoke takes an API key as the key even when it is shaped like a token.
+func TestRevokeDottedAPIKey(t *testing.T) {
+	cfg := baseConfig()
+	cfg.APIKeys = []config.APIKey{{Key: "e30.e30.sig", Consumer: "svc"}} // "{}" twice: JSON objects
+	v, _ := newVerifier(t, cfg, 1)
+	if _, fail := verify(t, v, "e30.e30.sig"); fail != nil {
+		t.Fatal(fail)
+	}
+	v.Revoke("e30.e30.sig", time.Time{})
+	if _, fail := verify(t, v, "e30.e30.sig"); fail != FailRevoked {
+		t.Fatalf("revoked dotted key: %v", fail)
 	}
 }

@@ -21,6 +21,7 @@ type externalFilter struct {
 	path     string
 	timeout  time.Duration
 	forward  []string // request headers sent to the service
+	single   string   // of forward, the credential header a request may carry once; "" = none
 	copy     []string // service response headers set on the upstream request
 	failOpen bool
 	calls    sync.Pool // *extCall, reused so a request does not allocate
@@ -36,15 +37,21 @@ var _ filters.Filter = (*externalFilter)(nil)
 //
 //	2xx           continue; each cfg.CopyHeaders field the service sent is
 //	              set on the upstream request, and each it did not send is
-//	              removed (a client cannot forge X-User-Id); x.Identity is
-//	              set from X-User-Id and X-User-Roles unless auth already
-//	              set it
+//	              removed (a client cannot forge X-User-Id); a header an
+//	              earlier filter already sets (auth's identity headers) keeps
+//	              that value; x.Identity is set from X-User-Id and
+//	              X-User-Roles unless auth already set it
 //	401           401, 40101 if the request carried none of the forwarded
 //	              headers, else 40102
-//	5xx, no answer, timeout
-//	              503/50301 "auth service unavailable", or continue
-//	              unchanged with cfg.FailOpen
+//	5xx, no answer, timeout, or a sub-request refused (Do's error)
+//	              503/50301 "auth service unavailable", or with
+//	              cfg.FailOpen continue unauthenticated, the client's
+//	              cfg.CopyHeaders fields removed
 //	anything else 403/40301 "denied by auth service"
+//
+// A request carrying Authorization more than once, when Authorization is
+// forwarded, is refused with 400/40001 before any sub-request: the service
+// would judge one field and the upstream might read the other.
 //
 // A request costs no allocations beyond its roles: when the service sends
 // X-User-Roles, the identity's role strings are allocated.
@@ -57,6 +64,11 @@ func NewExternal(cfg *config.ExternalAuth, group int, order int) filters.Filter 
 		forward:  append([]string(nil), cfg.ForwardHeaders...),
 		copy:     append([]string(nil), cfg.CopyHeaders...),
 		failOpen: cfg.FailOpen,
+	}
+	for _, name := range f.forward {
+		if strings.EqualFold(name, "Authorization") {
+			f.single = name
+		}
 	}
 	f.calls.New = func() any {
 		c := &extCall{f: f}
@@ -78,6 +90,11 @@ type extCall struct {
 }
 
 func (f *externalFilter) Request(x *filters.Exchange) filters.Verdict {
+	if f.single != "" {
+		if _, n := onlyField(x.Req.Headers, f.single); n > 1 {
+			return x.Reject(400, 40001, "more than one Authorization header")
+		}
+	}
 	if x.Sub == nil {
 		return f.unavailable(x)
 	}
@@ -106,10 +123,22 @@ func (f *externalFilter) Request(x *filters.Exchange) filters.Verdict {
 		h = append(h, filters.Header{Name: "X-Forwarded-For", Value: x.Own(x.ClientIP.AppendTo(c.ip[:0]))})
 	}
 	c.req = filters.SubRequest{Group: f.group, Method: "GET", Path: f.path, Headers: h, Timeout: f.timeout}
-	x.Sub.Do(x, &c.req, c.done)
+	if err := x.Sub.Do(x, &c.req, c.done); err != nil {
+		// Refused (another sub-request is in flight): done never runs, so
+		// the call is given back here and the service counts as down.
+		c.release()
+		return f.unavailable(x)
+	}
 	// c may already be finished and back in the pool: done can run inside
 	// Do when the call fails at once.
 	return filters.Suspend
+}
+
+// release returns c to the pool, dropping its views into the exchange.
+func (c *extCall) release() {
+	c.x = nil
+	clear(c.req.Headers) // drop views into the exchange's arena
+	c.f.calls.Put(c)
 }
 
 // finish is the sub-request's done callback, on the exchange's loop.
@@ -157,6 +186,9 @@ func (f *externalFilter) unavailable(x *filters.Exchange) filters.Verdict {
 // x.Identity from them.
 func (f *externalFilter) admit(x *filters.Exchange, hs codec.Headers) filters.Verdict {
 	for _, name := range f.copy {
+		if x.ReqEdits.Sets(name) {
+			continue // auth set it from a verified credential: one value, auth's
+		}
 		var ok bool
 		if v := hs.Get(name); v != nil {
 			ok = x.ReqEdits.AddSet(name, x.Own(v))
@@ -168,7 +200,7 @@ func (f *externalFilter) admit(x *filters.Exchange, hs codec.Headers) filters.Ve
 		}
 	}
 	if !x.Identity.Authenticated {
-		x.Identity = filters.Identity{Authenticated: true}
+		x.Identity = filters.Identity{Authenticated: true, Kind: filters.KindExternal}
 		if id := hs.Get("X-User-Id"); len(id) > 0 {
 			x.Identity.Subject = x.Own(id)
 		}

@@ -15,21 +15,27 @@ import (
 	"github.com/loopgate/loopgate/filters"
 )
 
-// fakeSub records sub-requests. With answer set it calls done inside Do;
-// otherwise the test answers later through pending.
+// fakeSub records sub-requests. With refuse set, Do refuses them; with
+// answer set it calls done inside Do; otherwise the test answers later
+// through pending.
 type fakeSub struct {
+	refuse  error
 	answer  *filters.SubResponse
 	reqs    []*filters.SubRequest
 	pending []func(*filters.SubResponse)
 }
 
-func (s *fakeSub) Do(x *filters.Exchange, r *filters.SubRequest, done func(*filters.SubResponse)) {
+func (s *fakeSub) Do(x *filters.Exchange, r *filters.SubRequest, done func(*filters.SubResponse)) error {
+	if s.refuse != nil {
+		return s.refuse
+	}
 	s.reqs = append(s.reqs, r)
 	if s.answer != nil {
 		done(s.answer)
-		return
+		return nil
 	}
 	s.pending = append(s.pending, done)
+	return nil
 }
 
 func externalConfig() *config.ExternalAuth {
@@ -294,6 +300,96 @@ func BenchmarkExternalAuth(b *testing.B) {
 // syncSub answers at once and records nothing.
 type syncSub struct{ resp *filters.SubResponse }
 
-func (s *syncSub) Do(_ *filters.Exchange, _ *filters.SubRequest, done func(*filters.SubResponse)) {
+func (s *syncSub) Do(_ *filters.Exchange, _ *filters.SubRequest, done func(*filters.SubResponse)) error {
 	done(s.resp)
+	return nil
+}
+
+// Two Authorization fields are refused before the service is asked: it
+// would judge one and the upstream might read the other.
+func TestExternalDuplicateAuthorization(t *testing.T) {
+	f := NewExternal(externalConfig(), 0, 350)
+	sub := &fakeSub{answer: &filters.SubResponse{Status: 200}}
+	x, _ := exchange(t, get("Authorization: Bearer a\r\nauthorization: Bearer b\r\n"), 0)
+	x.Sub = sub
+	r := &x.Rejection
+	if v := f.Request(x); v != filters.Respond || r.Status != 400 || r.Code != 40001 || r.Message != "more than one Authorization header" {
+		t.Fatalf("%v %+v", v, *r)
+	}
+	if len(sub.reqs) != 0 {
+		t.Fatal("the auth service was asked")
+	}
+	// Cookie may repeat, and Authorization may when it is not forwarded.
+	x, resumed := exchange(t, get("Authorization: Bearer a\r\nCookie: a=1\r\nCookie: b=2\r\n"), 0)
+	x.Sub = sub
+	if f.Request(x) != filters.Suspend || <-resumed != filters.Continue {
+		t.Fatalf("cookies: %+v", x.Rejection)
+	}
+	cfg := externalConfig()
+	cfg.ForwardHeaders = []string{"Cookie"}
+	x, resumed = exchange(t, get("Authorization: a\r\nAuthorization: b\r\n"), 0)
+	x.Sub = sub
+	if NewExternal(cfg, 0, 350).Request(x) != filters.Suspend || <-resumed != filters.Continue {
+		t.Fatalf("Authorization not forwarded: %+v", x.Rejection)
+	}
+}
+
+// A sub-request the requester refuses (one is already in flight) counts as
+// the service being down: 503, or through without identity with fail_open.
+// The call state goes back to the pool untouched by a callback.
+func TestExternalRefusedSubRequest(t *testing.T) {
+	for _, open := range []bool{false, true} {
+		cfg := externalConfig()
+		cfg.FailOpen = open
+		f := NewExternal(cfg, 0, 350)
+		x, resumed := exchange(t, get("Authorization: Bearer a\r\nX-User-Id: forged\r\n"), 0)
+		x.Sub = &fakeSub{refuse: filters.ErrSubRequestActive}
+		v := f.Request(x)
+		switch {
+		case !open && (v != filters.Respond || x.Rejection.Status != 503 || x.Rejection.Code != 50301):
+			t.Errorf("fail_open off: %v %+v", v, x.Rejection)
+		case open && (v != filters.Continue || !slices.Contains(x.ReqEdits.Remove, "X-User-Id")):
+			t.Errorf("fail_open on: %v, removals %v", v, x.ReqEdits.Remove)
+		}
+		select {
+		case got := <-resumed:
+			t.Errorf("fail_open %v: resumed with %v after a synchronous verdict", open, got)
+		default:
+		}
+		if x.Identity.Authenticated {
+			t.Errorf("fail_open %v: identity set", open)
+		}
+	}
+}
+
+// After auth set an identity header from a verified credential, the
+// service's copy of it does not add a second field.
+func TestExternalLeavesAuthHeaders(t *testing.T) {
+	f := NewExternal(externalConfig(), 0, 350)
+	x, resumed := exchange(t, withAuth("Bearer abc"), 0)
+	x.Identity = filters.Identity{Authenticated: true, Subject: []byte("from-jwt"), Kind: filters.KindJWT}
+	x.ReqEdits.AddSet("X-User-Id", []byte("from-jwt"))
+	x.Sub = &fakeSub{answer: &filters.SubResponse{Status: 200, Headers: headers("x-user-id", "from-service", "X-User-Name", "n")}}
+	f.Request(x)
+	if v := <-resumed; v != filters.Continue {
+		t.Fatalf("%v %+v", v, x.Rejection)
+	}
+	var ids []string
+	for _, h := range x.ReqEdits.Set {
+		if strings.EqualFold(h.Name, "X-User-Id") {
+			ids = append(ids, string(h.Value))
+		}
+	}
+	if !slices.Equal(ids, []string{"from-jwt"}) {
+		t.Fatalf("X-User-Id set to %q, want auth's value only", ids)
+	}
+	if x.Identity.Kind != filters.KindJWT {
+		t.Fatalf("identity %+v replaced", x.Identity)
+	}
+	x, resumed = exchange(t, withAuth("Bearer abc"), 0)
+	x.Sub = &fakeSub{answer: &filters.SubResponse{Status: 200, Headers: headers("X-User-Id", "u")}}
+	f.Request(x)
+	if <-resumed; x.Identity.Kind != filters.KindExternal {
+		t.Fatalf("identity kind %q, want %q", x.Identity.Kind, filters.KindExternal)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
+	"math/big"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -103,13 +104,25 @@ func rs256(k *rsa.PrivateKey) func([]byte) []byte {
 	}
 }
 
-// es256 signs in JWS form: R||S, 32 bytes each.
-func es256(k *ecdsa.PrivateKey) func([]byte) []byte {
+// es256 signs in JWS form, R||S, 32 bytes each, with the low S Loopgate
+// takes.
+func es256(k *ecdsa.PrivateKey) func([]byte) []byte { return es256S(k, false) }
+
+// es256High signs like es256 but with the high S, n-s: the same signature's
+// malleated twin, which ecdsa.Verify accepts.
+func es256High(k *ecdsa.PrivateKey) func([]byte) []byte { return es256S(k, true) }
+
+func es256S(k *ecdsa.PrivateKey, high bool) func([]byte) []byte {
 	return func(signed []byte) []byte {
 		d := sha256.Sum256(signed)
 		r, s, err := ecdsa.Sign(rand.Reader, k, d[:])
 		if err != nil {
 			panic(err)
+		}
+		n := elliptic.P256().Params().N
+		half := new(big.Int).Rsh(n, 1)
+		if (s.Cmp(half) > 0) != high {
+			s.Sub(n, s)
 		}
 		out := make([]byte, 64)
 		r.FillBytes(out[:32])
@@ -134,8 +147,16 @@ func baseConfig() *config.Auth {
 			RolesClaim:  "roles",
 			TenantClaim: "tenant",
 		},
+		IdentityHeaders: config.IdentityHeaders{
+			Subject: ptr(config.DefaultSubjectHeader),
+			Tenant:  ptr(config.DefaultTenantHeader),
+			Roles:   ptr(config.DefaultRolesHeader),
+			Kind:    ptr(config.DefaultKindHeader),
+		},
 	}
 }
+
+func ptr(s string) *string { return &s }
 
 // newVerifier builds a Verifier on a clock the test controls.
 func newVerifier(t testing.TB, cfg *config.Auth, loops int) (*Verifier, *time.Time) {

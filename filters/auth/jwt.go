@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/ecdsa"
+	"crypto/elliptic"
 	"crypto/hmac"
 	"crypto/rsa"
 	"crypto/sha256"
@@ -19,37 +20,55 @@ import (
 	"github.com/loopgate/loopgate/filters"
 )
 
-// verifyJWT checks a compact JWS token and returns the identity it carries
-// and the instant (unix ns) it stops being valid: exp plus leeway, or
-// math.MaxInt64 when it has no exp.
-func (v *Verifier) verifyJWT(token []byte, now time.Time) (filters.Identity, int64, *Failure) {
-	var none filters.Identity
-	dot1 := bytes.IndexByte(token, '.')
-	if dot1 < 0 {
-		return none, 0, FailInvalid
-	}
-	dot2 := bytes.IndexByte(token[dot1+1:], '.')
-	if dot2 < 0 {
-		return none, 0, FailInvalid
-	}
-	dot2 += dot1 + 1
-	if bytes.IndexByte(token[dot2+1:], '.') >= 0 {
-		return none, 0, FailInvalid // five parts: JWE, which Loopgate does not take
+// verifyJWT checks a compact JWS token and returns what it proves, the
+// instant (unix ns) it stops being valid (exp plus leeway, or
+// math.MaxInt64 when it has no exp), and the key it is revoked under (see
+// jwtRevocationKey).
+func (v *Verifier) verifyJWT(token []byte, now time.Time) (*verified, int64, [16]byte, *Failure) {
+	var noKey [16]byte
+	dot1, dot2, ok := splitJWS(token)
+	if !ok {
+		return nil, 0, noKey, FailInvalid
 	}
 	signed, sigPart := token[:dot2], token[dot2+1:]
 
 	head, err := decodeObject(token[:dot1])
 	if err != nil {
-		return none, 0, FailInvalid
+		return nil, 0, noKey, FailInvalid
 	}
 	if !v.signatureOK(head, signed, sigPart) {
-		return none, 0, FailInvalid
+		return nil, 0, noKey, FailInvalid
 	}
 	claims, err := decodeObject(token[dot1+1 : dot2])
 	if err != nil {
-		return none, 0, FailInvalid
+		return nil, 0, noKey, FailInvalid
 	}
-	return v.checkClaims(claims, now)
+	var jti string
+	if !stringMember(claims, "jti", &jti) {
+		return nil, 0, noKey, FailInvalid
+	}
+	vd, validUntil, fail := v.checkClaims(claims, now)
+	if fail != nil {
+		return nil, 0, noKey, fail
+	}
+	return vd, validUntil, revocationKeyOf(jti, signed), nil
+}
+
+// splitJWS finds the two dots of a three-part compact JWS.
+func splitJWS(token []byte) (dot1, dot2 int, ok bool) {
+	dot1 = bytes.IndexByte(token, '.')
+	if dot1 < 0 {
+		return 0, 0, false
+	}
+	dot2 = bytes.IndexByte(token[dot1+1:], '.')
+	if dot2 < 0 {
+		return 0, 0, false
+	}
+	dot2 += dot1 + 1
+	if bytes.IndexByte(token[dot2+1:], '.') >= 0 {
+		return 0, 0, false // five parts: JWE, which Loopgate does not take
+	}
+	return dot1, dot2, true
 }
 
 // decodeObject decodes one base64url part holding a JSON object. Member
@@ -116,6 +135,14 @@ func (v *Verifier) signatureOK(head map[string]json.RawMessage, signed, sigPart 
 		if pub == nil || len(sig) != 64 {
 			return false // JWS ES256 is R||S, 32 bytes each (RFC 7518 3.4), never ASN.1
 		}
+		// (r, s) and (r, n-s) both verify, so every ES256 token has a twin
+		// with another signature. Only the low-S form is taken (Bitcoin's
+		// BIP 62 rule). Issuers must emit it: signers such as Go's
+		// crypto/ecdsa and OpenSSL pick either form at random, so their
+		// tokens need s replaced by n-s when s > n/2.
+		if bytes.Compare(sig[32:], p256HalfOrder[:]) > 0 {
+			return false
+		}
 		digest := sha256.Sum256(signed)
 		r, s := new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])
 		return ecdsa.Verify(pub, digest[:], r, s)
@@ -123,10 +150,17 @@ func (v *Verifier) signatureOK(head map[string]json.RawMessage, signed, sigPart 
 	return false // "none", a missing alg, or one Loopgate does not take
 }
 
+// p256HalfOrder is floor(n/2) for P-256's group order n, big-endian: the
+// largest S an ES256 signature may carry.
+var p256HalfOrder = func() (h [32]byte) {
+	new(big.Int).Rsh(elliptic.P256().Params().N, 1).FillBytes(h[:])
+	return h
+}()
+
 // checkClaims applies exp, nbf, iss and aud, then reads sub, the tenant
 // and the roles. A claim of the wrong JSON type makes the token invalid.
-func (v *Verifier) checkClaims(c map[string]json.RawMessage, now time.Time) (filters.Identity, int64, *Failure) {
-	var none filters.Identity
+func (v *Verifier) checkClaims(c map[string]json.RawMessage, now time.Time) (*verified, int64, *Failure) {
+	var none *verified
 	nowNs := now.UnixNano()
 	leeway := int64(v.leeway)
 
@@ -163,14 +197,11 @@ func (v *Verifier) checkClaims(c map[string]json.RawMessage, now time.Time) (fil
 	if !ok {
 		return none, 0, FailInvalid
 	}
-	id := filters.Identity{Authenticated: true, Roles: roles}
-	if sub != "" {
-		id.Subject = []byte(sub)
+	vd, err := newVerified(filters.KindJWT, sub, tenant, roles)
+	if err != nil {
+		return none, 0, FailInvalid
 	}
-	if tenant != "" {
-		id.Tenant = []byte(tenant)
-	}
-	return id, validUntil, nil
+	return vd, validUntil, nil
 }
 
 // stringMember reads m[name] into *s when it is a JSON string. Absent or

@@ -1,5 +1,5 @@
-// Revocation: a copy-on-write set of credential hashes, written by the
-// admin API and read lock-free by every loop.
+// Revocation: a copy-on-write set of revocation keys, written by the admin
+// API and read lock-free by every loop, and how a credential maps to its key.
 
 package auth
 
@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// revocations maps the first 16 bytes of SHA-256(token) to the instant
+// revocations maps revocation keys (see revocationKey) to the instant
 // (unix ns) the revocation ends, 0 meaning never. Readers load the current
 // map atomically and never block; writers copy it under mu and swap.
 type revocations struct {
@@ -46,27 +46,32 @@ func (r *revocations) update(nowNs int64, edit func(map[[16]byte]int64)) {
 	r.set.Store(&next)
 }
 
-// Revoke refuses credential (a JWT, with or without its "Bearer " prefix,
-// or an API key) until the given time; the zero time means for good. A
-// token's own exp is a natural until. It takes effect on every loop's next
-// Verify, cached verifications included. Safe for concurrent use; it never
-// blocks a loop.
+// Revoke refuses credential until the given time; the zero time means for
+// good. A token's own exp is a natural until. It takes effect on every
+// loop's next Verify, cached verifications included. Safe for concurrent
+// use; it never blocks a loop.
+//
+// credential is a JWT, with or without its "Bearer " prefix, or an API key
+// (a value without the prefix that is a configured key is always taken as
+// the key). A JWT is revoked by its jti claim when it has one, so every
+// token carrying that jti is refused; otherwise by its signed header and
+// payload, so a copy whose signature is encoded differently is refused too.
+// The token's signature is not checked: revoking a forgery only refuses
+// that forgery's jti or content.
 func (v *Verifier) Revoke(credential string, until time.Time) {
-	token, _ := splitBearer([]byte(credential))
-	v.revoke(token, until)
+	v.revoke(v.revocationKey([]byte(credential)), until)
 }
 
 // RevokeKey refuses an API key for good (until Unrevoke). Safe for
 // concurrent use.
 func (v *Verifier) RevokeKey(apiKey string) {
-	v.revoke([]byte(apiKey), time.Time{})
+	v.revoke(credentialKey([]byte(apiKey)), time.Time{})
 }
 
-// Unrevoke lifts a revocation made by Revoke or RevokeKey. Safe for
-// concurrent use.
+// Unrevoke lifts a revocation made by Revoke or RevokeKey; credential names
+// it as for Revoke. Safe for concurrent use.
 func (v *Verifier) Unrevoke(credential string) {
-	token, _ := splitBearer([]byte(credential))
-	key := credentialKey(token)
+	key := v.revocationKey([]byte(credential))
 	v.revoked.update(v.now().UnixNano(), func(m map[[16]byte]int64) { delete(m, key) })
 }
 
@@ -87,7 +92,7 @@ func (v *Verifier) Revocations() int {
 	return n
 }
 
-func (v *Verifier) revoke(token []byte, until time.Time) {
+func (v *Verifier) revoke(key [16]byte, until time.Time) {
 	nowNs := v.now().UnixNano()
 	var untilNs int64 // forever
 	if !until.IsZero() {
@@ -95,12 +100,62 @@ func (v *Verifier) revoke(token []byte, until time.Time) {
 			return // already over
 		}
 	}
-	key := credentialKey(token)
 	v.revoked.update(nowNs, func(m map[[16]byte]int64) { m[key] = untilNs })
 }
 
-// credentialKey is how a credential is named in caches and revocations:
-// never the token itself.
+// revocationKey is the key credential is revoked under, as Verify will
+// compute it: an API key's credentialKey, or a JWT's jwtRevocationKey.
+func (v *Verifier) revocationKey(credential []byte) [16]byte {
+	token, bearer := splitBearer(credential)
+	if !bearer {
+		if _, ok := v.apiKeys[sha256.Sum256(token)]; ok {
+			return credentialKey(token) // Verify takes it as a key too
+		}
+	}
+	if key, ok := jwtRevocationKey(token); ok {
+		return key
+	}
+	return credentialKey(token) // neither: an unconfigured API key
+}
+
+// jwtRevocationKey is the key a three-part token is revoked under: its jti
+// claim when it has one, else a digest of its signed part (header and
+// payload). Neither depends on the signature bytes, which an attacker can
+// re-encode; the low-S rule makes ES256's unique as well, but keying on
+// the signed content does not rely on every algorithm being so. ok is false
+// when token is not three dot-separated parts.
+func jwtRevocationKey(token []byte) (key [16]byte, ok bool) {
+	dot1, dot2, ok := splitJWS(token)
+	if !ok {
+		return key, false
+	}
+	var jti string
+	if claims, err := decodeObject(token[dot1+1 : dot2]); err == nil {
+		// A jti that is not a string makes the token invalid at Verify;
+		// any key will do for it.
+		_ = stringMember(claims, "jti", &jti)
+	}
+	return revocationKeyOf(jti, token[:dot2]), true
+}
+
+// revocationKeyOf keys a verified JWT: by jti when it is not empty, else by
+// its signed part. The domain prefixes keep the two, and API keys (a plain
+// SHA-256 of the key), from ever naming one another.
+func revocationKeyOf(jti string, signed []byte) [16]byte {
+	h := sha256.New()
+	if jti != "" {
+		h.Write([]byte("loopgate jti\x00"))
+		h.Write([]byte(jti))
+	} else {
+		h.Write([]byte("loopgate jws\x00"))
+		h.Write(signed)
+	}
+	var sum [sha256.Size]byte
+	return [16]byte(h.Sum(sum[:0])[:16])
+}
+
+// credentialKey is how a credential is named in the cache, and an API key
+// in revocations: never the token itself.
 func credentialKey(token []byte) [16]byte {
 	sum := sha256.Sum256(token)
 	return [16]byte(sum[:16])

@@ -7,8 +7,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
@@ -42,7 +44,9 @@ var (
 // per loop and its revocation set is swapped atomically, so Verify is safe
 // for concurrent use by every loop and Revoke by any goroutine.
 type Verifier struct {
-	header      string // request header holding the credential
+	header      string   // request header holding the credential
+	duplicate   *Failure // 400/40001: more than one field of header
+	identity    identityHeaders
 	keys        *keySet
 	apiKeys     map[[32]byte]*apiKey // by SHA-256 of the key
 	issuer      string
@@ -63,7 +67,94 @@ type Verifier struct {
 // apiKey is one configured key and the identity it stands for.
 type apiKey struct {
 	key []byte
-	id  filters.Identity // shared by every request: read-only
+	v   *verified // shared by every request: read-only
+}
+
+// verified is what a credential proved: the identity, and the identity
+// header values the auth filter sends upstream for it, built once so a
+// request does not allocate them. One is shared by every request that
+// presents the same API key or hits the same cache entry: read-only.
+type verified struct {
+	id    filters.Identity
+	roles []byte // id.Roles joined with ","; nil when there are none
+	kind  []byte // id.Kind
+}
+
+// The kinds as header values. Read-only.
+var (
+	kindJWT    = []byte(filters.KindJWT)
+	kindAPIKey = []byte(filters.KindAPIKey)
+)
+
+// newVerified builds the identity of a credential of kind (KindJWT or
+// KindAPIKey). Values that could not travel faithfully in a header are
+// refused: a control character could end the field or split the head,
+// and a comma inside a role would read as two roles in the comma-separated
+// roles header.
+func newVerified(kind, sub, tenant string, roles []string) (*verified, error) {
+	if !fieldSafe(sub) || !fieldSafe(tenant) {
+		return nil, errors.New("subject or tenant holds a control character")
+	}
+	vd := &verified{id: filters.Identity{Authenticated: true, Roles: roles, Kind: kind}, kind: kindJWT}
+	if kind == filters.KindAPIKey {
+		vd.kind = kindAPIKey
+	}
+	if sub != "" {
+		vd.id.Subject = []byte(sub)
+	}
+	if tenant != "" {
+		vd.id.Tenant = []byte(tenant)
+	}
+	for _, r := range roles {
+		if !fieldSafe(r) || strings.IndexByte(r, ',') >= 0 {
+			return nil, fmt.Errorf("role %q holds a comma or a control character", r)
+		}
+		if r == "" {
+			continue
+		}
+		if len(vd.roles) > 0 {
+			vd.roles = append(vd.roles, ',')
+		}
+		vd.roles = append(vd.roles, r...)
+	}
+	return vd, nil
+}
+
+// fieldSafe reports whether s can be a header field value as it is: no
+// control characters (HTAB included, since receivers trim it at the ends).
+func fieldSafe(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < ' ' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// identityHeaders are the upstream request headers the auth filter sets
+// for an admitted request (config.IdentityHeaders); "" leaves one out.
+type identityHeaders struct {
+	subject, tenant, roles, kind string
+}
+
+// queue sets each enabled header to vd's value, replacing the client's
+// fields, or removes it when vd has no value for it. False means the edit
+// lists are full.
+func (h *identityHeaders) queue(e *filters.HeaderEdits, vd *verified) bool {
+	return setOrRemove(e, h.subject, vd.id.Subject) &&
+		setOrRemove(e, h.tenant, vd.id.Tenant) &&
+		setOrRemove(e, h.roles, vd.roles) &&
+		setOrRemove(e, h.kind, vd.kind)
+}
+
+func setOrRemove(e *filters.HeaderEdits, name string, value []byte) bool {
+	switch {
+	case name == "":
+		return true
+	case len(value) == 0:
+		return e.AddRemove(name) // an empty claim: no client value may stand in for it
+	}
+	return e.AddSet(name, value)
 }
 
 // NewVerifier loads and checks cfg's keys and sizes one verification cache
@@ -77,8 +168,11 @@ func NewVerifier(cfg *config.Auth, loops int) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
+	ih := &cfg.IdentityHeaders
 	v := &Verifier{
 		header:      cfg.Header,
+		duplicate:   &Failure{400, 40001, "more than one " + cfg.Header + " header"},
+		identity:    identityHeaders{deref(ih.Subject), deref(ih.Tenant), deref(ih.Roles), deref(ih.Kind)},
 		keys:        keys,
 		apiKeys:     make(map[[32]byte]*apiKey, len(cfg.APIKeys)),
 		issuer:      cfg.JWT.Issuer,
@@ -99,14 +193,11 @@ func NewVerifier(cfg *config.Auth, loops int) (*Verifier, error) {
 		if _, dup := v.apiKeys[sum]; dup {
 			return nil, fmt.Errorf("auth.api_keys[%d].key: same key as an earlier entry", i)
 		}
-		a := &apiKey{key: []byte(k.Key), id: filters.Identity{Authenticated: true, Roles: slices.Clone(k.Roles)}}
-		if k.Consumer != "" {
-			a.id.Subject = []byte(k.Consumer)
+		vd, err := newVerified(filters.KindAPIKey, k.Consumer, k.Tenant, slices.Clone(k.Roles))
+		if err != nil {
+			return nil, fmt.Errorf("auth.api_keys[%d]: %w", i, err)
 		}
-		if k.Tenant != "" {
-			a.id.Tenant = []byte(k.Tenant)
-		}
-		v.apiKeys[sum] = a
+		v.apiKeys[sum] = &apiKey{key: []byte(k.Key), v: vd}
 	}
 	if ttl := time.Duration(cfg.CacheTTL); ttl > 0 && cfg.CacheSize > 0 {
 		v.cacheTTL = int64(ttl)
@@ -127,18 +218,33 @@ func (v *Verifier) Header() string { return v.header }
 // of the token and two map lookups, and does not allocate. The returned
 // identity's slices are shared and must not be modified.
 func (v *Verifier) Verify(x *filters.Exchange, credential []byte) (filters.Identity, *Failure) {
+	vd, fail := v.check(x, credential)
+	if fail != nil {
+		return filters.Identity{}, fail
+	}
+	return vd.id, nil
+}
+
+// check is Verify, returning the shared verified record.
+//
+// A JWT's cache key is SHA-256(token), but its revocation key is its jti
+// or signed content (jwtRevocationKey), kept in the cache entry: every
+// encoding of a revoked token is refused, from the cache or not. A token
+// is cached even while revoked, so presenting it again costs a lookup, not
+// a signature check; the revocation is checked on every hit.
+func (v *Verifier) check(x *filters.Exchange, credential []byte) (*verified, *Failure) {
 	token, bearer := splitBearer(credential)
 	if len(token) == 0 {
-		return filters.Identity{}, FailMissing
+		return nil, FailMissing
 	}
 	sum := sha256.Sum256(token)
 	key := [16]byte(sum[:16])
 	now := v.now()
 	nowNs := now.UnixNano()
-	if v.revoked.has(key, nowNs) {
-		return filters.Identity{}, FailRevoked
-	}
 	if !bearer {
+		if v.revoked.has(key, nowNs) {
+			return nil, FailRevoked
+		}
 		return v.verifyAPIKey(&sum, token)
 	}
 
@@ -146,27 +252,40 @@ func (v *Verifier) Verify(x *filters.Exchange, credential []byte) (filters.Ident
 	if x.Loop >= 0 && x.Loop < len(v.caches) {
 		c = v.caches[x.Loop]
 		if e, ok := c.entries[key]; ok && nowNs < e.expires {
-			return e.id, nil
+			if v.revoked.has(e.revoke, nowNs) {
+				return nil, FailRevoked
+			}
+			return e.v, nil
 		}
 	}
-	id, validUntil, fail := v.verifyJWT(token, now)
+	vd, validUntil, revoke, fail := v.verifyJWT(token, now)
 	if fail != nil {
-		return filters.Identity{}, fail
+		return nil, fail
 	}
 	if c != nil {
-		c.put(key, cacheEntry{id: id, expires: min(validUntil, nowNs+v.cacheTTL)})
+		c.put(key, cacheEntry{v: vd, revoke: revoke, expires: min(validUntil, nowNs+v.cacheTTL)})
 	}
-	return id, nil
+	if v.revoked.has(revoke, nowNs) {
+		return nil, FailRevoked
+	}
+	return vd, nil
 }
 
 // verifyAPIKey finds a configured key by its SHA-256, then compares the
 // key itself in constant time.
-func (v *Verifier) verifyAPIKey(sum *[32]byte, token []byte) (filters.Identity, *Failure) {
+func (v *Verifier) verifyAPIKey(sum *[32]byte, token []byte) (*verified, *Failure) {
 	a, ok := v.apiKeys[*sum]
 	if !ok || subtle.ConstantTimeCompare(a.key, token) != 1 {
-		return filters.Identity{}, FailInvalid
+		return nil, FailInvalid
 	}
-	return a.id, nil
+	return a.v, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // splitBearer returns the token of a "Bearer <token>" value and true, or

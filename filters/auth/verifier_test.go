@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"testing"
@@ -390,5 +391,77 @@ func TestAPIKeys(t *testing.T) {
 	v.Unrevoke("k-live-123")
 	if _, fail := verify(t, v, "k-live-123"); fail != nil {
 		t.Fatalf("unrevoked key: %v", fail)
+	}
+}
+
+// ES256 is malleable: (r, s) and (r, n-s) both verify. Only the low-S form
+// is taken, so a token has one valid signature.
+func TestES256HighSRefused(t *testing.T) {
+	k := ecKey(t)
+	cfg := baseConfig()
+	cfg.JWT.ES256PublicKey = pkixPEM(t, &k.PublicKey)
+	v, _ := newVerifier(t, cfg, 1)
+	low := makeToken(t, m{"alg": "ES256"}, m{"sub": "carol"}, es256(k))
+	high := twinES256(t, low)
+	// The twin is a genuine ECDSA signature of the same content.
+	parts := strings.Split(high, ".")
+	sig, _ := base64.RawURLEncoding.DecodeString(parts[2])
+	d := sha256.Sum256([]byte(parts[0] + "." + parts[1]))
+	if !ecdsa.Verify(&k.PublicKey, d[:], new(big.Int).SetBytes(sig[:32]), new(big.Int).SetBytes(sig[32:])) {
+		t.Fatal("test setup: the high-S twin does not verify")
+	}
+	if _, fail := verify(t, v, "Bearer "+low); fail != nil {
+		t.Fatalf("low S: %v", fail)
+	}
+	if _, fail := verify(t, v, "Bearer "+high); fail != FailInvalid {
+		t.Fatalf("high S: %v, want invalid", fail)
+	}
+	// Signed high from the start, not only malleated.
+	if _, fail := verify(t, v, "Bearer "+makeToken(t, m{"alg": "ES256"}, m{"sub": "carol"}, es256High(k))); fail != FailInvalid {
+		t.Fatalf("high S: %v, want invalid", fail)
+	}
+}
+
+// twinES256 returns tok with its ES256 signature's S replaced by n-S.
+func twinES256(t testing.TB, tok string) string {
+	parts := strings.Split(tok, ".")
+	sig, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || len(sig) != 64 {
+		t.Fatalf("not an ES256 signature: %v", err)
+	}
+	s := new(big.Int).SetBytes(sig[32:])
+	s.Sub(elliptic.P256().Params().N, s)
+	s.FillBytes(sig[32:])
+	return parts[0] + "." + parts[1] + "." + base64.RawURLEncoding.EncodeToString(sig)
+}
+
+// Claims that could not travel faithfully in an identity header make the
+// token invalid.
+func TestClaimsMustFitHeaders(t *testing.T) {
+	v, _ := newVerifier(t, baseConfig(), 1)
+	for name, claims := range map[string]m{
+		"CRLF in sub":          {"sub": "alice\r\nX-Admin: 1"},
+		"tab in tenant":        {"sub": "a", "tenant": "ac\tme"},
+		"comma in a role":      {"sub": "a", "roles": []string{"user,admin"}},
+		"control in a role":    {"sub": "a", "roles": []string{"us\x00er"}},
+		"DEL in a string role": {"sub": "a", "roles": "user\x7f"},
+	} {
+		if _, fail := verify(t, v, "Bearer "+hsToken(t, claims)); fail != FailInvalid {
+			t.Errorf("%s: %v, want invalid", name, fail)
+		}
+	}
+	if id, fail := verify(t, v, "Bearer "+hsToken(t, m{"sub": "ålice smith", "roles": "a,b c"})); fail != nil || len(id.Roles) != 3 {
+		t.Errorf("spaces, commas between string roles and UTF-8: %+v %v", id, fail)
+	}
+	for name, k := range map[string]config.APIKey{
+		"consumer": {Key: "k", Consumer: "a\nb"},
+		"tenant":   {Key: "k", Consumer: "a", Tenant: "t\r"},
+		"role":     {Key: "k", Consumer: "a", Roles: []string{"x,y"}},
+	} {
+		cfg := baseConfig()
+		cfg.APIKeys = []config.APIKey{k}
+		if _, err := NewVerifier(cfg, 1); err == nil || !strings.Contains(err.Error(), "auth.api_keys[0]") {
+			t.Errorf("API key with a bad %s: %v", name, err)
+		}
 	}
 }

@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
 
 type rewrite struct {
 	filters.Base
-	strip []byte         // removed when the path starts with it
+	strip []byte         // normalised, no trailing '/'; removed when the path starts with it as whole segments
 	re    *regexp.Regexp // nil: no regex step
 	repl  []byte         // re's replacement, with $1-style groups
 	add   []byte         // prepended; "" or starting with '/'
@@ -28,9 +29,12 @@ var slash = []byte("/")
 // NewRewrite returns the "rewrite" filter, which sets x.Path (the query is
 // kept by the engine) in three steps:
 //
-//  1. strip_prefix is removed when the path starts with it (byte-wise, so
-//     "/api" also turns "/apiv2" into "/v2": pair it with a route prefix
-//     ending in "/" to cut whole segments);
+//  1. strip_prefix is removed when the path starts with it as whole
+//     segments, matched as routes match: on the normalised path the engine
+//     hands filters, ASCII case-insensitively. "/api" and "/api/" are the
+//     same prefix; both turn "/API/users" into "/users" and "/api" into
+//     "/", and neither touches "/apiv2". strip_prefix itself is normalised
+//     the same way (codec.NormalizePath) when the filter is built;
 //  2. regex, when set, has every match replaced (regexp.ReplaceAll with
 //     $1-style groups);
 //  3. add_prefix is prepended, with exactly one '/' at the join; an empty
@@ -49,10 +53,9 @@ func NewRewrite(order int, cfg *config.Rewrite) (filters.Filter, error) {
 		return nil, errors.New("transform: rewrite: no configuration")
 	}
 	f := &rewrite{
-		Base:  filters.Base{FilterName: "rewrite", FilterOrder: order},
-		strip: []byte(cfg.StripPrefix),
-		repl:  []byte(cfg.Replacement),
-		add:   []byte(cfg.AddPrefix),
+		Base: filters.Base{FilterName: "rewrite", FilterOrder: order},
+		repl: []byte(cfg.Replacement),
+		add:  []byte(cfg.AddPrefix),
 	}
 	for _, part := range []struct{ name, value string }{
 		{"strip_prefix", cfg.StripPrefix}, {"replacement", cfg.Replacement}, {"add_prefix", cfg.AddPrefix},
@@ -60,6 +63,16 @@ func NewRewrite(order int, cfg *config.Rewrite) (filters.Filter, error) {
 		if i := bytes.IndexFunc([]byte(part.value), func(r rune) bool { return r < 0x80 && !pathChar[r] }); i >= 0 {
 			return nil, fmt.Errorf("transform: rewrite.%s: %q holds %q, which is not allowed in a path", part.name, part.value, part.value[i])
 		}
+	}
+	if cfg.StripPrefix != "" {
+		// Requests arrive normalised; a prefix spelled otherwise ("//api",
+		// "/%61pi") would never match them.
+		strip, _, err := codec.NormalizePath(nil, []byte(cfg.StripPrefix))
+		if err != nil {
+			return nil, fmt.Errorf("transform: rewrite.strip_prefix: %q: %w", cfg.StripPrefix, err)
+		}
+		// "/" strips nothing: every path already starts with it.
+		f.strip = bytes.TrimSuffix(strip, slash)
 	}
 	if len(f.add) > 0 && f.add[0] != '/' {
 		f.add = append([]byte{'/'}, f.add...)
@@ -84,8 +97,8 @@ func (f *rewrite) Request(x *filters.Exchange) filters.Verdict {
 		p = x.Req.Path
 	}
 	changed := false
-	if len(f.strip) > 0 && bytes.HasPrefix(p, f.strip) {
-		p, changed = p[len(f.strip):], true
+	if rest, ok := cutSegments(p, f.strip); ok {
+		p, changed = rest, true
 	}
 	if f.re != nil {
 		p, changed = f.re.ReplaceAll(p, f.repl), true
@@ -95,6 +108,18 @@ func (f *rewrite) Request(x *filters.Exchange) filters.Verdict {
 	}
 	x.Path = join(x, f.add, p)
 	return filters.Continue
+}
+
+// cutSegments removes prefix from p when p starts with it as whole
+// segments, comparing ASCII case-insensitively as the router does: p is
+// prefix itself, or prefix followed by '/'. The rest is "" or starts with
+// '/'. prefix has no trailing '/'; an empty prefix cuts nothing.
+func cutSegments(p, prefix []byte) ([]byte, bool) {
+	n := len(prefix)
+	if n == 0 || len(p) < n || !codec.EqualFold(p[:n], prefix) || len(p) > n && p[n] != '/' {
+		return p, false
+	}
+	return p[n:], true
 }
 
 // join returns add+rest with exactly one '/' between them, starting with

@@ -19,8 +19,19 @@ func TestRewrite(t *testing.T) {
 		{"strip", config.Rewrite{StripPrefix: "/api"}, "/api/users", "/users"},
 		{"strip whole path", config.Rewrite{StripPrefix: "/api"}, "/api", "/"},
 		{"strip with slash keeps a leading slash", config.Rewrite{StripPrefix: "/api/"}, "/api/users", "/users"},
-		{"strip is byte-wise", config.Rewrite{StripPrefix: "/api"}, "/apiv2/x", "/v2/x"},
+		{"strip cuts whole segments only", config.Rewrite{StripPrefix: "/api"}, "/apiv2/x", unchanged},
+		{"strip with slash cuts whole segments only", config.Rewrite{StripPrefix: "/api/"}, "/apiv2/x", unchanged},
+		{"strip with slash strips the bare prefix", config.Rewrite{StripPrefix: "/api/"}, "/api", "/"},
+		{"strip ignores ASCII case", config.Rewrite{StripPrefix: "/rw", AddPrefix: "/internal"}, "/RW/v1/users", "/internal/v1/users"},
+		{"strip ignores ASCII case, prefix with slash", config.Rewrite{StripPrefix: "/Rw/", AddPrefix: "/internal"}, "/rW/v1/users", "/internal/v1/users"},
+		{"strip case-insensitive still needs a boundary", config.Rewrite{StripPrefix: "/rw"}, "/RWX/v1", unchanged},
+		{"strip of several segments", config.Rewrite{StripPrefix: "/a/b"}, "/A/b/c", "/c"},
+		{"strip of several segments needs each one", config.Rewrite{StripPrefix: "/a/b"}, "/a/bc", unchanged},
+		{"strip prefix is normalised", config.Rewrite{StripPrefix: "//%61pi//"}, "/api/users", "/users"},
+		{"strip root strips nothing", config.Rewrite{StripPrefix: "/"}, "/users", unchanged},
+		{"strip keeps the rest's case", config.Rewrite{StripPrefix: "/api"}, "/API/Users", "/Users"},
 		{"strip miss leaves the path", config.Rewrite{StripPrefix: "/api"}, "/other/api", unchanged},
+		{"strip miss with add", config.Rewrite{StripPrefix: "/api", AddPrefix: "/v1"}, "/apix", "/v1/apix"},
 		{"query untouched", config.Rewrite{StripPrefix: "/api"}, "/api/users?id=7", "/users"},
 		{"add", config.Rewrite{AddPrefix: "/v1"}, "/users", "/v1/users"},
 		{"add with trailing slash", config.Rewrite{AddPrefix: "/v1/"}, "/users", "/v1/users"},
@@ -36,6 +47,7 @@ func TestRewrite(t *testing.T) {
 		{"regex to empty", config.Rewrite{Regex: `.*`, Replacement: ""}, "/gone", "/"},
 		{"regex without leading slash", config.Rewrite{Regex: `^/`, Replacement: ""}, "/a/b", "/a/b"},
 		{"all three", config.Rewrite{StripPrefix: "/api", Regex: `^/v(\d)/`, Replacement: "/version$1/", AddPrefix: "/svc"}, "/api/v2/users", "/svc/version2/users"},
+		{"docs example", config.Rewrite{StripPrefix: "/api/", Regex: `^/v1/(.*)$`, Replacement: "/$1", AddPrefix: "/internal"}, "/API/v1/users", "/internal/users"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := NewRewrite(500, &tc.cfg)
@@ -84,6 +96,8 @@ func TestRewriteRefused(t *testing.T) {
 		"fragment in strip":   {StripPrefix: "/a#"},
 		"CRLF in replacement": {Regex: "a", Replacement: "/\r\nX: y"},
 		"control in strip":    {StripPrefix: "/\x01"},
+		"relative strip":      {StripPrefix: "api"},
+		"bad escape in strip": {StripPrefix: "/a%zz"},
 	} {
 		if _, err := NewRewrite(500, cfg); err == nil {
 			t.Errorf("%s: accepted", name)
