@@ -64,6 +64,11 @@ func IsHopByHop(name []byte) bool {
 	return false
 }
 
+// ContainsToken reports whether the comma-separated list value (a TE or
+// Connection field value, say) holds token, ignoring case and OWS. It does
+// not allocate.
+func ContainsToken(value []byte, token string) bool { return listHas(value, token) }
+
 // listHas reports whether the comma-separated list value holds token, ignoring case and OWS.
 func listHas[T string | []byte](value []byte, token T) bool {
 	for len(value) > 0 {

@@ -17,7 +17,8 @@ import (
 // Transitions, all through clientConn.setState:
 //
 //	Idle -> ReadingHead        the first byte of a request arrived
-//	Idle, ReadingHead -> ReadingBody | WaitingUpstream   a head was parsed and routed
+//	Idle, ReadingHead -> BufferingBody   a head was parsed; its small body is awaited whole
+//	Idle, ReadingHead, BufferingBody -> ReadingBody | WaitingUpstream   the request was routed
 //	ReadingBody -> WaitingUpstream     the request body was sent whole
 //	ReadingBody, WaitingUpstream -> WritingResponse      the response head was written
 //	WritingResponse -> Idle    the response is complete and the connection stays open
@@ -30,6 +31,7 @@ type clientState uint8
 const (
 	stateIdle clientState = iota
 	stateReadingHead
+	stateBufferingBody
 	stateReadingBody
 	stateWaitingUpstream
 	stateWritingResponse
@@ -37,7 +39,7 @@ const (
 	stateClosed
 )
 
-var clientStateNames = [...]string{"idle", "reading-head", "reading-body", "waiting-upstream", "writing-response", "closing", "closed"}
+var clientStateNames = [...]string{"idle", "reading-head", "buffering-body", "reading-body", "waiting-upstream", "writing-response", "closing", "closed"}
 
 func (s clientState) String() string { return clientStateNames[s] }
 
@@ -59,6 +61,13 @@ type clientConn struct {
 
 	peer netip.Addr // the TCP peer, for client-IP and access filters
 
+	// headClock: the header_read deadline is already running (armed at
+	// accept), so the first byte of the head must not restart it.
+	headClock bool
+	// accounted is what this connection last added to the server's
+	// buffered-bytes total (see account).
+	accounted int64
+
 	prev, next *clientConn // loop.clients
 }
 
@@ -75,6 +84,8 @@ func (cc *clientConn) traffic() {
 	switch cc.state {
 	case stateIdle, stateReadingHead:
 		cc.serve()
+	case stateBufferingBody:
+		cc.ex.bufferBody()
 	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
 		if ex := cc.ex; ex != nil && !ex.reqDone && !ex.bodyStalled {
 			if cc.state == stateReadingBody {
@@ -92,6 +103,27 @@ func (cc *clientConn) traffic() {
 	// the connection is cut.
 	if cc.state != stateClosed && cc.gc.InboundBuffered() > cc.inboundCap() {
 		cc.close()
+		return
+	}
+	cc.account()
+}
+
+// account brings the server's count of buffered bytes up to date with
+// what this connection holds now (unread input, queued output, and the
+// request body queued towards its upstream), for max_buffered_bytes. It
+// touches the shared atomic only when the figure changed, which between
+// requests it does not.
+func (cc *clientConn) account() {
+	held := int64(0)
+	if cc.state != stateClosed {
+		held = int64(cc.gc.InboundBuffered() + cc.gc.OutboundBuffered())
+		if ex := cc.ex; ex != nil && ex.callReady {
+			held += int64(ex.call.Backlog())
+		}
+	}
+	if d := held - cc.accounted; d != 0 {
+		cc.accounted = held
+		cc.loop.srv.buffered.Add(d)
 	}
 }
 
@@ -126,10 +158,16 @@ func (cc *clientConn) serve() {
 		if n == 0 {
 			if cc.state == stateIdle {
 				cc.setState(stateReadingHead)
-				l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.HeaderRead))
+				// header_read counts from the start of the request: from
+				// accept for the first one (already running), else from
+				// its first byte, after the idle wait.
+				if !cc.headClock {
+					l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.HeaderRead))
+				}
 			}
 			return
 		}
+		cc.headClock = false
 		cc.timer.Stop()
 		cc.start(req, n)
 	}
@@ -158,6 +196,7 @@ func (cc *clientConn) finish() {
 	if cc.state == stateClosed {
 		return
 	}
+	cc.account()
 	if cc.closeAfter || bodyLeft {
 		cc.closeWhenFlushed()
 		return
@@ -175,6 +214,11 @@ func (cc *clientConn) onTimer() {
 		cc.close()
 	case stateReadingHead:
 		cc.reject(errHeaderTimeout)
+	case stateBufferingBody:
+		ex := cc.ex
+		ex.discardHead()
+		cc.closeAfter = true
+		ex.respond(408, 40801, "timed out reading the request body")
 	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
 		if ex := cc.ex; ex != nil && ex.bodyStalled {
 			// Retry the stalled body; pumpBody re-arms the tick if the
@@ -297,4 +341,5 @@ func (cc *clientConn) release() {
 	}
 	cc.loop.clients.remove(cc)
 	cc.loop.srv.clients.Add(-1)
+	cc.account()
 }

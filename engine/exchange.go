@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
@@ -16,9 +17,10 @@ import (
 type respFraming uint8
 
 const (
-	frameAsIs   respFraming = iota // wire bytes pass through unchanged
-	frameDecode                    // chunked upstream, HTTP/1.0 client: payload only, then close
-	frameEncode                    // close-delimited upstream, HTTP/1.1 client: re-chunk the payload
+	frameAsIs    respFraming = iota // Content-Length or no body: wire bytes pass through unchanged
+	frameDecode                     // chunked upstream, HTTP/1.0 client: payload only, then close
+	frameEncode                     // close-delimited upstream, HTTP/1.1 client: chunk the payload
+	frameRechunk                    // chunked upstream, HTTP/1.1 client: canonical size lines, no extensions
 )
 
 // exchange is one request from a client and its upstream call. Exchanges
@@ -33,6 +35,7 @@ type exchange struct {
 	sub   subCall          // a filter's sub-request
 
 	headLen  int
+	hostPort int           // the Host port, -1 when none
 	headGone bool          // the head was discarded from the client's input
 	saved    *pool.Buffer  // a parked request's head (see park)
 	req      codec.Request // the parsed saved head
@@ -42,6 +45,7 @@ type exchange struct {
 	resumed       bool // resumed while filtering; resumeVerdict is pending
 	resumeVerdict filters.Verdict
 	resumeFn      func(filters.Verdict) // ex.resume, bound once
+	suspendTimer  wheel.Timer           // timeouts.suspend while parked
 
 	id    [24]byte
 	idLen int
@@ -49,7 +53,13 @@ type exchange struct {
 	minor          int
 	isHEAD         bool
 	idempotent     bool
-	expectContinue bool
+	expectContinue bool // the client waits for a 100 before its body
+	continueSent   bool // the gateway answered the Expect itself (see bufferBody)
+	teTrailers     bool // the client accepts trailers (TE: trailers)
+
+	bufferLimit int64                // request_buffer_bytes for this request
+	preChunked  codec.ChunkedDecoder // validates a buffered chunked body
+	preOff      int                  // body bytes preChunked has validated
 
 	reqMode      codec.BodyMode
 	reqRemaining int64
@@ -61,8 +71,10 @@ type exchange struct {
 
 	finishWhenDrained bool // the response is complete but still spooled
 
-	framing     respFraming
-	respStarted bool
+	framing      respFraming
+	respStarted  bool
+	respFiltered bool         // the response filters ran
+	trailers     *pool.Buffer // response trailer section, kept for a TE: trailers client
 }
 
 var _ upstream.Receiver = (*exchange)(nil)
@@ -71,18 +83,22 @@ var _ upstream.Receiver = (*exchange)(nil)
 func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.cc = cc
 	ex.route, ex.chain = nil, nil
-	ex.headLen, ex.headGone = headLen, false
+	ex.headLen, ex.headGone, ex.hostPort = headLen, false, -1
 	ex.filtering, ex.parked, ex.resumed = false, false, false
 	ex.idLen = cc.loop.nextRequestID(&ex.id)
 	ex.minor = req.Minor
 	ex.isHEAD = string(req.Method) == "HEAD"
 	ex.idempotent = idempotent(req.Method)
 	ex.expectContinue = req.ExpectContinue
+	ex.continueSent = false
+	ex.teTrailers = acceptsTrailers(req.Headers)
+	ex.fx.Rejection = filters.Rejection{}
+	ex.fx.Req = req
 	ex.callReady = false
 	ex.bodyStalled = false
 	ex.finishWhenDrained = false
 	ex.framing = frameAsIs
-	ex.respStarted = false
+	ex.respStarted, ex.respFiltered = false, false
 	switch {
 	case req.Chunked:
 		ex.reqMode = codec.BodyChunked
@@ -94,6 +110,16 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 		ex.reqMode = codec.BodyNone
 	}
 	ex.reqDone = ex.reqMode == codec.BodyNone
+}
+
+// acceptsTrailers reports a TE field listing "trailers" (RFC 9110 10.1.4).
+func acceptsTrailers(hs codec.Headers) bool {
+	for _, h := range hs {
+		if len(h.Name) == 2 && h.Name[0]|0x20 == 't' && h.Name[1]|0x20 == 'e' && codec.ContainsToken(h.Value, "trailers") {
+			return true
+		}
+	}
+	return false
 }
 
 // requestID is the generated ID, or the one the request_id filter kept.
@@ -157,6 +183,7 @@ func (ex *exchange) pumpBody() {
 			return
 		}
 		var take int
+		var chunk []byte
 		switch ex.reqMode {
 		case codec.BodyLength:
 			take = len(buf)
@@ -166,7 +193,7 @@ func (ex *exchange) pumpBody() {
 			ex.reqRemaining -= int64(take)
 			ex.reqDone = ex.reqRemaining == 0
 		case codec.BodyChunked:
-			n, _, done, err := ex.reqChunked.Next(buf)
+			n, data, done, err := ex.reqChunked.Next(buf)
 			if err != nil {
 				ex.badBody(err)
 				return
@@ -175,11 +202,23 @@ func (ex *exchange) pumpBody() {
 				return
 			}
 			take, ex.reqDone = n, done
+			chunk = data
 		}
 		// Send before Discard: buf may be a copy gnet returns to a shared
 		// pool at Discard. A failed Send ends the exchange with the body
 		// unread, which closes the connection, so nothing parses after it.
-		sent := ex.call.Send(buf[:take])
+		// A chunked body is re-encoded: the upstream sees canonical size
+		// lines, no extensions and no trailers, never the client's framing.
+		sent := true
+		switch {
+		case ex.reqMode != codec.BodyChunked:
+			sent = ex.call.Send(buf[:take])
+		case len(chunk) > 0:
+			sent = ex.call.SendChunk(chunk)
+		case ex.reqDone:
+			sent = ex.call.Send(lastChunk)
+		}
+		chunk = nil
 		_, _ = cc.gc.Discard(take)
 		if !sent {
 			return
@@ -226,17 +265,15 @@ func (ex *exchange) badBody(err error) {
 func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	cc := ex.cc
 	if r.Status < 200 {
-		if r.Status == 100 && ex.expectContinue {
-			ex.expectContinue = false
-			return cc.write(continueLine)
-		}
-		return true
+		return ex.interim(r)
 	}
 	switch r.BodyMode(ex.isHEAD) {
 	case codec.BodyChunked:
 		if ex.minor == 0 {
 			ex.framing = frameDecode
 			cc.closeAfter = true
+		} else {
+			ex.framing = frameRechunk
 		}
 	case codec.BodyUntilClose:
 		if ex.minor == 0 {
@@ -254,10 +291,11 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	}
 	// The head waits in l.out for the first body bytes of the same read, so
 	// a small response leaves in one write; OnTraffic flushes it otherwise.
+	// Until it leaves, a failed body can still become a clean 502 (see
+	// CallFailed).
 	var edits *filters.HeaderEdits
 	if ex.chain != nil {
-		ex.fx.Status = r.Status
-		ex.chain.RunResponse(&ex.fx)
+		ex.runResponseFilters(r.Status)
 		edits = &ex.fx.RespEdits
 	}
 	l := ex.loop
@@ -265,6 +303,42 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	cc.headPending = true
 	l.pendingHead = cc
 	return true
+}
+
+// runResponseFilters runs the chain's response phases once per exchange.
+// The request view is gone by now (its bytes were discarded or reused), so
+// Req is cleared rather than left pointing at someone else's request.
+func (ex *exchange) runResponseFilters(status int) {
+	if ex.respFiltered {
+		return
+	}
+	ex.respFiltered = true
+	ex.fx.Req = nil
+	ex.fx.Status = status
+	ex.chain.RunResponse(&ex.fx)
+}
+
+// interim forwards a 1xx response (RFC 9110 15.2: a proxy forwards the
+// interim responses it did not ask for, 103 Early Hints among them) to an
+// HTTP/1.1 client; HTTP/1.0 clients cannot take them. A 100 is dropped
+// when the gateway already answered the client's Expect itself.
+func (ex *exchange) interim(r *codec.Response) bool {
+	if ex.minor == 0 || r.Status == 100 && ex.continueSent {
+		return true
+	}
+	if r.Status == 100 {
+		ex.expectContinue = false
+	}
+	l := ex.loop
+	dst := l.takeOut()
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = strconv.AppendInt(dst, int64(r.Status), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, r.Reason...)
+	dst = append(dst, "\r\n"...)
+	dst = appendEndToEnd(dst, r.Headers, false, nil, nil)
+	l.out = append(dst, "\r\n"...)
+	return ex.cc.write(l.out)
 }
 
 // maxCoalesce bounds the body bytes copied behind a pending head; larger
@@ -290,14 +364,21 @@ func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) 
 			ok = cc.writeBody(data)
 		}
 	case frameEncode:
-		ok = cc.flushHead()
-		if ok && len(data) > 0 {
-			l := ex.loop
-			l.out = codec.AppendChunkHeader(l.takeOut(), len(data))
-			ok = cc.writeBody(l.out) && cc.writeBody(data) && cc.writeBody(crlf)
+		if len(data) > 0 {
+			ok = ex.writeChunk(data)
 		}
 		if ok && done {
-			ok = cc.writeBody(lastChunk)
+			ok = ex.writeLastChunk()
+		}
+	case frameRechunk:
+		switch {
+		case len(data) > 0:
+			ok = ex.writeChunk(data)
+		case c.Trailer() && ex.teTrailers:
+			ex.keepTrailers(raw)
+		}
+		if ok && done {
+			ok = ex.writeLastChunk()
 		}
 	}
 	if !ok {
@@ -318,16 +399,23 @@ var (
 	lastChunk = []byte(codec.LastChunk)
 )
 
-// CallFailed answers with the call's error, or cuts the connection when part
-// of the response is already out: a truncated body must not look complete.
+// CallFailed answers with the call's error. Once part of the response is
+// out, closing the connection is the only honest signal: a truncated body
+// must not look complete. A head still held back (headPending) has not
+// left, so it is dropped and the client gets a clean 502 instead.
 func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	cc := ex.cc
 	if cc == nil {
 		return
 	}
 	if ex.respStarted {
-		cc.close()
-		return
+		if !cc.headPending {
+			cc.close()
+			return
+		}
+		cc.headPending = false
+		ex.loop.pendingHead = nil
+		ex.framing = frameAsIs
 	}
 	if !ex.reqDone {
 		cc.closeAfter = true
@@ -341,13 +429,12 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 func (ex *exchange) respond(status, code int, msg string) {
 	cc := ex.cc
 	ex.respStarted = true
-	var extra *filters.Rejection
 	if ex.chain != nil {
-		ex.fx.Status = status
-		ex.chain.RunResponse(&ex.fx)
-		if ex.fx.Rejection.HeaderName != "" {
-			extra = &ex.fx.Rejection
-		}
+		ex.runResponseFilters(status)
+	}
+	var extra *filters.Rejection
+	if ex.fx.Rejection.HeaderName != "" {
+		extra = &ex.fx.Rejection
 	}
 	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD, extra) {
 		cc.finish()

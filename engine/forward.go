@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/loopgate/loopgate/codec"
@@ -11,18 +12,26 @@ import (
 )
 
 // buildUpstreamHead writes the request head for the upstream into a pooled
-// buffer: the request line in origin form over HTTP/1.1, the client's
-// end-to-end headers (Host included, unchanged; the node address when the
-// client sent none), and the body framing.
+// buffer: the request line in origin form over HTTP/1.1 with the normalised
+// (or rewritten, then normalised again) path, the normalised Host, the
+// client's end-to-end headers, and the body framing.
 // Hop-by-hop headers, and those the client's Connection header names, stay
-// behind: they describe the client's connection, not ours.
-func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) *pool.Buffer {
+// behind: they describe the client's connection, not ours. So do fields a
+// client must not set: the identity headers the gateway manages, and names
+// with '_' unless allow_underscore_headers.
+func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Buffer, error) {
+	l := ex.loop
+	snap := l.srv.snap.Load()
 	path := req.Path
 	var edits *filters.HeaderEdits
 	if ex.chain != nil {
 		edits = &ex.fx.ReqEdits
 		if ex.fx.Path != nil {
-			path = ex.fx.Path
+			p, _, err := codec.NormalizePath(l.scratch[:0], ex.fx.Path)
+			if err != nil {
+				return nil, err
+			}
+			path = p
 		}
 	}
 	b := pool.Get(ex.headLen + 64 + len(req.Host) + len(node) + len(path))
@@ -36,20 +45,48 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) *pool.Buf
 	}
 	dst = append(dst, " HTTP/1.1\r\n"...)
 	// For an absolute-form target the codec took Host from its authority,
-	// which replaces any Host header (RFC 9112 3.2.2).
-	absolute := len(req.URI) > 0 && req.URI[0] != '/' && req.URI[0] != '*'
-	switch {
-	case len(req.Host) == 0: // HTTP/1.0 may omit Host; HTTP/1.1 upstreams require it
-		dst = appendHeader(dst, "Host", node)
-	case absolute:
-		dst = appendHeader(dst, "Host", string(req.Host))
+	// which replaces any Host header (RFC 9112 3.2.2). HTTP/1.0 may omit
+	// Host; HTTP/1.1 upstreams require it, so the node stands in.
+	dst = append(dst, "Host: "...)
+	if len(req.Host) == 0 {
+		dst = append(dst, node...)
+	} else {
+		dst = append(dst, req.Host...)
+		if ex.hostPort >= 0 {
+			dst = append(dst, ':')
+			dst = strconv.AppendInt(dst, int64(ex.hostPort), 10)
+		}
 	}
-	// An empty Host field is replaced by the node, never sent beside it.
-	dst = appendEndToEnd(dst, req.Headers, absolute || len(req.Host) == 0, edits)
+	dst = append(dst, "\r\n"...)
+	drop := clientFields{managed: snap.managed, underscore: !snap.allowUnderscore, expect: ex.continueSent}
+	dst = appendEndToEnd(dst, req.Headers, true, edits, &drop)
 	dst = appendFraming(dst, req.Chunked, req.ContentLength)
 	dst = append(dst, "\r\n"...)
 	b.B = dst
-	return b
+	return b, nil
+}
+
+// clientFields are request fields a client may send but the upstream must
+// not receive from it.
+type clientFields struct {
+	managed    []string // identity headers the gateway sets itself
+	underscore bool     // names containing '_' (WSGI/CGI fold them onto '-')
+	expect     bool     // Expect, when the gateway answered it already
+}
+
+func (d *clientFields) drops(name []byte) bool {
+	if d.underscore && bytes.IndexByte(name, '_') >= 0 {
+		return true
+	}
+	if d.expect && codec.EqualFold(name, "expect") {
+		return true
+	}
+	for _, m := range d.managed {
+		if len(m) == len(name) && codec.EqualFold(name, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // appendClientHead writes the response head for the client.
@@ -59,9 +96,10 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 	dst = append(dst, ' ')
 	dst = append(dst, r.Reason...)
 	dst = append(dst, "\r\n"...)
-	dst = appendEndToEnd(dst, r.Headers, false, edits)
+	dst = appendEndToEnd(dst, r.Headers, false, edits, nil)
 	switch {
-	case r.Chunked && framing == frameAsIs && clientMinor == 1, framing == frameEncode:
+	case framing == frameRechunk, framing == frameEncode,
+		r.Chunked && framing == frameAsIs && clientMinor == 1: // HEAD: the head GET would have had
 		dst = append(dst, "Transfer-Encoding: chunked\r\n"...)
 	case r.ContentLength >= 0:
 		dst = appendContentLength(dst, r.ContentLength)
@@ -76,10 +114,10 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 }
 
 // appendEndToEnd copies the headers that are not hop-by-hop, leaving out Host
-// when dropHost is set, and applies the filters' edits. Content-Length is
-// written once by the caller, since the codec accepts identical duplicates an
-// upstream might not.
-func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool, edits *filters.HeaderEdits) []byte {
+// when dropHost is set and what client (when set) drops, and applies the
+// filters' edits. Content-Length is written once by the caller, since the
+// codec accepts identical duplicates an upstream might not.
+func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool, edits *filters.HeaderEdits, client *clientFields) []byte {
 	for _, h := range hs {
 		// Connection may not strip Host: a request without it would reach
 		// the upstream's default virtual host.
@@ -87,7 +125,7 @@ func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool, edits *filters.
 		if codec.IsHopByHop(h.Name) || listed || isContentLength(h.Name) || dropHost && isHost(h.Name) {
 			continue
 		}
-		if edits != nil && edits.Removes(h.Name) {
+		if edits != nil && edits.Removes(h.Name) || client != nil && client.drops(h.Name) {
 			continue
 		}
 		dst = append(dst, h.Name...)

@@ -34,6 +34,8 @@ type loop struct {
 	req     codec.Request // scratch: the head being parsed
 	scratch []byte        // router lowercasing
 	out     []byte        // response heads and error bodies being built
+	path    []byte        // the normalised path of the request being started
+	host    []byte        // its normalised Host, without the port
 
 	// pendingHead is the client whose response head waits in out for body
 	// bytes from the same upstream read; flushed before OnTraffic returns.
@@ -71,14 +73,18 @@ func (l *loop) start(el gnet.EventLoop) {
 	cfg := l.srv.cfg
 	l.wheel = wheel.New(wheel.DefaultTick, 1024)
 	l.limits = l.srv.snap.Load().limits
-	l.up = upstream.NewLoop(el, l.wheel, l.limits, l.srv.groups)
+	l.up = upstream.NewLoop(el, l.wheel, l.srv.snap.Load().respLimits, l.srv.groups)
 	l.up.Owner = l
 	l.up.Guard = func(f func()) {
 		l.enter()
 		f()
 		l.leave()
 	}
-	l.scratch = make([]byte, 0, int(cfg.Limits.MaxURIBytes))
+	l.scratch = make([]byte, 0, 3*int(cfg.Limits.MaxURIBytes))
+	// A raw '\' grows to "%5C" when normalised: three bytes per URI byte
+	// at most, so normalising never allocates.
+	l.path = make([]byte, 0, 3*int(cfg.Limits.MaxURIBytes))
+	l.host = make([]byte, 0, 256)
 	l.out = make([]byte, 0, 4096)
 	l.spoolBuf = make([]byte, 256<<10)
 	l.spoolCfg = spool.Config{
@@ -188,6 +194,7 @@ func (l *loop) accept(c gnet.Conn) {
 	l.clients.push(cc)
 	l.srv.clients.Add(1)
 	cc.idle(time.Duration(l.srv.cfg.Timeouts.HeaderRead))
+	cc.headClock = true
 }
 
 // takeOut returns loop.out emptied for a new head or error body. A head
@@ -232,9 +239,11 @@ func (l *loop) pumpSpools() {
 				continue
 			}
 			l.spooling = append(l.spooling, cc)
+			cc.account()
 			continue
 		}
 		cc.spoolStuck = time.Time{}
+		cc.account()
 		if ex := cc.ex; ex != nil && ex.finishWhenDrained {
 			cc.finish()
 		}
@@ -280,6 +289,7 @@ func (l *loop) getExchange() *exchange {
 	ex.sub.ex = ex
 	ex.sub.call.Init(&ex.sub)
 	ex.resumeFn = ex.resume
+	ex.suspendTimer.Init(ex.suspendExpired)
 	return ex
 }
 
@@ -288,9 +298,13 @@ const maxFreeExchanges = 1024
 
 func (l *loop) putExchange(ex *exchange) {
 	ex.cc = nil
+	ex.parked = false
+	ex.suspendTimer.Stop()
 	ex.sub.abort()
 	ex.saved.SafeRelease()
 	ex.saved = nil
+	ex.trailers.SafeRelease()
+	ex.trailers = nil
 	if len(l.free) < maxFreeExchanges {
 		l.free = append(l.free, ex)
 	}

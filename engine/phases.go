@@ -13,9 +13,11 @@ import (
 	"github.com/loopgate/loopgate/upstream"
 )
 
-// start routes a parsed head and runs its request phases. The head's views
-// live in the client's input buffer until it is discarded, so everything
-// needed later is copied out first.
+// start takes a parsed head: it checks the process-wide buffer budget,
+// waits for a small body to arrive whole (see bufferBody), then routes the
+// request and runs its request phases. The head's views live in the
+// client's input buffer until it is discarded, so everything needed later
+// is copied out first.
 func (cc *clientConn) start(req *codec.Request, headLen int) {
 	l := cc.loop
 	l.srv.requests.Add(1)
@@ -25,17 +27,55 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 	if !req.KeepAlive || l.srv.draining.Load() {
 		cc.closeAfter = true
 	}
-	snap := l.srv.snap.Load()
-	idx, ok := snap.table.Match(req.Host, req.Method, req.Path, l.scratch[:0])
-	if !ok {
-		ex.discardHead()
-		if req.HasBody() {
+	if ex.reqMode != codec.BodyNone {
+		snap := l.srv.snap.Load()
+		if l.srv.buffered.Load() >= snap.maxBuffered {
+			ex.discardHead()
 			cc.closeAfter = true // the body is not read, so the framing is lost
+			ex.fx.Rejection.HeaderName, ex.fx.Rejection.HeaderValue = "Retry-After", "1"
+			ex.respond(503, 50303, "gateway buffer budget exhausted; retry later")
+			return
 		}
-		ex.respond(404, 40401, "no route for this path")
+		if ex.wantsBuffer(req, snap.requestBuffer) {
+			ex.bufferBody()
+			return
+		}
+	}
+	ex.dispatch(req)
+}
+
+// dispatch normalises the request's Host and path, matches a route, and runs
+// its request phases. What the router and the filters judge is what goes
+// upstream: the normalised path (not the raw target) is forwarded.
+func (ex *exchange) dispatch(req *codec.Request) {
+	cc, l := ex.cc, ex.loop
+	snap := l.srv.snap.Load()
+	host, port, err := codec.NormalizeHost(l.host[:0], req.Host)
+	if err != nil {
+		ex.localReply(err)
 		return
 	}
-	ex.route = &snap.routes[idx]
+	path, flags, err := codec.NormalizePath(l.path[:0], req.Path)
+	if err != nil {
+		ex.localReply(err)
+		return
+	}
+	req.Host, req.Path, ex.hostPort = host, path, port
+	res := snap.table.Match(host, req.Method, path, l.scratch[:0])
+	if !res.Found {
+		if res.Allow != "" {
+			ex.fx.Rejection.HeaderName, ex.fx.Rejection.HeaderValue = "Allow", res.Allow
+			ex.localReply(errMethodNotAllowed)
+			return
+		}
+		ex.localReply(errNoRoute)
+		return
+	}
+	ex.route = &snap.routes[res.Index]
+	if flags != 0 && !ex.route.keepEscapes {
+		ex.localReply(errEscapedSlash)
+		return
+	}
 	if ex.reqMode == codec.BodyChunked && ex.route.maxBody > 0 {
 		ex.reqChunked.Reset(ex.route.maxBody)
 	}
@@ -55,6 +95,26 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 	v := ex.chain.RunRequest(fx)
 	ex.filtering = false
 	ex.afterFilters(v)
+}
+
+var (
+	errNoRoute          = &codec.Error{Status: 404, Code: 40401, Message: "no route for this path"}
+	errMethodNotAllowed = &codec.Error{Status: 405, Code: 40501, Message: "method not allowed on this path"}
+	errEscapedSlash     = &codec.Error{Status: 400, Code: 40001, Message: "encoded slash or backslash in path"}
+)
+
+// localReply answers the request with err (a *codec.Error) without an
+// upstream. An unread body closes the connection, since its framing is lost.
+func (ex *exchange) localReply(err error) {
+	e, ok := err.(*codec.Error)
+	if !ok {
+		e = codec.ErrMalformed
+	}
+	ex.discardHead()
+	if !ex.reqDone {
+		ex.cc.closeAfter = true
+	}
+	ex.respond(e.Status, e.Code, e.Message)
 }
 
 // afterFilters acts on the request phases' verdict.
@@ -97,6 +157,7 @@ func (ex *exchange) resume(v filters.Verdict) {
 		return
 	}
 	ex.parked = false
+	ex.suspendTimer.Stop()
 	if v == filters.Continue {
 		ex.filtering = true
 		v = ex.chain.RunRequest(&ex.fx)
@@ -107,27 +168,51 @@ func (ex *exchange) resume(v filters.Verdict) {
 
 // park keeps a suspended request alive: its head moves from the client's
 // input buffer (whose views die with the callback) into a pooled copy that
-// is parsed again, so filters see the same request when they resume. Body
-// bytes stay in the client's buffer until the upstream takes them.
+// is parsed again, so filters see the same request when they resume. The
+// normalised path and Host (in loop scratch until now) move with it. Body
+// bytes stay in the client's buffer until the upstream takes them. The
+// request may wait at most timeouts.suspend.
 func (ex *exchange) park() {
 	ex.parked = true
+	l := ex.loop
+	l.wheel.Arm(&ex.suspendTimer, time.Duration(l.srv.cfg.Timeouts.Suspend))
 	if ex.saved != nil {
 		return
 	}
 	cc := ex.cc
 	head, _ := cc.gc.Peek(ex.headLen)
-	ex.saved = pool.Get(len(head))
+	path, host := ex.fx.Req.Path, ex.fx.Req.Host
+	ex.saved = pool.Get(len(head) + len(path) + len(host))
 	ex.saved.B = append(ex.saved.B, head...)
+	ex.saved.B = append(ex.saved.B, path...)
+	ex.saved.B = append(ex.saved.B, host...)
 	ex.req.Reset()
-	if _, err := codec.ParseRequest(ex.saved.B, &ex.req, &cc.loop.limits); err != nil {
+	if _, err := codec.ParseRequest(ex.saved.B[:len(head)], &ex.req, &l.limits); err != nil {
 		panic("engine: a parsed head failed to parse again: " + err.Error())
 	}
+	ex.req.Path = ex.saved.B[len(head) : len(head)+len(path)]
+	ex.req.Host = ex.saved.B[len(head)+len(path):]
 	ex.fx.Req = &ex.req
 	ex.discardHead()
 	// Out of Idle/ReadingHead, so serve takes no pipelined request while
 	// this one waits; any body waits too, with no read deadline meanwhile.
 	cc.setState(stateWaitingUpstream)
 	cc.timer.Stop()
+}
+
+// suspendExpired: a filter kept the request suspended past
+// timeouts.suspend. Its pending work is cancelled (the sub-request
+// aborted) and the client gets a 504.
+func (ex *exchange) suspendExpired() {
+	if !ex.parked || ex.cc == nil {
+		return
+	}
+	ex.parked = false
+	ex.sub.abort()
+	if !ex.reqDone {
+		ex.cc.closeAfter = true
+	}
+	ex.respond(504, 50401, "timed out waiting for a filter")
 }
 
 // discardHead drops the request head from the client's input, once.
@@ -156,7 +241,11 @@ func (ex *exchange) proceed(req *codec.Request) {
 	} else {
 		node = g.Pick()
 	}
-	head := ex.buildUpstreamHead(req, node.Addr)
+	head, bad := ex.buildUpstreamHead(req, node.Addr)
+	if bad != nil { // a rewrite produced a path that does not normalise
+		ex.localReply(bad)
+		return
+	}
 	ex.discardHead()
 	ex.saved.SafeRelease() // req's views pointed into it; the head is built
 	ex.saved = nil

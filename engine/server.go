@@ -34,6 +34,8 @@ type Server struct {
 	draining atomic.Bool
 	clients  atomic.Int64 // open client connections, all loops
 	requests atomic.Uint64
+	refused  atomic.Uint64 // connections closed at accept: max_connections
+	buffered atomic.Int64  // bytes client connections hold in memory (see clientConn.account)
 
 	verifier *auth.Verifier // token revocation, for the control plane
 	bans     *access.Bans   // runtime IP bans, for the control plane
@@ -111,6 +113,14 @@ func (s *Server) Requests() uint64 { return s.requests.Load() }
 // Draining reports whether Shutdown has begun.
 func (s *Server) Draining() bool { return s.draining.Load() }
 
+// RefusedConnections returns how many connections were closed at accept
+// because max_connections were open.
+func (s *Server) RefusedConnections() uint64 { return s.refused.Load() }
+
+// BufferedBytes returns the bytes client connections hold in memory, as
+// max_buffered_bytes counts them.
+func (s *Server) BufferedBytes() int64 { return s.buffered.Load() }
+
 // Clients returns the number of open client connections.
 func (s *Server) Clients() int64 { return s.clients.Load() }
 
@@ -172,6 +182,10 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.None
 	}
 	if s.draining.Load() {
+		return nil, gnet.Close
+	}
+	if s.clients.Load() >= int64(s.cfg.Limits.MaxConnections) {
+		s.refused.Add(1)
 		return nil, gnet.Close
 	}
 	l := s.loopOf(c.EventLoop())

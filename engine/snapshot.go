@@ -18,10 +18,19 @@ import (
 // snapshot is compiled off-loop and never modified; loops load it through an
 // atomic pointer per request, so a request keeps the snapshot it started with.
 type snapshot struct {
-	table   *router.Table
-	routes  []route // by router index
-	limits  codec.Limits
-	trusted []netip.Prefix // trusted_proxies
+	table      *router.Table
+	routes     []route // by router index
+	limits     codec.Limits
+	respLimits codec.Limits   // upstream response heads
+	trusted    []netip.Prefix // trusted_proxies
+
+	// managed are the identity headers the gateway sets (auth's identity
+	// headers, external auth's copied ones); a client's copies of them are
+	// dropped on every route.
+	managed         []string
+	allowUnderscore bool  // allow_underscore_headers
+	requestBuffer   int64 // request_buffer_bytes; 0 = stream every body
+	maxBuffered     int64 // max_buffered_bytes
 }
 
 // route is a compiled route: where it goes and its timeouts.
@@ -32,6 +41,7 @@ type route struct {
 	maxBody         int64          // the route's body limit when tighter than the global one
 	connectTimeout  time.Duration
 	responseTimeout time.Duration
+	keepEscapes     bool // escaped_slashes: keep
 }
 
 func compileSnapshot(cfg *config.Config, loops int) (*snapshot, *chainBuilder, error) {
@@ -48,7 +58,16 @@ func compileSnapshot(cfg *config.Config, loops int) (*snapshot, *chainBuilder, e
 		MaxHeaderCount: cfg.Limits.MaxHeaderCount,
 		MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
 		MaxBodyBytes:   int64(cfg.Limits.MaxBodyBytes),
-	}.WithDefaults()}
+	}.WithDefaults(),
+		respLimits: codec.Limits{
+			MaxHeaderCount: cfg.Limits.MaxResponseHeaderCount,
+			MaxHeaderBytes: int(cfg.Limits.MaxResponseHeaderBytes),
+		}.WithDefaults(),
+		managed:         cfg.IdentityHeaderNames(),
+		allowUnderscore: cfg.AllowUnderscoreHeaders,
+		requestBuffer:   cfg.Limits.RequestBuffer(),
+		maxBuffered:     int64(cfg.Limits.MaxBufferedBytes),
+	}
 	b, err := newChainBuilder(cfg, loops, groupIndex)
 	if err != nil {
 		return nil, nil, err
@@ -67,7 +86,8 @@ func compileSnapshot(cfg *config.Config, loops int) (*snapshot, *chainBuilder, e
 		// config.applyDefaults already copied the upstream's timeouts into
 		// routes that do not override them.
 		rt := route{id: r.ID, group: g, chain: chain,
-			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout)}
+			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
+			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep}
 		if r.Limits != nil {
 			rt.maxBody = access.RouteMaxBody(*r.Limits)
 		}

@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"log"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
@@ -59,6 +60,10 @@ type Call struct {
 	remaining int64
 	chunked   codec.ChunkedDecoder
 	keepAlive bool
+	trailer   bool // the raw bytes last handed to ResponseBody are trailer-section bytes
+
+	chunkHead [20]byte  // size line of an outgoing request chunk
+	vec       [3][]byte // writev scratch for SendChunk
 
 	connectTimeout time.Duration
 }
@@ -121,6 +126,33 @@ func (c *Call) Send(p []byte) bool {
 	}
 	return true
 }
+
+// SendChunk streams one request body chunk in canonical form: a bare hex
+// size line, the data and CRLF, in one writev. Extensions and the client's
+// own size lines never reach the upstream, so its chunk parser sees only
+// what Loopgate validated. It reports false like Send.
+func (c *Call) SendChunk(data []byte) bool {
+	if c.state.Terminal() || c.conn == nil {
+		return false
+	}
+	c.vec[0] = codec.AppendChunkHeader(c.chunkHead[:0], len(data))
+	c.vec[1] = data
+	c.vec[2] = crlf
+	_, err := c.conn.gc.Writev(c.vec[:])
+	c.vec[1] = nil
+	if err != nil || c.conn == nil || c.conn.state == connClosed {
+		c.abort(ErrReset)
+		return false
+	}
+	return true
+}
+
+var crlf = []byte("\r\n")
+
+// Trailer reports whether the raw bytes of the latest ResponseBody call are
+// part of a chunked body's trailer section (the field lines and the final
+// CRLF), for a receiver that forwards or drops trailers.
+func (c *Call) Trailer() bool { return c.trailer }
 
 // Backlog is how many sent bytes still wait in the connection's outbound
 // buffer. Senders stop feeding the call while it is high: gnet buffers
@@ -208,6 +240,14 @@ func (c *Call) parseHead(buf []byte) int {
 	r.Reset()
 	n, err := codec.ParseResponse(buf, r, &c.loop.limits)
 	if err != nil {
+		if err == codec.ErrResponseHeadTooLarge {
+			// A legitimate backend can trip this (many cookies, a big
+			// CSP): say so in the log, since the client only sees a 502.
+			log.Printf("upstream %s: response head over max_response_header_count/bytes (%d fields, %d bytes); answered 502",
+				c.pool.Addr, c.loop.limits.MaxHeaderCount, c.loop.limits.MaxHeaderBytes)
+			c.abort(ErrHeadTooLarge)
+			return 0
+		}
 		c.abort(ErrBadResponse)
 		return 0
 	}
@@ -253,6 +293,7 @@ func (c *Call) nextBody(buf []byte) (raw, data []byte, done, bad bool) {
 		c.remaining -= n
 		return buf[:n], buf[:n], c.remaining == 0, false
 	case codec.BodyChunked:
+		c.trailer = c.chunked.InTrailers()
 		n, payload, fin, err := c.chunked.Next(buf)
 		if err != nil {
 			return nil, nil, false, true

@@ -60,9 +60,20 @@ func (uc *Conn) Traffic() {
 		return
 	}
 	n := uc.call.onData(buf)
-	if uc.state != connClosed {
+	// gnet's Discard(0) discards everything buffered: while a response head
+	// is incomplete onData consumes nothing, and those bytes must stay for
+	// the next read to complete them.
+	if n > 0 && uc.state != connClosed {
 		_, _ = uc.gc.Discard(n)
 	}
+}
+
+// reusable reports whether an idle connection may carry a new exchange:
+// bytes that arrived after its last response belong to no request, and
+// handing them to the next caller would answer it with someone else's
+// response.
+func (uc *Conn) reusable() bool {
+	return uc.state == connIdle && uc.gc != nil && uc.gc.InboundBuffered() == 0
 }
 
 // Closed is called by the gnet handler from OnClose.

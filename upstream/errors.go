@@ -18,9 +18,11 @@ func (e *Error) Timeout() bool { return e.timeout }
 
 // The ways a call can fail.
 var (
-	ErrConnect     = &Error{Status: 502, Code: 50201, Message: "upstream connect failed"}
-	ErrReset       = &Error{Status: 502, Code: 50202, Message: "upstream closed the connection before a complete response"}
-	ErrBadResponse = &Error{Status: 502, Code: 50202, Message: "upstream sent a malformed response"}
-	ErrPoolFull    = &Error{Status: 503, Code: 50302, Message: "upstream connection pool exhausted", timeout: true}
-	ErrTimeout     = &Error{Status: 504, Code: 50401, Message: "upstream response timed out", timeout: true}
+	ErrConnect      = &Error{Status: 502, Code: 50201, Message: "upstream connect failed"}
+	ErrReset        = &Error{Status: 502, Code: 50202, Message: "upstream closed the connection before a complete response"}
+	ErrBadResponse  = &Error{Status: 502, Code: 50202, Message: "upstream sent a malformed response"}
+	ErrHeadTooLarge = &Error{Status: 502, Code: 50203, Message: "upstream response head exceeds the configured limits"}
+	ErrPoolFull     = &Error{Status: 503, Code: 50302, Message: "upstream connection pool exhausted", timeout: true}
+	ErrQueueFull    = &Error{Status: 503, Code: 50302, Message: "upstream connection pool exhausted and its wait queue full"}
+	ErrTimeout      = &Error{Status: 504, Code: 50401, Message: "upstream response timed out", timeout: true}
 )

@@ -45,7 +45,7 @@ type PoolConfig struct {
 type Loop struct {
 	el     gnet.EventLoop
 	wheel  *wheel.Wheel
-	limits codec.Limits
+	limits codec.Limits // bounds on response heads (max_response_header_*)
 	groups []*Group
 	resp   codec.Response // scratch: valid only while a response head is handled
 	// Owner is the engine's per-loop state, so a connection event can find
@@ -67,7 +67,8 @@ func (l *Loop) run(f func()) {
 	f()
 }
 
-// NewLoop builds the pools for every group on the loop el.
+// NewLoop builds the pools for every group on the loop el. limits bound the
+// upstreams' response heads.
 func NewLoop(el gnet.EventLoop, w *wheel.Wheel, limits codec.Limits, groups []GroupConfig) *Loop {
 	l := &Loop{el: el, wheel: w, limits: limits}
 	for _, gc := range groups {

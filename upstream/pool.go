@@ -43,7 +43,8 @@ func (p *Pool) acquire(c *Call, fresh bool) {
 			uc := p.idle[len(p.idle)-1]
 			p.idle = p.idle[:len(p.idle)-1]
 			uc.idleTime.Stop()
-			if uc.state != connIdle {
+			if !uc.reusable() {
+				uc.Close()
 				continue
 			}
 			p.Stats.Reuses++
@@ -56,7 +57,7 @@ func (p *Pool) acquire(c *Call, fresh bool) {
 		return
 	}
 	if len(p.waiters) >= p.cfg.MaxConns {
-		c.fail(ErrPoolFull)
+		c.fail(ErrQueueFull)
 		return
 	}
 	p.waiters = append(p.waiters, c)

@@ -18,6 +18,12 @@ import (
 // AdminOff as the Admin address disables the admin listener.
 const AdminOff = "off"
 
+// Route.EscapedSlashes values.
+const (
+	EscapedSlashesReject = "reject"
+	EscapedSlashesKeep   = "keep"
+)
+
 // Balancer names accepted in Upstream.Balancer.
 const (
 	RoundRobin         = "round_robin"
@@ -32,6 +38,13 @@ type Config struct {
 	Pin      bool     `yaml:"pin"`    // lock each event loop to an OS thread pinned to CPU (loop index mod NumCPU; Linux); default false
 	Limits   Limits   `yaml:"limits"`
 	Timeouts Timeouts `yaml:"timeouts"`
+
+	// AllowUnderscoreHeaders forwards request header fields whose names
+	// contain '_'. By default they are dropped, as nginx does
+	// (underscores_in_headers off): WSGI and CGI upstreams read X_User_Id
+	// and X-User-Id as the same variable, so a client could otherwise plant
+	// a header the gateway manages. Default false.
+	AllowUnderscoreHeaders bool `yaml:"allow_underscore_headers"`
 
 	// Filters is the default chain every route runs (see filters.go for
 	// names and orders). Default [request_id, ip_access, forwarded]: ip_access
@@ -73,6 +86,40 @@ type Limits struct {
 	// TempDir is where spill files are created, unlinked at once. Default ""
 	// = the system temporary directory ($TMPDIR, else /tmp).
 	TempDir string `yaml:"temp_dir"`
+
+	// RequestBufferBytes: a request body that ends within this many bytes
+	// is read and validated whole before an upstream connection is taken,
+	// so a malformed body never reaches an upstream (nginx buffers request
+	// bodies by default too). Larger bodies stream; a framing error found
+	// mid-stream then aborts the upstream connection. Default 64KiB; 0
+	// disables buffering (every body streams).
+	RequestBufferBytes *ByteSize `yaml:"request_buffer_bytes"`
+
+	// MaxResponseHeaderCount and MaxResponseHeaderBytes bound an upstream's
+	// response head (nginx's proxy_buffer_size plays this role). Past them
+	// the client gets 502, code 50203, and the gateway logs the node.
+	// Defaults 100 fields and 64KiB.
+	MaxResponseHeaderCount int      `yaml:"max_response_header_count"`
+	MaxResponseHeaderBytes ByteSize `yaml:"max_response_header_bytes"`
+
+	// MaxBufferedBytes is the process-wide budget for request and response
+	// bytes held in memory across all connections (bodies waiting for a slow
+	// upstream or a slow client). Past it, new requests with a body get 503,
+	// code 50303, with Retry-After; exchanges already running finish.
+	// Default 256MiB.
+	MaxBufferedBytes ByteSize `yaml:"max_buffered_bytes"`
+
+	// MaxConnections caps open client connections, all loops together. Past
+	// it new connections are closed at accept and counted. Default 100000.
+	MaxConnections int `yaml:"max_connections"`
+}
+
+// RequestBuffer returns request_buffer_bytes with its default applied.
+func (l *Limits) RequestBuffer() int64 {
+	if l.RequestBufferBytes == nil {
+		return int64(defaultRequestBuffer)
+	}
+	return int64(*l.RequestBufferBytes)
 }
 
 // Timeouts are the client-side deadlines.
@@ -80,6 +127,10 @@ type Timeouts struct {
 	HeaderRead Duration `yaml:"header_read"` // time to receive a whole request head; default 10s; expiry: 408, code 40801
 	Idle       Duration `yaml:"idle"`        // keep-alive wait for the next request, and longest gap in a request body; default 60s; expiry: connection closed
 	Drain      Duration `yaml:"drain"`       // graceful-shutdown budget for in-flight requests; default 30s
+	// Suspend bounds how long a request may wait on an asynchronous filter
+	// (external auth, a cluster rate limit) before it is answered 504, code
+	// 50401. Default 5s.
+	Suspend Duration `yaml:"suspend"`
 }
 
 // Upstream is a named group of backend nodes and how to reach them.
@@ -113,8 +164,14 @@ type Route struct {
 	Path     string   `yaml:"path,omitempty"`    // exact path, or pattern with "*" (one segment) / trailing "**" (one or more)
 	Prefix   string   `yaml:"prefix,omitempty"`  // whole-segment prefix, e.g. "/static/"
 	Host     string   `yaml:"host,omitempty"`    // only this Host (case-insensitive, port ignored); default "" = any host
-	Methods  []string `yaml:"methods,omitempty"` // only these methods; default empty = any method
+	Methods  []string `yaml:"methods,omitempty"` // only these methods (HEAD is implied by GET); default empty = any method; a path matched only for other methods: 405, code 40501, with Allow
 	Upstream string   `yaml:"upstream"`          // required: name of an upstream
+
+	// EscapedSlashes is what a request path holding %2F or %5C (an encoded
+	// slash or backslash) or a raw backslash gets on this route: "reject"
+	// (400, code 40001) or "keep" (forwarded encoded, as %2F / %5C). Envoy's
+	// path_with_escaped_slashes_action is the model. Default "reject".
+	EscapedSlashes string `yaml:"escaped_slashes,omitempty"`
 
 	// Per-route overrides; default (zero) inherits the upstream's value.
 	ConnectTimeout  Duration `yaml:"connect_timeout"`

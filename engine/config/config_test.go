@@ -38,11 +38,17 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			MaxBodyBytes:     10 * 1024 * 1024,
 			MaxConnBuffer:    4 * 1024 * 1024,
 			MaxTempFileBytes: 1 << 30,
+
+			MaxResponseHeaderCount: 100,
+			MaxResponseHeaderBytes: 64 * 1024,
+			MaxBufferedBytes:       256 << 20,
+			MaxConnections:         100000,
 		},
 		Timeouts: Timeouts{
 			HeaderRead: Duration(10 * time.Second),
 			Idle:       Duration(60 * time.Second),
 			Drain:      Duration(30 * time.Second),
+			Suspend:    Duration(5 * time.Second),
 		},
 		Filters: []string{"request_id", "ip_access", "forwarded"},
 		Auth:    documentedAuth(),
@@ -70,6 +76,7 @@ func documentedAuth() Auth {
 			ForwardHeaders: []string{"Authorization", "Cookie"},
 			CopyHeaders:    []string{"X-User-Id", "X-User-Name", "X-User-Roles"},
 		},
+		IdentityHeaders: defaultIdentityHeaders(),
 	}
 }
 
@@ -179,12 +186,14 @@ func TestSampleParses(t *testing.T) {
 		Limits: Limits{
 			MaxURIBytes: 4096, MaxHeaderCount: 64, MaxHeaderBytes: 32768,
 			MaxBodyBytes: 1 << 20, MaxConnBuffer: 2 << 20, MaxTempFileBytes: 512 << 20,
-			TempDir: "testdata",
+			TempDir:                "testdata",
+			MaxResponseHeaderCount: 100, MaxResponseHeaderBytes: 64 << 10, MaxBufferedBytes: 256 << 20, MaxConnections: 100000,
 		},
 		Timeouts: Timeouts{
 			HeaderRead: Duration(5 * time.Second),
 			Idle:       Duration(2 * time.Minute),
 			Drain:      Duration(10 * time.Second),
+			Suspend:    Duration(5 * time.Second),
 		},
 		Filters:        []string{"request_id", "forwarded", "limits"},
 		FilterOrders:   map[string]int{"forwarded": 50},
@@ -212,6 +221,7 @@ func TestSampleParses(t *testing.T) {
 				Upstream: "users", Path: "/check?scope=api", Timeout: Duration(300 * time.Millisecond),
 				ForwardHeaders: []string{"Authorization"}, CopyHeaders: []string{"X-User-Id"}, FailOpen: true,
 			},
+			IdentityHeaders: defaultIdentityHeaders(),
 		},
 		Upstreams: []Upstream{{
 			Name:               "users",
@@ -237,6 +247,7 @@ func TestSampleParses(t *testing.T) {
 		Routes: []Route{{
 			ID: "get-user", Path: "/api/users/*", Host: "api.example.com", Methods: []string{"GET", "head"},
 			Upstream:        "users",
+			EscapedSlashes:  EscapedSlashesReject,             // default
 			ConnectTimeout:  Duration(250 * time.Millisecond), // inherited from users
 			ResponseTimeout: Duration(2 * time.Second),        // own override
 			DisableFilters:  []string{"forwarded"},
@@ -254,14 +265,14 @@ func TestSampleParses(t *testing.T) {
 			Gray:            &Gray{Upstream: "static", Header: "X-Gray", Cookie: "gray", Value: "yes", Weight: 10},
 			Hash:            &Hash{Header: "X-Session"},
 		}, {
-			ID: "route-1", Path: "/assets/**", Upstream: "static",
+			ID: "route-1", Path: "/assets/**", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(100 * time.Millisecond),
 			ResponseTimeout: Duration(30 * time.Second),
 			Filters:         []string{"ip_access"},
 			Auth:            AuthNone, // default
 			Hash:            &Hash{Cookie: "sid"},
 		}, {
-			ID: "site", Prefix: "/", Upstream: "static",
+			ID: "site", Prefix: "/", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(time.Second),
 			ResponseTimeout: Duration(30 * time.Second),
 			Auth:            AuthNone,
@@ -316,9 +327,9 @@ func TestEmbeddedConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]int{"/api/echo": 0, "/api/echo/": 0, "/anything/else": 1, "/": 1} {
-		i, ok := table.Match([]byte("localhost:8080"), []byte("GET"), []byte(path), make([]byte, 0, 64))
-		if !ok || i != want || c.Routes[i].Upstream != "demo" {
-			t.Errorf("%s routed to %d (ok=%v), want route %d to demo", path, i, ok, want)
+		r := table.Match([]byte("localhost:8080"), []byte("GET"), []byte(path), make([]byte, 0, 64))
+		if !r.Found || r.Index != want || c.Routes[r.Index].Upstream != "demo" {
+			t.Errorf("%s routed to %d (found=%v), want route %d to demo", path, r.Index, r.Found, want)
 		}
 	}
 	if Embedded() == c {
@@ -384,8 +395,8 @@ func TestDecodeErrors(t *testing.T) {
 func TestValidationErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
 		{"listen: localhost\n", `config: listen: missing port in address "localhost"`},
-		{"listen: localhost:http\n", `config: listen: port "http" in address "localhost:http" is not a number from 1 to 65535`},
-		{"listen: localhost:70000\n", `config: listen: port "70000" in address "localhost:70000" is not a number from 1 to 65535`},
+		{"listen: localhost:http\n", `config: listen: port "http" in address "localhost:http" is not a number from 0 to 65535 (0 picks a free port)`},
+		{"listen: localhost:70000\n", `config: listen: port "70000" in address "localhost:70000" is not a number from 0 to 65535 (0 picks a free port)`},
 		{"admin: 9901\n", `config: admin: missing port in address "9901"`},
 		{"admin: 127.0.0.1:8080\n", `config: admin: same address as listen "127.0.0.1:8080"`},
 		{"loops: -1\n", "config: loops: -1 is negative; 0 means one per CPU"},

@@ -18,10 +18,16 @@ const (
 	defaultMaxBodyBytes   ByteSize = 10 << 20
 	defaultMaxConnBuffer  ByteSize = 4 << 20
 	defaultMaxTempFile    ByteSize = 1 << 30
+	defaultRequestBuffer  ByteSize = 64 << 10
+	defaultMaxRespCount            = 100
+	defaultMaxRespBytes   ByteSize = 64 << 10
+	defaultMaxBuffered    ByteSize = 256 << 20
+	defaultMaxConnections          = 100000
 
 	defaultHeaderRead = Duration(10 * time.Second)
 	defaultIdle       = Duration(60 * time.Second)
 	defaultDrain      = Duration(30 * time.Second)
+	defaultSuspend    = Duration(5 * time.Second)
 
 	defaultWeight             = 1
 	defaultConnectTimeout     = Duration(time.Second)
@@ -49,10 +55,15 @@ func applyDefaults(c *Config) {
 	setDefault(&c.Limits.MaxBodyBytes, defaultMaxBodyBytes)
 	setDefault(&c.Limits.MaxConnBuffer, defaultMaxConnBuffer)
 	setDefault(&c.Limits.MaxTempFileBytes, defaultMaxTempFile)
+	setDefault(&c.Limits.MaxResponseHeaderCount, defaultMaxRespCount)
+	setDefault(&c.Limits.MaxResponseHeaderBytes, defaultMaxRespBytes)
+	setDefault(&c.Limits.MaxBufferedBytes, defaultMaxBuffered)
+	setDefault(&c.Limits.MaxConnections, defaultMaxConnections)
 
 	setDefault(&c.Timeouts.HeaderRead, defaultHeaderRead)
 	setDefault(&c.Timeouts.Idle, defaultIdle)
 	setDefault(&c.Timeouts.Drain, defaultDrain)
+	setDefault(&c.Timeouts.Suspend, defaultSuspend)
 
 	for i := range c.Upstreams {
 		applyUpstreamDefaults(&c.Upstreams[i])
@@ -61,6 +72,7 @@ func applyDefaults(c *Config) {
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		setDefault(&r.ID, fmt.Sprintf("route-%d", i))
+		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
 		if u := c.findUpstream(r.Upstream); u != nil {
 			setDefault(&r.ConnectTimeout, u.ConnectTimeout)
 			setDefault(&r.ResponseTimeout, u.ResponseTimeout)

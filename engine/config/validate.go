@@ -35,6 +35,7 @@ func (c *Config) Validate() error {
 	positive(&p, "timeouts.header_read", c.Timeouts.HeaderRead)
 	positive(&p, "timeouts.idle", c.Timeouts.Idle)
 	positive(&p, "timeouts.drain", c.Timeouts.Drain)
+	positive(&p, "timeouts.suspend", c.Timeouts.Suspend)
 
 	names := make(map[string]int, len(c.Upstreams))
 	for i := range c.Upstreams {
@@ -58,6 +59,13 @@ func (c *Config) validateLimits(p *problems) {
 	positive(p, "limits.max_body_bytes", l.MaxBodyBytes)
 	positive(p, "limits.max_conn_buffer", l.MaxConnBuffer)
 	positive(p, "limits.max_temp_file_bytes", l.MaxTempFileBytes)
+	positive(p, "limits.max_response_header_count", l.MaxResponseHeaderCount)
+	positive(p, "limits.max_response_header_bytes", l.MaxResponseHeaderBytes)
+	positive(p, "limits.max_buffered_bytes", l.MaxBufferedBytes)
+	positive(p, "limits.max_connections", l.MaxConnections)
+	if l.RequestBufferBytes != nil && *l.RequestBufferBytes < 0 {
+		p.add("limits.request_buffer_bytes", "must not be negative (0 disables buffering), got %v", *l.RequestBufferBytes)
+	}
 	if l.TempDir != "" {
 		if st, err := os.Stat(l.TempDir); err != nil {
 			p.add("limits.temp_dir", "%v", err)
@@ -130,6 +138,9 @@ func (c *Config) validateRoutes(p *problems) {
 			positive(p, path+".connect_timeout", r.ConnectTimeout)
 			positive(p, path+".response_timeout", r.ResponseTimeout)
 		}
+		if r.EscapedSlashes != EscapedSlashesReject && r.EscapedSlashes != EscapedSlashesKeep {
+			p.add(path+".escaped_slashes", "%q: want %q or %q", r.EscapedSlashes, EscapedSlashesReject, EscapedSlashesKeep)
+		}
 		c.validateRouteFilters(p, i, path, r)
 	}
 	if _, err := router.Compile(c.RouterSpecs()); err != nil {
@@ -180,6 +191,8 @@ func (p *problems) addr(path, addr string, rules addrRules) {
 	}
 	n, err := strconv.ParseUint(port, 10, 16)
 	switch {
+	case err != nil && rules.portZero:
+		p.add(path, "port %q in address %q is not a number from 0 to 65535 (0 picks a free port)", port, addr)
 	case err != nil:
 		p.add(path, "port %q in address %q is not a number from 1 to 65535", port, addr)
 	case n == 0 && !rules.portZero:

@@ -87,7 +87,13 @@ func (s *Spool) Pump(c Conn, cfg *Config, scratch []byte) error {
 			want = int64(len(scratch))
 		}
 		n, err := s.file.ReadAt(scratch[:want], s.rOff)
-		if n == 0 && err != nil && err != io.EOF {
+		if n == 0 {
+			// Bytes are pending but none can be read (the file is shorter
+			// than what was written to it): an error, never a retry, or the
+			// loop would spin here.
+			if err == nil || err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
 			return fmt.Errorf("spool: %w", err)
 		}
 		s.rOff += int64(n)

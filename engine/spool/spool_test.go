@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand"
 	"testing"
+	"time"
 )
 
 // slowConn accepts bytes into an outbound queue that the test drains by hand,
@@ -74,5 +75,34 @@ func TestSpoolFileLimit(t *testing.T) {
 	}
 	if err := s.Write(c, make([]byte, 20), cfg, scratch); err != ErrFull {
 		t.Fatalf("err %v, want ErrFull", err)
+	}
+}
+
+// A spool file that lost bytes (truncated under us) must fail the pump,
+// not spin on (0, io.EOF) with bytes still pending.
+func TestPumpFailsOnShortFile(t *testing.T) {
+	cfg := &Config{HighWater: 0, MaxFile: 1 << 20, Dir: t.TempDir()}
+	var s Spool
+	defer s.Reset()
+	c := &slowConn{queued: []byte("x")} // over the high-water mark: the next write spills
+	if err := s.Write(c, []byte("spilled bytes"), cfg, make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Pending() {
+		t.Fatal("write should have spilled")
+	}
+	if err := s.file.Truncate(0); err != nil {
+		t.Fatal(err)
+	}
+	c.drain(1)
+	done := make(chan error, 1)
+	go func() { done <- s.Pump(c, cfg, make([]byte, 64)) }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Pump on a short file returned nil with bytes pending")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Pump spins on a short file")
 	}
 }

@@ -37,7 +37,8 @@ func (t *Timer) Stop() {
 type Wheel struct {
 	tick  time.Duration
 	start time.Time
-	now   int64 // last tick processed
+	clock func() time.Time // time.Now; tests substitute a fake clock
+	now   int64            // last tick processed
 	slots []Timer
 	mask  int64
 	due   Timer // scratch list of timers firing in the current Advance
@@ -49,7 +50,7 @@ func New(tick time.Duration, slots int) *Wheel {
 	for n < slots {
 		n <<= 1
 	}
-	w := &Wheel{tick: tick, start: time.Now(), slots: make([]Timer, n), mask: int64(n - 1)}
+	w := &Wheel{tick: tick, start: time.Now(), clock: time.Now, slots: make([]Timer, n), mask: int64(n - 1)}
 	for i := range w.slots {
 		s := &w.slots[i]
 		s.prev, s.next = s, s
@@ -61,14 +62,18 @@ func New(tick time.Duration, slots int) *Wheel {
 // Now returns the current time as the wheel sees it: the last processed tick.
 func (w *Wheel) Now() time.Time { return w.start.Add(time.Duration(w.now) * w.tick) }
 
-// Arm (re)starts t so that it fires after d.
+// Arm (re)starts t so that it fires after d, never before: the due tick is
+// counted from the current time, not from the last processed tick, which
+// may be up to a tick behind (a timer armed between ticks would otherwise
+// fire up to one tick early).
 func (w *Wheel) Arm(t *Timer, d time.Duration) {
 	t.Stop()
-	ticks := int64((d + w.tick - 1) / w.tick)
-	if ticks < 1 {
-		ticks = 1
+	due := w.clock().Sub(w.start) + d
+	when := int64((due + w.tick - 1) / w.tick)
+	if when <= w.now {
+		when = w.now + 1
 	}
-	t.when = w.now + ticks
+	t.when = when
 	w.link(&w.slots[t.when&w.mask], t)
 }
 

@@ -7,6 +7,8 @@ import (
 
 func TestTimersFireInOrderAndNotEarly(t *testing.T) {
 	w := New(10*time.Millisecond, 8)
+	var now time.Time
+	fakeClock(w, &now)
 	var fired []int
 	timers := make([]Timer, 4)
 	durations := []time.Duration{35 * time.Millisecond, 10 * time.Millisecond, 200 * time.Millisecond, 80 * time.Millisecond}
@@ -36,9 +38,16 @@ func TestTimersFireInOrderAndNotEarly(t *testing.T) {
 
 func TestStopAndRearmFromCallback(t *testing.T) {
 	w := New(10*time.Millisecond, 4)
+	var now time.Time
+	fakeClock(w, &now)
 	var a, b, c Timer
 	count := map[string]int{}
-	a.Init(func() { count["a"]++; b.Stop(); w.Arm(&c, 10*time.Millisecond) })
+	a.Init(func() {
+		count["a"]++
+		b.Stop()
+		now = w.start.Add(10 * time.Millisecond)
+		w.Arm(&c, 10*time.Millisecond)
+	})
 	b.Init(func() { count["b"]++ })
 	c.Init(func() { count["c"]++ })
 	w.Arm(&a, 10*time.Millisecond)
@@ -62,5 +71,38 @@ func BenchmarkArmStop(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		w.Arm(&t, 10*time.Second)
 		t.Stop()
+	}
+}
+
+// fakeClock makes the wheel read its time from *now.
+func fakeClock(w *Wheel, now *time.Time) {
+	*now = w.start
+	w.clock = func() time.Time { return *now }
+}
+
+func TestTimerArmedBetweenTicksIsNotEarly(t *testing.T) {
+	w := New(10*time.Millisecond, 8)
+	var now time.Time
+	fakeClock(w, &now)
+	fired := false
+	var tm Timer
+	tm.Init(func() { fired = true })
+	now = w.start.Add(15 * time.Millisecond)
+	w.Advance(now) // last processed tick: 10ms
+	w.Arm(&tm, 10*time.Millisecond)
+	now = w.start.Add(20 * time.Millisecond)
+	w.Advance(now)
+	if fired {
+		t.Fatal("a 10ms timer armed at 15ms fired at 20ms")
+	}
+	now = w.start.Add(25 * time.Millisecond)
+	w.Advance(now)
+	if fired {
+		t.Fatal("fired at 25ms: the wheel only fires on tick boundaries, 30ms is the first at or after the deadline")
+	}
+	now = w.start.Add(30 * time.Millisecond)
+	w.Advance(now)
+	if !fired {
+		t.Fatal("a 10ms timer armed at 15ms had not fired at 30ms")
 	}
 }
