@@ -1,0 +1,62 @@
+// Regressions from outside testing: sub-request answers split across reads,
+// and requests parked by a filter that never resumes them.
+
+package engine_test
+
+import (
+	"testing"
+)
+
+// externalAuth is a route behind external auth; %s are the fail_open
+// option, the auth timeout, the backend and the auth service.
+const externalAuth = `
+timeouts: {suspend: %s}
+auth:
+  external: {upstream: authsvc, path: /check, timeout: %s%s}
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+  - {name: authsvc, nodes: ["%s"]}
+routes:
+  - {id: ext, prefix: /, upstream: backend, external_auth: true}
+`
+
+// A 401 from the auth service written a byte at a time must still be a 401.
+// When the split head was thrown away, fail_open turned it into an allow.
+func TestExternalAuthSplitAnswer(t *testing.T) {
+	up := startScriptedUpstream(t, serveEach(okRaw))
+	for _, sizes := range splitSizes {
+		authSvc := startScriptedUpstream(t, serveEach(func(*rawRequest) string {
+			return "HTTP/1.1 401 Unauthorized\r\nContent-Length: 6\r\nX-Why: no\r\n\r\ndenied"
+		}, sizes...))
+		g := startGateway(t, externalAuth, "5s", "2s", ", fail_open: true", up.addr, authSvc.addr)
+		resp, body := g.client(t).get("/x")
+		expectError(t, resp, body, 401, 40101) // no credentials were sent
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Fatalf("a denied request reached the backend %d times", n)
+	}
+}
+
+// A request parked on a filter that never answers gets 504/50401 after
+// timeouts.suspend, even when the filter's own deadline is longer.
+func TestParkedRequestHasADeadline(t *testing.T) {
+	up := startScriptedUpstream(t, serveEach(okRaw))
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	authSvc := startScriptedUpstream(t, func(c *upConn) {
+		if _, err := c.read(); err != nil {
+			return
+		}
+		<-release // never answers while the test runs
+	})
+	g := startGateway(t, externalAuth, "300ms", "30s", "", up.addr, authSvc.addr)
+	c := g.client(t)
+	resp, body := c.get("/x")
+	expectError(t, resp, body, 504, 50401)
+	// The connection serves the next request (which parks and times out too).
+	resp, body = c.get("/y")
+	expectError(t, resp, body, 504, 50401)
+	if n := len(up.requests()); n != 0 {
+		t.Fatalf("the backend saw %d requests", n)
+	}
+}
