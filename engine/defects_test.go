@@ -4,6 +4,7 @@
 package engine_test
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -59,4 +60,33 @@ func TestParkedRequestHasADeadline(t *testing.T) {
 	if n := len(up.requests()); n != 0 {
 		t.Fatalf("the backend saw %d requests", n)
 	}
+}
+
+// After a burst of large bodies the buffers go back to the OS once their
+// connections close, rather than holding RSS at the burst's peak.
+func TestMemoryReturnedAfterBurst(t *testing.T) {
+	stall := make(chan struct{})
+	up := startScriptedUpstream(t, func(c *upConn) { <-stall }) // never reads
+	g := startGateway(t, "limits: {request_buffer_bytes: 0}\n"+oneRoute, up.addr)
+	chunk := strings.Repeat("x", 64<<10)
+	var clients []*rawClient
+	for i := 0; i < 8; i++ {
+		c := g.client(t)
+		clients = append(clients, c)
+		c.send("POST /x HTTP/1.1\r\nHost: test\r\nContent-Length: 10485760\r\n\r\n")
+		go func() {
+			for j := 0; j < 160; j++ {
+				if _, err := c.Write([]byte(chunk)); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	waitFor(t, "a 32MiB burst of stalled bodies", func() bool { return g.srv.BufferedBytes() >= 32<<20 })
+	for _, c := range clients {
+		c.Close()
+	}
+	close(stall)
+	waitFor(t, "the buffers to be released", func() bool { return g.srv.BufferedBytes() == 0 })
+	waitFor(t, "memory to be returned to the OS", func() bool { return g.srv.MemoryReturns() > 0 })
 }

@@ -37,6 +37,9 @@ type Server struct {
 	refused  atomic.Uint64 // connections closed at accept: max_connections
 	buffered atomic.Int64  // bytes client connections hold in memory (see clientConn.account)
 
+	bufferedPeak  atomic.Int64  // highest buffered since returnMemory last looked
+	memoryReturns atomic.Uint64 // see returnMemory
+
 	verifier *auth.Verifier // token revocation, for the control plane
 	bans     *access.Bans   // runtime IP bans, for the control plane
 }
@@ -88,6 +91,9 @@ func resolveListen(addr string) (string, error) {
 
 // Run serves until Shutdown. It returns after every loop has stopped.
 func (s *Server) Run() error {
+	stop := make(chan struct{})
+	defer close(stop)
+	go s.returnMemory(stop)
 	err := gnet.Run(s, s.addr,
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(len(s.loops)),

@@ -1,0 +1,46 @@
+// Returning memory: buffers grown for a burst of large bodies go back to the
+// OS once the burst is over.
+
+package engine
+
+import (
+	"runtime/debug"
+	"time"
+)
+
+// Memory-return tuning: a burst is a peak of buffered bytes at least
+// releaseFloor; it is over once the figure falls below a quarter of it.
+const (
+	releaseFloor    = 32 << 20
+	releaseInterval = time.Second
+)
+
+// returnMemory watches the buffered-bytes figure off the loops and, after a
+// burst, forces the garbage collector to hand memory back to the OS. gnet
+// keeps freed connection buffers in sync.Pools, which only a GC empties, and
+// an idle gateway allocates too little to trigger one on its own: without
+// this, RSS stays at the burst's peak indefinitely. Two collections are
+// needed, since a sync.Pool survives its first one as a victim cache.
+func (s *Server) returnMemory(stop <-chan struct{}) {
+	t := time.NewTicker(releaseInterval)
+	defer t.Stop()
+	var peak int64
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		now := s.buffered.Load()
+		peak = max(peak, s.bufferedPeak.Swap(now))
+		if peak >= releaseFloor && now < peak/4 {
+			debug.FreeOSMemory()
+			debug.FreeOSMemory()
+			s.memoryReturns.Add(1)
+			peak = now
+		}
+	}
+}
+
+// MemoryReturns counts the times memory was handed back after a burst.
+func (s *Server) MemoryReturns() uint64 { return s.memoryReturns.Load() }
