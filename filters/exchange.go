@@ -13,7 +13,11 @@ import (
 // reuses it; a filter may keep nothing from it past the call, except across
 // a Suspend, when Req stays valid until Resume.
 type Exchange struct {
-	Req       *codec.Request // the parsed request
+	// Req is the parsed request during the request phases. It is nil in
+	// the response phase: by then the bytes it viewed are released or
+	// reused, so a filter that needs a request field later copies it
+	// (Own) in its request phase.
+	Req       *codec.Request
 	RequestID []byte         // the request's ID (from X-Request-Id or generated)
 	Peer      netip.Addr     // the TCP peer
 	ClientIP  netip.Addr     // the client as trusted proxies report it (see RealIP)
