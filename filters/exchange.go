@@ -18,9 +18,9 @@ type Exchange struct {
 	// reused, so a filter that needs a request field later copies it
 	// (Own) in its request phase.
 	Req       *codec.Request
-	RequestID []byte         // the request's ID (from X-Request-Id or generated)
-	Peer      netip.Addr     // the TCP peer
-	ClientIP  netip.Addr     // the client as trusted proxies report it (see RealIP)
+	RequestID []byte     // the request's ID (from X-Request-Id or generated)
+	Peer      netip.Addr // the TCP peer
+	ClientIP  netip.Addr // the client as trusted proxies report it (see RealIP)
 	RouteID   string
 	Loop      int          // index of the running event loop, for per-loop filter state
 	Sub       SubRequester // the loop's async client, for filters that call out
