@@ -31,6 +31,7 @@ type Server struct {
 	addr     string  // gnet protocol address
 	eng      atomic.Pointer[gnet.Engine]
 	booted   chan struct{}
+	stopped  chan struct{} // closed when Run returns
 	draining atomic.Bool
 	clients  atomic.Int64 // open client connections, all loops
 	requests atomic.Uint64
@@ -66,6 +67,7 @@ func New(cfg *config.Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + listen, booted: make(chan struct{}),
+		stopped:  make(chan struct{}),
 		verifier: chains.verifier, bans: chains.bans}
 	s.snap.Store(snap)
 	s.loops = make([]*loop, n)
@@ -91,6 +93,7 @@ func resolveListen(addr string) (string, error) {
 
 // Run serves until Shutdown. It returns after every loop has stopped.
 func (s *Server) Run() error {
+	defer close(s.stopped)
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)
@@ -160,11 +163,20 @@ stop:
 	for _, l := range s.loops {
 		l.stopTicker()
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	if eng := s.eng.Load(); eng != nil {
-		if err := eng.Stop(stopCtx); err != nil {
+		// Engine.Stop polls for the end every 500 ms. Given a context that is
+		// already done it only starts the stop; Run returning is the end.
+		begun, begin := context.WithCancel(context.Background())
+		begin()
+		if err := eng.Stop(begun); err != nil && !errors.Is(err, context.Canceled) {
 			return fmt.Errorf("engine: stop: %w", err)
+		}
+		wait := time.NewTimer(5 * time.Second)
+		defer wait.Stop()
+		select {
+		case <-s.stopped:
+		case <-wait.C:
+			return errors.New("engine: stop: loops still running after 5s")
 		}
 	}
 	return ctx.Err()
