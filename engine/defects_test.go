@@ -90,3 +90,23 @@ func TestMemoryReturnedAfterBurst(t *testing.T) {
 	waitFor(t, "the buffers to be released", func() bool { return g.srv.BufferedBytes() == 0 })
 	waitFor(t, "memory to be returned to the OS", func() bool { return g.srv.MemoryReturns() > 0 })
 }
+
+// The auth service judges the path the upstream will be sent, not the raw
+// target: "/pub/../admin/x" must reach it as "/admin/x".
+func TestExternalAuthSeesNormalisedTarget(t *testing.T) {
+	up := startScriptedUpstream(t, serveEach(okRaw))
+	authSvc := startScriptedUpstream(t, serveEach(func(*rawRequest) string {
+		return "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n"
+	}))
+	g := startGateway(t, externalAuth, "5s", "2s", "", up.addr, authSvc.addr)
+	if resp, body := g.client(t).get("/pub/..//%61dmin/./x?q=%2F.."); resp.StatusCode != 200 {
+		t.Fatalf("status %d %s", resp.StatusCode, body)
+	}
+	got := authSvc.requests()[0].req.Header.Get("X-Forwarded-Uri")
+	if got != "/admin/x?q=%2F.." {
+		t.Fatalf("auth service judged %q, want the normalised /admin/x?q=%%2F..", got)
+	}
+	if line := string(up.requests()[0].head); !strings.HasPrefix(line, "GET /admin/x?q=%2F.. HTTP/1.1\r\n") {
+		t.Fatalf("upstream got %q", line)
+	}
+}

@@ -87,6 +87,20 @@ type extCall struct {
 	credential bool // the request carried at least one forwarded header
 	done       func(*filters.SubResponse)
 	ip         [64]byte // scratch for formatting the client IP
+	uri        []byte   // scratch for X-Forwarded-Uri
+}
+
+// forwardedURI is the target the auth service judges: the normalised path
+// the route matched and the upstream will receive, with the query. The raw
+// target would let "/pub/../admin" be judged as one path and served as
+// another.
+func (c *extCall) forwardedURI(r *codec.Request) []byte {
+	c.uri = append(c.uri[:0], r.Path...)
+	if len(r.Query) > 0 {
+		c.uri = append(c.uri, '?')
+		c.uri = append(c.uri, r.Query...)
+	}
+	return c.uri
 }
 
 func (f *externalFilter) Request(x *filters.Exchange) filters.Verdict {
@@ -115,7 +129,7 @@ func (f *externalFilter) Request(x *filters.Exchange) filters.Verdict {
 	}
 	h = append(h,
 		filters.Header{Name: "X-Forwarded-Method", Value: x.Own(x.Req.Method)},
-		filters.Header{Name: "X-Forwarded-Uri", Value: x.Own(x.Req.URI)})
+		filters.Header{Name: "X-Forwarded-Uri", Value: x.Own(c.forwardedURI(x.Req))})
 	if len(x.Req.Host) > 0 {
 		h = append(h, filters.Header{Name: "X-Forwarded-Host", Value: x.Own(x.Req.Host)})
 	}

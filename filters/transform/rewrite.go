@@ -115,11 +115,34 @@ func (f *rewrite) Request(x *filters.Exchange) filters.Verdict {
 // prefix itself, or prefix followed by '/'. The rest is "" or starts with
 // '/'. prefix has no trailing '/'; an empty prefix cuts nothing.
 func cutSegments(p, prefix []byte) ([]byte, bool) {
-	n := len(prefix)
-	if n == 0 || len(p) < n || !codec.EqualFold(p[:n], prefix) || len(p) > n && p[n] != '/' {
+	if len(prefix) == 0 {
 		return p, false
 	}
-	return p[n:], true
+	// Segment by segment, as the router matches: ASCII case folded, and a
+	// segment's ";params" ignored (so "/admin;x/y" loses "/admin;x").
+	i, j := 0, 0 // positions in p and prefix, each at a '/'
+	for j < len(prefix) {
+		if i >= len(p) || p[i] != '/' {
+			return p, false
+		}
+		pe := i + 1
+		for pe < len(p) && p[pe] != '/' {
+			pe++
+		}
+		qe := j + 1
+		for qe < len(prefix) && prefix[qe] != '/' {
+			qe++
+		}
+		seg := p[i+1 : pe]
+		if k := bytes.IndexByte(seg, ';'); k >= 0 {
+			seg = seg[:k]
+		}
+		if !codec.EqualFold(seg, prefix[j+1:qe]) {
+			return p, false
+		}
+		i, j = pe, qe
+	}
+	return p[i:], true
 }
 
 // join returns add+rest with exactly one '/' between them, starting with

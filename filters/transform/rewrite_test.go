@@ -23,6 +23,8 @@ func TestRewrite(t *testing.T) {
 		{"strip with slash cuts whole segments only", config.Rewrite{StripPrefix: "/api/"}, "/apiv2/x", unchanged},
 		{"strip with slash strips the bare prefix", config.Rewrite{StripPrefix: "/api/"}, "/api", "/"},
 		{"strip ignores ASCII case", config.Rewrite{StripPrefix: "/rw", AddPrefix: "/internal"}, "/RW/v1/users", "/internal/v1/users"},
+		{"strip ignores a segment's ;params, as routing does", config.Rewrite{StripPrefix: "/admin"}, "/admin;x/y", "/y"},
+		{"strip multi-segment with params", config.Rewrite{StripPrefix: "/a/b/"}, "/A;p/b;q=1/c", "/c"},
 		{"strip ignores ASCII case, prefix with slash", config.Rewrite{StripPrefix: "/Rw/", AddPrefix: "/internal"}, "/rW/v1/users", "/internal/v1/users"},
 		{"strip case-insensitive still needs a boundary", config.Rewrite{StripPrefix: "/rw"}, "/RWX/v1", unchanged},
 		{"strip of several segments", config.Rewrite{StripPrefix: "/a/b"}, "/A/b/c", "/c"},
