@@ -22,7 +22,7 @@ func (ex *exchange) wantsBuffer(req *codec.Request, limit int64) bool {
 		return req.ContentLength <= limit
 	case codec.BodyChunked:
 		ex.preChunked.Reset(int64(ex.loop.limits.MaxBodyBytes))
-		ex.preOff = 0
+		ex.preOff, ex.payload = 0, 0
 		return true
 	}
 	return false
@@ -42,16 +42,21 @@ func (ex *exchange) bufferBody() {
 	case codec.BodyLength:
 		complete = int64(len(body)) >= ex.reqRemaining
 	case codec.BodyChunked:
-		for ex.preOff < len(body) && !complete {
-			n, _, done, err := ex.preChunked.Next(body[ex.preOff:])
+		for ex.preOff < len(body) && !complete && int64(ex.preOff) <= ex.bufferLimit {
+			n, data, done, err := ex.preChunked.Next(body[ex.preOff:])
 			if err != nil {
 				ex.discardHead()
 				ex.badBody(err)
 				return
 			}
 			ex.preOff += n
+			ex.payload += int64(len(data))
 			complete = done
 		}
+		// A chunked body held whole goes upstream with a Content-Length, as
+		// nginx sends it: an HTTP/1.0 upstream (Python's wsgiref, say)
+		// cannot read chunked framing.
+		ex.dechunk = complete && int64(ex.preOff) <= ex.bufferLimit
 		if !complete && int64(ex.preOff) > ex.bufferLimit {
 			complete = true // too large to hold: it streams, as a long body does
 		}

@@ -60,6 +60,8 @@ type exchange struct {
 	bufferLimit int64                // request_buffer_bytes for this request
 	preChunked  codec.ChunkedDecoder // validates a buffered chunked body
 	preOff      int                  // body bytes preChunked has validated
+	payload     int64                // the payload bytes among them
+	dechunk     bool                 // the chunked body was held whole: send it with a Content-Length
 
 	reqMode      codec.BodyMode
 	reqRemaining int64
@@ -90,7 +92,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.isHEAD = string(req.Method) == "HEAD"
 	ex.idempotent = idempotent(req.Method)
 	ex.expectContinue = req.ExpectContinue
-	ex.continueSent = false
+	ex.continueSent, ex.dechunk = false, false
 	ex.teTrailers = acceptsTrailers(req.Headers)
 	ex.fx.Rejection = filters.Rejection{}
 	ex.fx.Req = req
@@ -213,6 +215,10 @@ func (ex *exchange) pumpBody() {
 		switch {
 		case ex.reqMode != codec.BodyChunked:
 			sent = ex.call.Send(buf[:take])
+		case ex.dechunk:
+			if len(chunk) > 0 {
+				sent = ex.call.Send(chunk)
+			}
 		case len(chunk) > 0:
 			sent = ex.call.SendChunk(chunk)
 		case ex.reqDone:

@@ -60,7 +60,11 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 	dst = append(dst, "\r\n"...)
 	drop := clientFields{managed: snap.managed, underscore: !snap.allowUnderscore, expect: ex.continueSent}
 	dst = appendEndToEnd(dst, req.Headers, true, edits, &drop)
-	dst = appendFraming(dst, req.Chunked, req.ContentLength)
+	if ex.dechunk {
+		dst = appendContentLength(dst, ex.payload)
+	} else {
+		dst = appendFraming(dst, req.Chunked, req.ContentLength)
+	}
 	dst = append(dst, "\r\n"...)
 	b.B = dst
 	return b, nil

@@ -241,6 +241,18 @@ func (ex *exchange) proceed(req *codec.Request) {
 	} else {
 		node = g.Pick()
 	}
+	if ex.expectContinue && !ex.reqDone {
+		// The request passed routing and its filters, so the client may
+		// send its body. As nginx and Envoy do, the gateway answers the
+		// Expect itself and the upstream never sees it: an upstream that
+		// ignores Expect (Python's wsgiref) would otherwise stall the
+		// client for its own timeout.
+		ex.expectContinue = false
+		ex.continueSent = true
+		if !cc.write(continueLine) {
+			return
+		}
+	}
 	head, bad := ex.buildUpstreamHead(req, node.Addr)
 	if bad != nil { // a rewrite produced a path that does not normalise
 		ex.localReply(bad)
