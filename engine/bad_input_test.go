@@ -5,6 +5,7 @@ package engine_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/codec"
 )
 
 // bodyReadingHandler reads the whole request body before answering, so a
@@ -25,19 +28,6 @@ var bodyReadingHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Re
 	}
 	io.WriteString(w, "ok")
 })
-
-// badInputSend writes raw on a new connection and reads one response. It
-// returns the connection's reader so the caller can check what follows.
-func badInputSend(t *testing.T, g *gateway, raw string) (*bufio.Reader, net.Conn, *http.Response, []byte) {
-	t.Helper()
-	c := g.dial(t)
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatalf("writing request: %v", err)
-	}
-	br := bufio.NewReader(c)
-	resp, body := readResponse(t, br, "GET")
-	return br, c, resp, body
-}
 
 // expectClosedConn asserts the gateway closed c: a read returns EOF (or,
 // when allowReset, a connection reset) rather than data or a timeout.
@@ -70,49 +60,59 @@ func manyHeaders(n int) string {
 	return b.String()
 }
 
+// TestBadInputRejected: each case breaks one rule, and the error's message
+// names that rule, so a case cannot pass on another rule's 400.
 func TestBadInputRejected(t *testing.T) {
 	up := startUpstream(t, bodyReadingHandler)
 	g := startGateway(t, oneRoute, up)
 
 	bigHeader := "X-Big: " + strings.Repeat("b", 2000) + "\r\n"
 	cases := []struct {
-		name         string
-		raw          string
-		status, code int
+		name string
+		raw  string
+		want *codec.Error
 	}{
-		{"uri over 8KiB", "GET /" + strings.Repeat("a", 8<<10) + " HTTP/1.1\r\nHost: a\r\n\r\n", 414, 41401},
-		{"51 header fields", manyHeaders(50), 431, 43101},
-		{"head over 16KiB", "GET /x HTTP/1.1\r\nHost: a\r\n" + strings.Repeat(bigHeader, 9) + "\r\n", 431, 43101},
-		{"content-length over 10MiB", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 10485761\r\n\r\n", 413, 41301},
+		{"uri over 8KiB", "GET /" + strings.Repeat("a", 8<<10) + " HTTP/1.1\r\nHost: a\r\n\r\n", codec.ErrURITooLong},
+		{"51 header fields", manyHeaders(50), codec.ErrHeadersTooLarge},
+		{"head over 16KiB", "GET /x HTTP/1.1\r\nHost: a\r\n" + strings.Repeat(bigHeader, 9) + "\r\n", codec.ErrHeadersTooLarge},
+		{"content-length over 10MiB", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 10485761\r\n\r\n", codec.ErrBodyTooLarge},
 
-		{"content-length and transfer-encoding", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400, 40001},
-		{"conflicting content-length", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", 400, 40001},
-		{"content-length abc", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", 400, 40001},
-		{"content-length -1", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", 400, 40001},
-		{"content-length +5", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\nhello", 400, 40001},
-		{"bad chunk size", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, 40001},
-		{"obs-fold", "GET /x HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n", 400, 40001},
-		{"space in header name", "GET /x HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", 400, 40001},
-		{"control byte in header name", "GET /x HTTP/1.1\r\nHost: a\r\nX\x01: y\r\n\r\n", 400, 40001},
-		{"whitespace before colon", "GET /x HTTP/1.1\r\nHost : a\r\n\r\n", 400, 40001},
-		{"transfer-encoding gzip", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", 400, 40001},
-		{"transfer-encoding chunked, gzip", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", 400, 40001},
-		{"request line without target", "GET\r\n\r\n", 400, 40001},
-		{"request line without version", "GET / \r\n\r\n", 400, 40001},
-		{"version HTTP/2.0", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 400, 40001},
-		{"version HTTP/1.2", "GET / HTTP/1.2\r\nHost: a\r\n\r\n", 400, 40001},
-		{"version HTTP/1.1x", "GET / HTTP/1.1x\r\nHost: a\r\n\r\n", 400, 40001},
-		{"HTTP/1.1 without Host", "GET /x HTTP/1.1\r\n\r\n", 400, 40001},
-		{"bare LF line endings", "GET /x HTTP/1.1\nHost: a\n\n", 400, 40001},
+		{"content-length and transfer-encoding", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", codec.ErrCLandTE},
+		{"conflicting content-length", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello", codec.ErrBadContentLength},
+		{"content-length abc", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: abc\r\n\r\n", codec.ErrBadContentLength},
+		{"content-length -1", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n", codec.ErrBadContentLength},
+		{"content-length +5", "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: +5\r\n\r\nhello", codec.ErrBadContentLength},
+		{"bad chunk size", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", codec.ErrBadChunk},
+		{"obs-fold", "GET /x HTTP/1.1\r\nHost: a\r\nX-A: b\r\n c\r\n\r\n", codec.ErrObsFold},
+		// A name ends at its first non-token byte: a space there is
+		// whitespace before the colon, whatever follows it.
+		{"space in header name", "GET /x HTTP/1.1\r\nHost: a\r\nBad Header: x\r\n\r\n", codec.ErrSpaceBeforeColon},
+		{"separator in header name", "GET /x HTTP/1.1\r\nHost: a\r\nX(y): z\r\n\r\n", codec.ErrBadHeaderName},
+		{"control byte in header name", "GET /x HTTP/1.1\r\nHost: a\r\nX\x01: y\r\n\r\n", codec.ErrBadHeaderName},
+		{"whitespace before colon", "GET /x HTTP/1.1\r\nHost : a\r\n\r\n", codec.ErrSpaceBeforeColon},
+		{"transfer-encoding gzip", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n", codec.ErrUnknownTransferEncoding},
+		{"transfer-encoding chunked, gzip", "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", codec.ErrUnknownTransferEncoding},
+		{"request line without target", "GET\r\n\r\n", codec.ErrBadRequestLine},
+		{"request line without version", "GET / \r\n\r\n", codec.ErrBadVersion},
+		{"version HTTP/2.0", "GET / HTTP/2.0\r\nHost: a\r\n\r\n", codec.ErrBadVersion},
+		{"version HTTP/1.2", "GET / HTTP/1.2\r\nHost: a\r\n\r\n", codec.ErrBadVersion},
+		{"version HTTP/1.1x", "GET / HTTP/1.1x\r\nHost: a\r\n\r\n", codec.ErrBadVersion},
+		{"HTTP/1.1 without Host", "GET /x HTTP/1.1\r\n\r\n", codec.ErrMissingHost},
+		{"bare LF line endings", "GET /x HTTP/1.1\nHost: a\n\n", codec.ErrMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			br, c, resp, body := badInputSend(t, g, tc.raw)
-			expectError(t, resp, body, tc.status, tc.code)
+			c := g.client(t)
+			resp, body := c.exchange(tc.raw)
+			expectError(t, resp, body, tc.want.Status, tc.want.Code)
+			var e errorBody
+			if err := json.Unmarshal(body, &e); err != nil || e.Message != tc.want.Message {
+				t.Errorf("message %q, want %q: another rule answered", e.Message, tc.want.Message)
+			}
 			if !resp.Close {
 				t.Errorf("response lacks Connection: close although the gateway closes")
 			}
-			expectClosedConn(t, c, br, false)
+			expectClosedConn(t, c, c.br, false)
 			g.expectServing(t)
 		})
 	}
@@ -129,7 +129,7 @@ func TestBadInputLimitBoundaries(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, resp, body := badInputSend(t, g, tc.raw)
+			resp, body := g.rawExchange(t, tc.raw)
 			if resp.StatusCode != 200 || string(body) != "ok" {
 				t.Fatalf("got %d %q, want 200 ok", resp.StatusCode, body)
 			}
@@ -144,7 +144,7 @@ func TestBadInputChunkedBodyTooLarge(t *testing.T) {
 	// A large connection buffer keeps the upstream-side queue limit (a
 	// 502) out of the picture: only the body limit may answer.
 	g := startGateway(t, "limits: {max_conn_buffer: 64MiB}\n"+oneRoute, up)
-	c := g.dial(t)
+	c := g.client(t)
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -168,10 +168,9 @@ func TestBadInputChunkedBodyTooLarge(t *testing.T) {
 	}()
 	defer func() { close(stop); c.Close(); wg.Wait() }()
 
-	br := bufio.NewReader(c)
-	resp, body := readResponse(t, br, "POST")
+	resp, body := readResponse(t, c.br, "POST")
 	expectError(t, resp, body, 413, 41301)
-	expectClosedConn(t, c, br, true) // bytes still arriving make the close a reset
+	expectClosedConn(t, c, c.br, true) // bytes still arriving make the close a reset
 	g.expectServing(t)
 }
 
@@ -189,14 +188,11 @@ routes:
 func TestBadInputNoRoute(t *testing.T) {
 	up := startUpstream(t, okHandler)
 	g := startGateway(t, exactRouteOnly, up)
-	c := g.dial(t)
-	br := bufio.NewReader(c)
-	io.WriteString(c, "GET /not-registered HTTP/1.1\r\nHost: a\r\n\r\n")
-	resp, body := readResponse(t, br, "GET")
+	c := g.client(t)
+	resp, body := c.get("/not-registered")
 	expectError(t, resp, body, 404, 40401)
 	// A 404 is not a framing error: the same connection goes on.
-	io.WriteString(c, "GET /still-serving HTTP/1.1\r\nHost: a\r\n\r\n")
-	resp, body = readResponse(t, br, "GET")
+	resp, body = c.get("/still-serving")
 	if resp.StatusCode != 200 || string(body) != "ok" {
 		t.Fatalf("after a 404 the connection served %d %q, want 200 ok", resp.StatusCode, body)
 	}
@@ -208,36 +204,33 @@ func TestBadInputHeaderTimeout(t *testing.T) {
 	g := startGateway(t, "timeouts: {header_read: 300ms}\n"+oneRoute, up)
 
 	t.Run("partial head never finished", func(t *testing.T) {
-		c := g.dial(t)
+		c := g.client(t)
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\nX-Partial: ")
-		br := bufio.NewReader(c)
-		resp, body := readResponse(t, br, "GET")
+		c.send("GET /x HTTP/1.1\r\nHost: a\r\nX-Partial: ")
+		resp, body := readResponse(t, c.br, "GET")
 		expectError(t, resp, body, 408, 40801)
-		expectClosedConn(t, c, br, false)
+		expectClosedConn(t, c, c.br, false)
 		g.expectServing(t)
 	})
 
 	// The second request's head gets its own header_read deadline, not the
 	// much longer idle wait the connection was in between requests.
 	t.Run("partial head after a served request", func(t *testing.T) {
-		c := g.dial(t)
+		c := g.client(t)
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		br := bufio.NewReader(c)
-		io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
-		if resp, body := readResponse(t, br, "GET"); resp.StatusCode != 200 {
+		if resp, body := c.get("/x"); resp.StatusCode != 200 {
 			t.Fatalf("first request: %d %q", resp.StatusCode, body)
 		}
-		io.WriteString(c, "GET /x HTTP/1.1\r\nHo")
-		resp, body := readResponse(t, br, "GET")
+		c.send("GET /x HTTP/1.1\r\nHo")
+		resp, body := readResponse(t, c.br, "GET")
 		expectError(t, resp, body, 408, 40801)
-		expectClosedConn(t, c, br, false)
+		expectClosedConn(t, c, c.br, false)
 	})
 
 	t.Run("slowloris trickle", func(t *testing.T) {
-		c := g.dial(t)
+		c := g.client(t)
 		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-		io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\nX-Slow: ")
+		c.send("GET /x HTTP/1.1\r\nHost: a\r\nX-Slow: ")
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -256,12 +249,11 @@ func TestBadInputHeaderTimeout(t *testing.T) {
 				}
 			}
 		}()
-		br := bufio.NewReader(c)
-		resp, body := readResponse(t, br, "GET")
+		resp, body := readResponse(t, c.br, "GET")
 		close(stop)
 		wg.Wait()
 		expectError(t, resp, body, 408, 40801)
-		expectClosedConn(t, c, br, true) // a trickled byte may land after the close
+		expectClosedConn(t, c, c.br, true) // a trickled byte may land after the close
 		g.expectServing(t)
 	})
 }
@@ -321,16 +313,14 @@ func TestBadInputRequestIDsDiffer(t *testing.T) {
 		}
 		seen[id] = true
 	}
-	c := g.dial(t)
-	br := bufio.NewReader(c)
+	c := g.client(t)
 	for range 2 {
-		io.WriteString(c, "GET /nope HTTP/1.1\r\nHost: a\r\n\r\n")
-		resp, body := readResponse(t, br, "GET")
+		resp, body := c.get("/nope")
 		expectError(t, resp, body, 404, 40401)
 		note(resp)
 	}
 	for range 2 {
-		_, _, resp, body := badInputSend(t, g, "GET /x HTTP/1.1\r\n\r\n")
+		resp, body := g.rawExchange(t, "GET /x HTTP/1.1\r\n\r\n")
 		expectError(t, resp, body, 400, 40001)
 		note(resp)
 	}

@@ -26,24 +26,38 @@ func TestResponseSplitAcrossReads(t *testing.T) {
 		{"head", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n", ""},
 		{"until-close", "GET", "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello world", "hello world"},
 	}
+	// One upstream for every case: the path names the response and the
+	// piece size it is written in.
+	type script struct {
+		resp  string
+		sizes []int
+	}
+	scripts := map[string]script{}
 	for _, sizes := range splitSizes {
 		for _, tc := range cases {
-			t.Run(fmt.Sprintf("%s/%d", tc.name, sizes[0]), func(t *testing.T) {
-				closing := strings.Contains(tc.resp, "Connection: close")
-				up := startScriptedUpstream(t, func(c *upConn) {
-					for {
-						if _, err := c.read(); err != nil {
-							return
-						}
-						if c.writeSplit(tc.resp, sizes...) != nil || closing {
-							return
-						}
-					}
-				})
-				g := startGateway(t, oneRoute, up.addr)
+			scripts[fmt.Sprintf("/%s/%d", tc.name, sizes[0])] = script{tc.resp, sizes}
+		}
+	}
+	up := startScriptedUpstream(t, func(c *upConn) {
+		for {
+			r, err := c.read()
+			if err != nil {
+				return
+			}
+			sc := scripts[r.req.URL.Path]
+			if c.writeSplit(sc.resp, sc.sizes...) != nil || strings.Contains(sc.resp, "Connection: close") {
+				return
+			}
+		}
+	})
+	g := startGateway(t, oneRoute, up.addr)
+	for _, sizes := range splitSizes {
+		for _, tc := range cases {
+			path := fmt.Sprintf("/%s/%d", tc.name, sizes[0])
+			t.Run(path[1:], func(t *testing.T) {
 				c := g.client(t)
-				for i := 0; i < 2; i++ { // the second reuses the pooled connection
-					c.send(tc.method + " /x HTTP/1.1\r\nHost: test\r\n\r\n")
+				for i := 0; i < 2; i++ { // the second reuses a pooled connection
+					c.send(tc.method + " " + path + " HTTP/1.1\r\nHost: test\r\n\r\n")
 					resp, body := readResponse(t, c.br, tc.method)
 					want := 200
 					if tc.name == "not-modified" {
@@ -65,86 +79,100 @@ const desyncBody = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSMUGGL"
 
 var desyncResponse = fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-R: HTTP/1.1 204 No Content\r\n\r\n%s", len(desyncBody), desyncBody)
 
+// TestResponseSplitAtEveryOffsetNoDesync writes desyncResponse in two
+// pieces cut at every offset, and in three at a sample of cut pairs, each
+// followed by another client's request on the pooled connection.
 func TestResponseSplitAtEveryOffsetNoDesync(t *testing.T) {
-	type split struct{ a, b int } // cut points; b == 0 means two pieces
-	var splits []split
+	var splits [][]int // cut points, in order
 	for a := 1; a < len(desyncResponse); a++ {
-		splits = append(splits, split{a, 0})
+		splits = append(splits, []int{a})
 	}
 	for a := 1; a < 60; a += 7 {
 		for b := a + 1; b < 90; b += 11 {
-			splits = append(splits, split{a, b})
+			splits = append(splits, []int{a, b})
 		}
 	}
-	nextSplit := make(chan split, 1)
+	// /split/A[/B] is answered with desyncResponse cut at A (and B);
+	// anything else with "next".
 	up := startScriptedUpstream(t, func(c *upConn) {
 		for {
 			r, err := c.read()
 			if err != nil {
 				return
 			}
-			resp := "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext"
-			if r.req.URL.Path == "/split" {
-				s := <-nextSplit
-				pieces := []string{desyncResponse[:s.a], desyncResponse[s.a:]}
-				if s.b > 0 {
-					pieces = []string{desyncResponse[:s.a], desyncResponse[s.a:s.b], desyncResponse[s.b:]}
+			resp, cuts := "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nnext", []int(nil)
+			if rest, ok := strings.CutPrefix(r.req.URL.Path, "/split/"); ok {
+				resp = desyncResponse
+				for _, f := range strings.Split(rest, "/") {
+					n, _ := strconv.Atoi(f)
+					cuts = append(cuts, n)
 				}
-				for i, p := range pieces {
-					if err := c.writeSplit(p); err != nil {
-						return
-					}
-					if i < len(pieces)-1 {
-						pause()
-					}
-				}
-				continue
 			}
-			if err := c.writeSplit(resp); err != nil {
-				return
+			from := 0
+			for _, cut := range append(cuts, len(resp)) {
+				if from > 0 {
+					pause()
+				}
+				if cut > len(resp) {
+					cut = len(resp)
+				}
+				if _, err := c.Write([]byte(resp[from:cut])); err != nil {
+					return
+				}
+				from = cut
 			}
 		}
 	})
 	g := startGateway(t, "loops: 1\n"+oneRoute, up.addr)
-	bad := 0
-	for _, s := range splits {
-		nextSplit <- s
-		c := g.client(t)
-		c.send("GET /split HTTP/1.1\r\nHost: test\r\n\r\n")
+	// Two clients on the one loop share the pooled upstream connection: the
+	// second must get its own response, never the first one's leftovers.
+	c, c2 := g.client(t), g.client(t)
+	for _, cuts := range splits {
+		path := "/split"
+		for _, cut := range cuts {
+			path += "/" + strconv.Itoa(cut)
+		}
+		c.send("GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n")
 		got := c.rawResponse("GET")
 		if !bytes.HasPrefix(got, []byte("HTTP/1.1 200 OK\r\n")) || !bytes.HasSuffix(got, []byte(desyncBody)) || !bytes.Contains(got, []byte("X-R: HTTP/1.1 204 No Content\r\n")) {
-			bad++
-			t.Errorf("split %v: client got %q", s, got)
+			t.Fatalf("split %v: client got %q", cuts, got)
 		}
-		// The next request, on another client, reuses the pooled
-		// connection: it must get its own response, not leftovers.
-		c2 := g.client(t)
-		resp, body := c2.get("/next")
-		if resp.StatusCode != 200 || string(body) != "next" {
-			bad++
-			t.Errorf("split %v: the next request got %d %q", s, resp.StatusCode, body)
+		if resp, body := c2.get("/next"); resp.StatusCode != 200 || string(body) != "next" {
+			t.Fatalf("split %v: the next request got %d %q", cuts, resp.StatusCode, body)
 		}
-		c.Close()
-		c2.Close()
 	}
-	t.Logf("%d splits, %d bad", len(splits), bad)
+	if n := up.connections(); n != 1 {
+		t.Fatalf("%d upstream connections, want the one pooled connection throughout", n)
+	}
 }
 
 func TestResponseChunkedIsCanonical(t *testing.T) {
 	ugly := "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		"5;name=value\r\nhello\r\n0006;a=\"q;x\"\r\n world\r\n0;last\r\nX-Checksum: abc\r\nContent-Length: 9\r\n\r\n"
+	// /N is answered in pieces of N bytes (0: one write).
+	up := startScriptedUpstream(t, func(c *upConn) {
+		for {
+			r, err := c.read()
+			if err != nil {
+				return
+			}
+			size, _ := strconv.Atoi(r.req.URL.Path[1:])
+			if c.writeSplit(ugly, size) != nil {
+				return
+			}
+		}
+	})
+	g := startGateway(t, oneRoute, up.addr)
 	for _, size := range []int{0, 7, 1} {
-		up := startScriptedUpstream(t, serveEach(func(*rawRequest) string { return ugly }, size))
-		g := startGateway(t, oneRoute, up.addr)
-
+		path := "/" + strconv.Itoa(size)
 		c := g.client(t)
-		c.send("GET /x HTTP/1.1\r\nHost: test\r\n\r\n")
+		c.send("GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n")
 		payload, trailers := canonicalChunks(t, c.rawResponse("GET"))
 		if payload != "hello world" || trailers != "" {
 			t.Fatalf("split %d: payload %q trailers %q", size, payload, trailers)
 		}
 		// A client that accepts trailers gets them, minus forbidden fields.
-		c.send("GET /x HTTP/1.1\r\nHost: test\r\nTE: trailers\r\n\r\n")
+		c.send("GET " + path + " HTTP/1.1\r\nHost: test\r\nTE: trailers\r\n\r\n")
 		payload, trailers = canonicalChunks(t, c.rawResponse("GET"))
 		if payload != "hello world" || trailers != "X-Checksum: abc\r\n" {
 			t.Fatalf("split %d with TE: trailers: payload %q trailers %q", size, payload, trailers)
@@ -187,14 +215,16 @@ func canonicalChunks(t *testing.T, resp []byte) (payload, trailers string) {
 }
 
 func TestResponseBadChunkBecomes502(t *testing.T) {
-	for _, firstLine := range []string{"zz\r\n", "ffffffffffffffffff\r\n", "2 junk\r\n", "5\nhello\n", "25  \r\n", "2;\r\n", "5;a=\"abc;x\r\n"} {
+	firstLines := []string{"zz\r\n", "ffffffffffffffffff\r\n", "2 junk\r\n", "5\nhello\n", "25  \r\n", "2;\r\n", "5;a=\"abc;x\r\n"}
+	// /N is answered with the N-th bad first chunk line.
+	up := startScriptedUpstream(t, serveEach(func(r *rawRequest) string {
+		i, _ := strconv.Atoi(r.req.URL.Path[1:])
+		return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + firstLines[i] + "hello\r\n0\r\n\r\n"
+	}))
+	g := startGateway(t, oneRoute, up.addr)
+	for i, firstLine := range firstLines {
 		t.Run(strings.TrimSpace(firstLine), func(t *testing.T) {
-			up := startScriptedUpstream(t, serveEach(func(*rawRequest) string {
-				return "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + firstLine + "hello\r\n0\r\n\r\n"
-			}))
-			g := startGateway(t, oneRoute, up.addr)
-			c := g.client(t)
-			resp, body := c.get("/x")
+			resp, body := g.client(t).get("/" + strconv.Itoa(i))
 			expectError(t, resp, body, 502, 50202)
 		})
 	}

@@ -57,13 +57,62 @@ func startGateway(t testing.TB, yaml string, args ...any) *gateway {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
+		// A test that shut the gateway down itself has judged Shutdown's
+		// result; a second call would only say one is under way.
+		if !srv.Draining() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Errorf("gateway shutdown: %v", err)
+			}
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gateway Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("gateway Run has not returned 10s after Shutdown")
+			return
+		}
 		pooltest.CheckNoLeaks(t)
 	})
 	return &gateway{srv: srv, addr: a.String()}
+}
+
+// testClient is the only net/http client the tests use: a regression that
+// leaves a request unanswered fails after 10s instead of hanging the package.
+var testClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{}}
+
+// fetched is the outcome of one GET made with fetch.
+type fetched struct {
+	resp *http.Response
+	body []byte
+	err  error
+}
+
+// fetch GETs url with testClient and reads the whole body. It never fails
+// the test, so it is safe off the test goroutine.
+func fetch(url string) fetched {
+	resp, err := testClient.Get(url)
+	if err != nil {
+		return fetched{err: err}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return fetched{resp: resp, body: body, err: err}
+}
+
+// closedPort returns an address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // url returns the gateway URL for path.
@@ -172,28 +221,18 @@ func expectError(t *testing.T, resp *http.Response, body []byte, status, code in
 // rawExchange writes raw request bytes on a new connection and reads one response.
 func (g *gateway) rawExchange(t *testing.T, raw string) (*http.Response, []byte) {
 	t.Helper()
-	c := g.dial(t)
-	if _, err := io.WriteString(c, raw); err != nil {
-		t.Fatal(err)
-	}
-	method := "GET"
-	if strings.HasPrefix(raw, "HEAD ") {
-		method = "HEAD"
-	}
-	return readResponse(t, bufio.NewReader(c), method)
+	return g.client(t).exchange(raw)
 }
 
 // expectServing asserts the gateway still answers a normal request.
 func (g *gateway) expectServing(t *testing.T) {
 	t.Helper()
-	resp, err := http.Get(g.url("/still-serving"))
-	if err != nil {
-		t.Fatalf("gateway stopped serving: %v", err)
+	r := fetch(g.url("/still-serving"))
+	if r.err != nil {
+		t.Fatalf("gateway stopped serving: %v", r.err)
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != 200 {
-		t.Fatalf("gateway stopped serving: status %d", resp.StatusCode)
+	if r.resp.StatusCode != 200 {
+		t.Fatalf("gateway stopped serving: status %d", r.resp.StatusCode)
 	}
 }
 

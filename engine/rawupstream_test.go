@@ -23,7 +23,8 @@ type rawUpstream struct {
 	addr string
 
 	mu    sync.Mutex
-	conns int
+	conns int          // connections accepted
+	ended int          // connections whose script has returned
 	reqs  []rawRequest // every request read, in arrival order
 }
 
@@ -54,6 +55,9 @@ func startScriptedUpstream(t testing.TB, script func(c *upConn)) *rawUpstream {
 		u.conns++
 		u.mu.Unlock()
 		script(&upConn{Conn: nc, id: id, br: bufio.NewReader(nc), up: u})
+		u.mu.Lock()
+		u.ended++
+		u.mu.Unlock()
 	})
 	return u
 }
@@ -72,17 +76,22 @@ func (u *rawUpstream) connections() int {
 	return u.conns
 }
 
+// finished returns how many connections' scripts have returned. With
+// serveEach that is the connections the gateway closed (or that failed a
+// write).
+func (u *rawUpstream) finished() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.ended
+}
+
 // read reads one request, recording its raw bytes. The body is read by its
 // framing: Content-Length bytes, or chunks up to the last one and the
 // trailer section.
 func (c *upConn) read() (*rawRequest, error) {
-	var head []byte
-	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
-		line, err := c.br.ReadSlice('\n')
-		head = append(head, line...)
-		if err != nil {
-			return nil, err
-		}
+	head, err := c.readHead()
+	if err != nil {
+		return nil, err
 	}
 	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(head)))
 	if err != nil {
@@ -134,6 +143,35 @@ func (c *upConn) read() (*rawRequest, error) {
 	return r, nil
 }
 
+// readHead reads one request head, final CRLF included, and neither parses
+// nor records it: a head net/http would refuse (a second Host field, say)
+// still reaches the script.
+func (c *upConn) readHead() ([]byte, error) {
+	var head []byte
+	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
+		line, err := c.br.ReadSlice('\n')
+		head = append(head, line...)
+		if err != nil {
+			return nil, err
+		}
+	}
+	return head, nil
+}
+
+// hostLines returns the value of every Host field line in a raw head. Only
+// the raw bytes can show a duplicate: net/http's Header never holds Host,
+// and its parser refuses a second one.
+func hostLines(head []byte) []string {
+	var hosts []string
+	for _, line := range strings.Split(string(head), "\r\n")[1:] {
+		name, value, ok := strings.Cut(line, ":")
+		if ok && strings.EqualFold(name, "Host") {
+			hosts = append(hosts, strings.TrimSpace(value))
+		}
+	}
+	return hosts
+}
+
 // writeSplit writes s in pieces of the given sizes (the last size repeats),
 // pausing between them so each piece leaves as its own TCP segment and the
 // gateway sees the response split exactly there.
@@ -181,6 +219,22 @@ func serveEach(respond func(r *rawRequest) string, sizes ...int) func(c *upConn)
 	}
 }
 
+// serveHeads is serveEach for bodiless requests taken as raw heads, never
+// parsed: respond sees even a head net/http would refuse.
+func serveHeads(respond func(head []byte) string) func(c *upConn) {
+	return func(c *upConn) {
+		for {
+			head, err := c.readHead()
+			if err != nil {
+				return
+			}
+			if c.writeSplit(respond(head)) != nil {
+				return
+			}
+		}
+	}
+}
+
 // rawClient is a raw client connection to the gateway with its reader.
 type rawClient struct {
 	net.Conn
@@ -204,8 +258,19 @@ func (c *rawClient) send(s string) {
 // get sends a GET for path and reads the response.
 func (c *rawClient) get(path string) (*http.Response, []byte) {
 	c.t.Helper()
-	c.send("GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n")
-	return readResponse(c.t, c.br, "GET")
+	return c.exchange("GET " + path + " HTTP/1.1\r\nHost: test\r\n\r\n")
+}
+
+// exchange sends raw, a whole request, and reads one response (bodiless
+// when raw is a HEAD).
+func (c *rawClient) exchange(raw string) (*http.Response, []byte) {
+	c.t.Helper()
+	c.send(raw)
+	method := "GET"
+	if strings.HasPrefix(raw, "HEAD ") {
+		method = "HEAD"
+	}
+	return readResponse(c.t, c.br, method)
 }
 
 // rawResponse reads one response and returns its exact bytes on the wire:

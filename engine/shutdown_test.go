@@ -3,7 +3,6 @@
 package engine_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -68,17 +67,17 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	g := startGateway(t, oneRoute, up)
 
 	// An idle connection: its close shows the gateway has started draining.
-	witness, witnessBR := pxDial(t, g)
-	if resp, _ := pxGet(t, witness, witnessBR, "/fast"); resp.StatusCode != 200 {
+	witness := g.client(t)
+	if resp, _ := witness.get("/fast"); resp.StatusCode != 200 {
 		t.Fatalf("warm-up: %d", resp.StatusCode)
 	}
 
-	c, br := pxDial(t, g)
-	pxWrite(t, c, "GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
+	c := g.client(t)
+	c.send("GET /slow HTTP/1.1\r\nHost: test\r\n\r\n")
 	<-entered // the request is in flight at the upstream
 
 	done := startShutdown(g)
-	pxExpectEOF(t, witnessBR)
+	expectClosedConn(t, witness, witness.br, false)
 	expectNoService(t, g)
 	select {
 	case err := <-done:
@@ -87,65 +86,48 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	}
 
 	releaseOnce.Do(func() { close(release) })
-	resp, body := readResponse(t, br, "GET")
+	resp, body := readResponse(t, c.br, "GET")
 	if resp.StatusCode != 200 || string(body) != payload {
 		t.Fatalf("in-flight request: %d, %d bytes (want %d)", resp.StatusCode, len(body), len(payload))
 	}
 	if !resp.Close {
 		t.Error("response during shutdown lacks Connection: close")
 	}
-	pxExpectEOF(t, br)
+	expectClosedConn(t, c, c.br, false)
 	if err := <-done; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 }
 
 func TestShutdownClosesIdleKeepAlive(t *testing.T) {
-	upClosed := make(chan struct{})
-	var once sync.Once
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	us := &http.Server{
-		Handler: okHandler,
-		ConnState: func(_ net.Conn, s http.ConnState) {
-			if s == http.StateClosed {
-				once.Do(func() { close(upClosed) })
-			}
-		},
-	}
-	go us.Serve(ln)
-	t.Cleanup(func() { us.Close() })
-	g := startGateway(t, oneRoute, ln.Addr().String())
+	up := startScriptedUpstream(t, serveEach(okRaw))
+	g := startGateway(t, oneRoute, up.addr)
 
-	conns := make([]*bufio.Reader, 3)
+	conns := make([]*rawClient, 3)
 	for i := range conns {
-		c, br := pxDial(t, g)
-		if resp, body := pxGet(t, c, br, "/x"); resp.StatusCode != 200 || string(body) != "ok" {
+		c := g.client(t)
+		if resp, body := c.get("/x"); resp.StatusCode != 200 || string(body) != "ok" {
 			t.Fatalf("conn %d: %d %q", i, resp.StatusCode, body)
 		}
-		if resp, _ := pxGet(t, c, br, "/y"); resp.Close {
+		if resp, _ := c.get("/y"); resp.Close {
 			t.Fatalf("conn %d: not kept alive", i)
 		}
-		conns[i] = br
+		conns[i] = c
 	}
 	// A connection that never sent a byte is idle too.
-	_, silentBR := pxDial(t, g)
-	conns = append(conns, silentBR)
+	conns = append(conns, g.client(t))
+	if up.finished() != 0 {
+		t.Fatal("an upstream connection closed before Shutdown")
+	}
 
 	done := startShutdown(g)
-	for _, br := range conns {
-		pxExpectEOF(t, br)
+	for _, c := range conns {
+		expectClosedConn(t, c, c.br, false)
 	}
 	if err := <-done; err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
-	// The pooled upstream connection is closed too.
-	select {
-	case <-upClosed:
-	case <-time.After(10 * time.Second):
-		t.Fatal("idle upstream connection still open after Shutdown")
-	}
+	// The pooled upstream connections are closed too.
+	waitFor(t, "the idle upstream connections to close", func() bool { return up.finished() == up.connections() })
 	expectNoService(t, g)
 }

@@ -41,8 +41,13 @@ func (p *probe) Request(x *filters.Exchange) filters.Verdict {
 	return filters.Suspend
 }
 
+// listen runs an HTTP upstream for the test and returns its address.
 func listen(t *testing.T, h http.HandlerFunc) string {
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
 	s := &http.Server{Handler: h}
 	go s.Serve(ln)
 	t.Cleanup(func() { s.Close() })
@@ -72,21 +77,43 @@ func run(t *testing.T, p *probe) (string, *atomic.Int64) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(ctx)
-		<-done
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("gateway shutdown: %v", err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gateway Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("gateway Run has not returned 10s after Shutdown")
+			return
+		}
 		pooltest.CheckNoLeaks(t)
 	})
 	return a.String(), &otherHits
 }
 
-func exchangeRaw(t *testing.T, addr, raw string) (*http.Response, string, net.Conn) {
-	c, err := net.Dial("tcp", addr)
+// dialRaw opens a client connection to addr with a deadline, closed when
+// the test ends.
+func dialRaw(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
 	c.SetDeadline(time.Now().Add(10 * time.Second))
-	io.WriteString(c, raw)
+	return c
+}
+
+// exchangeRaw sends raw on a new connection and reads one response.
+func exchangeRaw(t *testing.T, addr, raw string) (*http.Response, string, net.Conn) {
+	t.Helper()
+	c := dialRaw(t, addr)
+	if _, err := io.WriteString(c, raw); err != nil {
+		t.Fatal(err)
+	}
 	br := bufio.NewReader(c)
 	resp, err := http.ReadResponse(br, nil)
 	if err != nil {
@@ -128,9 +155,7 @@ func TestSubDonePanics(t *testing.T) {
 		t.Fatalf("connection left open: %v", err)
 	}
 	// Keep-alive: the same connection serves the next request after a 500.
-	c2, _ := net.Dial("tcp", addr)
-	defer c2.Close()
-	c2.SetDeadline(time.Now().Add(10 * time.Second))
+	c2 := dialRaw(t, addr)
 	br := bufio.NewReader(c2)
 	for i := 0; i < 3; i++ {
 		io.WriteString(c2, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")

@@ -4,16 +4,13 @@
 package engine_test
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // failRoutes routes /still-serving to a healthy upstream "good" (first
@@ -45,25 +42,8 @@ func testDone(t *testing.T) <-chan struct{} {
 	return done
 }
 
-// readUpstreamRequest reads one request and its body as an upstream would.
-func readUpstreamRequest(br *bufio.Reader) (*http.Request, error) {
-	req, err := http.ReadRequest(br)
-	if err != nil {
-		return nil, err
-	}
-	_, err = io.Copy(io.Discard, req.Body)
-	return req, err
-}
-
 func TestUpstreamDown(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dead := ln.Addr().String()
-	ln.Close() // nothing listens there any more
-
-	g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), dead)
+	g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), closedPort(t))
 	resp, body := g.rawExchange(t, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
 	expectError(t, resp, body, 502, 50201)
 	g.expectServing(t)
@@ -102,8 +82,8 @@ func TestUpstreamResetMidBody(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			done := testDone(t)
 			cut := make(chan struct{})
-			up := startRawUpstream(t, func(c net.Conn) {
-				if _, err := readUpstreamRequest(bufio.NewReader(c)); err != nil {
+			up := startScriptedUpstream(t, func(c *upConn) {
+				if _, err := c.read(); err != nil {
 					return
 				}
 				if _, err := io.WriteString(c, tc.head); err != nil {
@@ -115,16 +95,14 @@ func TestUpstreamResetMidBody(t *testing.T) {
 					return
 				}
 				if tc.rst {
-					_ = c.(*net.TCPConn).SetLinger(0)
+					_ = c.Conn.(*net.TCPConn).SetLinger(0)
 				}
 			}) // the harness closes c when this returns
-			g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), up)
+			g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), up.addr)
 
-			c := g.dial(t)
-			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-			io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
-			br := bufio.NewReader(c)
-			resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+			c := g.client(t)
+			c.send("GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+			resp, err := http.ReadResponse(c.br, &http.Request{Method: "GET"})
 			if err != nil {
 				t.Fatalf("reading response head: %v", err)
 			}
@@ -145,7 +123,7 @@ func TestUpstreamResetMidBody(t *testing.T) {
 				if err != io.ErrUnexpectedEOF {
 					t.Fatalf("body after the cut: %d more bytes, err %v; want io.ErrUnexpectedEOF (a truncated body must not look complete)", len(rest), err)
 				}
-				expectClosedConn(t, c, br, false)
+				expectClosedConn(t, c, c.br, false)
 			}
 			g.expectServing(t)
 		})
@@ -153,70 +131,52 @@ func TestUpstreamResetMidBody(t *testing.T) {
 }
 
 func TestUpstreamGarbage(t *testing.T) {
-	up := startRawUpstream(t, func(c net.Conn) {
-		br := bufio.NewReader(c)
-		if _, err := readUpstreamRequest(br); err != nil {
+	up := startScriptedUpstream(t, func(c *upConn) {
+		if _, err := c.read(); err != nil {
 			return
 		}
 		io.WriteString(c, "NOT HTTP\r\n\r\n")
-		_, _ = io.Copy(io.Discard, br) // stay open: the verdict must come from the bytes
+		_, _ = io.Copy(io.Discard, c.br) // stay open: the verdict must come from the bytes
 	})
-	g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), up)
+	g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), up.addr)
 	resp, body := g.rawExchange(t, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
 	expectError(t, resp, body, 502, 50202)
 	g.expectServing(t)
 }
 
 // staleUpstream answers the first request of every connection with
-// "conn N" and keep-alive, then closes the connection on reading the next
-// request without answering it, the way a server that timed out an idle
-// connection looks to a client whose request crossed the close.
-type staleUpstream struct {
-	conns atomic.Int32
-	mu    sync.Mutex
-	seen  []string // "METHOD conn N" for every request read
-}
-
-func (s *staleUpstream) serve(c net.Conn) {
-	n := s.conns.Add(1)
-	br := bufio.NewReader(c)
-	for served := 0; ; served++ {
-		req, err := readUpstreamRequest(br)
-		if err != nil {
-			return
+// "conn N" (N from 0) and keep-alive, then closes the connection on reading
+// the next request without answering it, the way a server that timed out an
+// idle connection looks to a client whose request crossed the close.
+func staleUpstream(c *upConn) {
+	for {
+		r, err := c.read()
+		if err != nil || r.seq > 0 {
+			return // a second request: close without a response
 		}
-		s.mu.Lock()
-		s.seen = append(s.seen, fmt.Sprintf("%s conn %d", req.Method, n))
-		s.mu.Unlock()
-		if served > 0 {
-			return // close without a response
-		}
-		body := fmt.Sprintf("conn %d", n)
-		if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+		if c.writeSplit(pxOK(fmt.Sprintf("conn %d", r.conn))) != nil {
 			return
 		}
 	}
 }
 
-func (s *staleUpstream) requests() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.seen...)
+// upstreamSaw lists the upstream's requests as "METHOD conn N".
+func upstreamSaw(up *rawUpstream) []string {
+	var out []string
+	for _, r := range up.requests() {
+		out = append(out, fmt.Sprintf("%s conn %d", r.req.Method, r.conn))
+	}
+	return out
 }
 
 func TestUpstreamClosesWithoutResponse(t *testing.T) {
 	t.Run("POST on a fresh connection is not retried", func(t *testing.T) {
-		var posts atomic.Int32
-		up := startRawUpstream(t, func(c net.Conn) {
-			if req, err := readUpstreamRequest(bufio.NewReader(c)); err == nil && req.Method == "POST" {
-				posts.Add(1)
-			}
-		})
-		g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), up)
+		up := startScriptedUpstream(t, func(c *upConn) { c.read() })
+		g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), up.addr)
 		resp, body := g.rawExchange(t, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
 		expectError(t, resp, body, 502, 50202)
-		if n := posts.Load(); n != 1 {
-			t.Fatalf("upstream saw %d POSTs, want exactly 1", n)
+		if got, want := upstreamSaw(up), []string{"POST conn 0"}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("upstream saw %q, want %q (a POST must not be resent)", got, want)
 		}
 		g.expectServing(t)
 	})
@@ -224,69 +184,37 @@ func TestUpstreamClosesWithoutResponse(t *testing.T) {
 	// The failing attempt runs on a reused keep-alive connection, the one
 	// case where a blind resend is tempting; a POST must still not be resent.
 	t.Run("POST on a reused connection is not retried", func(t *testing.T) {
-		su := &staleUpstream{}
-		g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), startRawUpstream(t, su.serve))
-		c := g.dial(t)
-		br := bufio.NewReader(c)
-		io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
-		if resp, body := readResponse(t, br, "GET"); resp.StatusCode != 200 || string(body) != "conn 1" {
-			t.Fatalf("first request: %d %q, want 200 \"conn 1\"", resp.StatusCode, body)
+		up := startScriptedUpstream(t, staleUpstream)
+		g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), up.addr)
+		c := g.client(t)
+		if resp, body := c.get("/x"); resp.StatusCode != 200 || string(body) != "conn 0" {
+			t.Fatalf("first request: %d %q, want 200 \"conn 0\"", resp.StatusCode, body)
 		}
-		io.WriteString(c, "POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
-		resp, body := readResponse(t, br, "POST")
+		resp, body := c.exchange("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nhello")
 		expectError(t, resp, body, 502, 50202)
-		want := []string{"GET conn 1", "POST conn 1"}
-		if got := su.requests(); fmt.Sprint(got) != fmt.Sprint(want) {
+		want := []string{"GET conn 0", "POST conn 0"}
+		if got := upstreamSaw(up); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("upstream saw %q, want %q (a POST must not be resent)", got, want)
 		}
 		g.expectServing(t)
 	})
 
 	t.Run("GET on a reused connection is retried on a fresh one", func(t *testing.T) {
-		su := &staleUpstream{}
-		g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), startRawUpstream(t, su.serve))
-		c := g.dial(t)
-		br := bufio.NewReader(c)
-		for i, want := range []string{"conn 1", "conn 2"} {
-			io.WriteString(c, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
-			resp, body := readResponse(t, br, "GET")
+		up := startScriptedUpstream(t, staleUpstream)
+		g := startGateway(t, failRoutes(""), startUpstream(t, okHandler), up.addr)
+		c := g.client(t)
+		for i, want := range []string{"conn 0", "conn 1"} {
+			resp, body := c.get("/x")
 			if resp.StatusCode != 200 || string(body) != want {
 				t.Fatalf("request %d: %d %q, want 200 %q", i+1, resp.StatusCode, body, want)
 			}
 		}
-		want := []string{"GET conn 1", "GET conn 1", "GET conn 2"}
-		if got := su.requests(); fmt.Sprint(got) != fmt.Sprint(want) {
+		want := []string{"GET conn 0", "GET conn 0", "GET conn 1"}
+		if got := upstreamSaw(up); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("upstream saw %q, want %q", got, want)
 		}
 		g.expectServing(t)
 	})
-}
-
-// poolFetch is one raw request's outcome, gathered off the test goroutine.
-type poolFetch struct {
-	resp *http.Response
-	body []byte
-	err  error
-}
-
-// fetchOnNewConn sends GET path on its own connection; safe off the test
-// goroutine.
-func fetchOnNewConn(addr, path string) poolFetch {
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return poolFetch{err: err}
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	if _, err := fmt.Fprintf(c, "GET %s HTTP/1.1\r\nHost: a\r\n\r\n", path); err != nil {
-		return poolFetch{err: err}
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(c), &http.Request{Method: "GET"})
-	if err != nil {
-		return poolFetch{err: err}
-	}
-	body, err := io.ReadAll(resp.Body)
-	return poolFetch{resp: resp, body: body, err: err}
 }
 
 // TestUpstreamPoolExhausted: with max_conns 1 per loop and 2 loops, at most
@@ -310,9 +238,9 @@ func TestUpstreamPoolExhausted(t *testing.T) {
 		startUpstream(t, okHandler), slow)
 	t.Cleanup(releaseAll)
 
-	results := make(chan poolFetch, clients)
+	results := make(chan fetched, clients)
 	for range clients {
-		go func() { results <- fetchOnNewConn(g.addr, "/slow") }()
+		go func() { results <- fetch(g.url("/slow")) }()
 	}
 
 	held, rejected := 0, 0
@@ -345,7 +273,7 @@ func TestUpstreamPoolExhausted(t *testing.T) {
 		}
 	}
 	// The pool recovered: the same upstream serves again.
-	if r := fetchOnNewConn(g.addr, "/after"); r.err != nil || r.resp.StatusCode != 200 {
+	if r := fetch(g.url("/after")); r.err != nil || r.resp.StatusCode != 200 {
 		t.Fatalf("after the burst: %+v", r)
 	}
 	g.expectServing(t)
@@ -368,7 +296,7 @@ upstreams:
 routes:
   - {id: all, prefix: /, upstream: backend}
 `, up)
-	c := g.dial(t)
+	c := g.client(t)
 	const size = 40 << 20
 	fmt.Fprintf(c, "POST /upload HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", size)
 	go func() { // the client keeps sending; the gateway must answer anyway
@@ -380,6 +308,6 @@ routes:
 		}
 	}()
 	<-accepted
-	resp, body := readResponse(t, bufio.NewReader(c), "POST")
+	resp, body := readResponse(t, c.br, "POST")
 	expectError(t, resp, body, 504, 50401)
 }

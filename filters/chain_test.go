@@ -101,22 +101,79 @@ func TestChainRejectsDuplicateOrders(t *testing.T) {
 	}
 }
 
-type panicky struct{ filters.Base }
+// panicky panics in its request phase, or in its response phase when
+// inResponse is set.
+type panicky struct {
+	filters.Base
+	inResponse bool
+}
 
-func (panicky) Request(*filters.Exchange) filters.Verdict { panic(errors.New("boom")) }
+func (p panicky) Request(*filters.Exchange) filters.Verdict {
+	if !p.inResponse {
+		panic(errors.New("boom"))
+	}
+	return filters.Continue
+}
+
+func (p panicky) Response(*filters.Exchange) {
+	if p.inResponse {
+		panic(errors.New("boom"))
+	}
+}
+
+// calls is how many exchanges the i-th filter's stats have recorded: one
+// per timing closed by its response phase.
+func calls(c *filters.Chain, i int) int64 {
+	n, _, _ := c.Stats(i).Totals()
+	return n
+}
 
 func TestChainRecoversPanics(t *testing.T) {
-	c, err := filters.NewChain([]filters.Filter{transform.NewRequestID(1), panicky{filters.Base{FilterName: "panicky", FilterOrder: 2}}}, 1)
-	if err != nil {
-		t.Fatal(err)
+	chain := func(p panicky) *filters.Chain {
+		p.Base = filters.Base{FilterName: "panicky", FilterOrder: 2}
+		c, err := filters.NewChain([]filters.Filter{transform.NewRequestID(1), p}, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
+	req := parse(t, "GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+	peer := netip.MustParseAddr("127.0.0.1")
+
+	// A request phase that panics is a 500, and its response phase still
+	// runs: every filter's timing is closed and counted.
+	c := chain(panicky{})
 	var x filters.Exchange
-	x.Reset(parse(t, "GET / HTTP/1.1\r\nHost: a\r\n\r\n"), []byte("id"), netip.MustParseAddr("127.0.0.1"), 0, nil)
+	x.Reset(req, []byte("id"), peer, 0, nil)
 	if v := c.RunRequest(&x); v != filters.Respond || x.Rejection.Status != 500 || x.Rejection.Code != 50001 {
 		t.Fatalf("verdict %v, rejection %+v", v, x.Rejection)
 	}
 	x.Status = 500
-	c.RunResponse(&x) // must not panic, and closes every timing
+	c.RunResponse(&x)
+	for i := 0; i < c.Len(); i++ {
+		if tm := x.Timings[i]; tm.Total <= 0 || tm.Self < 0 || tm.Self > tm.Total {
+			t.Errorf("filter %d timings %+v after a request-phase panic: not closed", i, tm)
+		}
+		if n := calls(c, i); n != 1 {
+			t.Errorf("filter %d recorded %d calls, want 1", i, n)
+		}
+	}
+
+	// A response phase that panics loses only its own work: the filters
+	// before it still run theirs and close their timings.
+	c = chain(panicky{inResponse: true})
+	x.Reset(req, []byte("id"), peer, 0, nil)
+	if v := c.RunRequest(&x); v != filters.Continue {
+		t.Fatalf("verdict %v, rejection %+v", v, x.Rejection)
+	}
+	x.Status = 200
+	c.RunResponse(&x)
+	if tm := x.Timings[0]; tm.Total <= 0 || tm.Self <= 0 || tm.Self > tm.Total || calls(c, 0) != 1 {
+		t.Errorf("request_id timings %+v, %d calls, after a later filter's response panic", tm, calls(c, 0))
+	}
+	if n := calls(c, 1); n != 0 {
+		t.Errorf("the panicking response phase recorded %d calls", n)
+	}
 }
 
 // BenchmarkDefaultChain is the whole default chain, both phases, on a warm
