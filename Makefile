@@ -12,8 +12,12 @@ build:
 run: build
 	bin/loopgate -demo-upstream 127.0.0.1:9001
 
+# The suite under the race detector, then the allocation tests (named
+# *Allocs*) in a build without it, where their counts mean something; under
+# -race they skip themselves (pooltest.SkipAllocsUnderRace).
 test: vet
 	$(GO) test -race -count=1 ./...
+	$(GO) test -count=1 -run Allocs ./...
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
@@ -31,9 +35,18 @@ bench-idle: build
 bench-go:
 	$(GO) test -run='^$$' -bench=. -benchmem ./codec/ ./pool/ ./engine/... ./filters/... ./upstream/
 
+# Every fuzz target, FUZZTIME each; a failing input is minimised for at
+# most 5s and kept under the package's testdata/fuzz.
+FUZZ = $(GO) test -run='^$$' -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s
+
 fuzz:
-	$(GO) test -run='^$$' -fuzz='^FuzzParseRequest$$' -fuzztime=$(FUZZTIME) ./codec/
-	$(GO) test -run='^$$' -fuzz='^FuzzChunkedDecoder$$' -fuzztime=$(FUZZTIME) ./codec/
+	$(FUZZ) -fuzz='^FuzzParseRequest$$' ./codec/
+	$(FUZZ) -fuzz='^FuzzParseResponse$$' ./codec/
+	$(FUZZ) -fuzz='^FuzzChunkedDecoder$$' ./codec/
+	$(FUZZ) -fuzz='^FuzzNormalizePath$$' ./codec/
+	$(FUZZ) -fuzz='^FuzzNormalizeHost$$' ./codec/
+	$(FUZZ) -fuzz='^FuzzParseAddr$$' ./filters/access/
+	$(FUZZ) -fuzz='^FuzzNormalise$$' ./engine/router/
 
 clean:
 	rm -rf bin bench/out

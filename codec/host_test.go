@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 var hostCases = []struct {
@@ -127,6 +129,11 @@ func TestNormalizeHostAppends(t *testing.T) {
 	if err != ErrBadHost || string(name) != "h=" || port != -1 {
 		t.Fatalf("on error got %q, %d, %v", name, port, err)
 	}
+}
+
+func TestNormalizeHostAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
+	dst := make([]byte, 0, 32)
 	allocs := testing.AllocsPerRun(100, func() {
 		if _, _, err := NormalizeHost(dst[:0], []byte("API.Example.COM.:8443")); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,8 @@ package codec
 import (
 	"strings"
 	"testing"
+
+	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 func TestInTrailersBoundary(t *testing.T) {
@@ -73,7 +75,10 @@ func TestForEachTrailer(t *testing.T) {
 	if strings.Join(got, "|") != "A=1|B-C=2" {
 		t.Fatalf("decoded section %q walks to %q", res.trailers, got)
 	}
+}
 
+func TestForEachTrailerAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
 	section := []byte(testTrailerSection)
 	count := 0
 	fn := func(name, value []byte) { count++ }
@@ -104,6 +109,10 @@ func TestForbiddenTrailer(t *testing.T) {
 			t.Errorf("ForbiddenTrailer(%q) = true", name)
 		}
 	}
+}
+
+func TestForbiddenTrailerAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
 	name := []byte("x-checksum")
 	if allocs := testing.AllocsPerRun(100, func() { ForbiddenTrailer(name) }); allocs != 0 {
 		t.Fatalf("%v allocs per call", allocs)

@@ -13,6 +13,7 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 // fakeSub records sub-requests. With refuse set, Do refuses them; with
@@ -251,9 +252,7 @@ func TestExternalInterleaved(t *testing.T) {
 }
 
 func TestExternalAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("sync.Pool drops items under the race detector")
-	}
+	pooltest.SkipAllocsUnderRace(t)
 	f := NewExternal(externalConfig(), 0, 350)
 	buf := []byte(withAuth("Bearer abc"))
 	req := new(codec.Request)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 func TestFilter(t *testing.T) {
@@ -95,6 +96,7 @@ func again(x *filters.Exchange) *filters.Exchange {
 // A warm cache hit, role check and identity headers included, allocates
 // nothing: the headers' values were built when the token was verified.
 func TestFilterWarmCacheAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
 	v, _ := newVerifier(t, baseConfig(), 1)
 	f := NewFilter(v, 300, []string{"admin"})
 	x, _ := exchange(t, withAuth("Bearer "+benchToken(t)), 0)
@@ -116,6 +118,7 @@ func TestFilterWarmCacheAllocs(t *testing.T) {
 }
 
 func TestFilterAPIKeyAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
 	cfg := baseConfig()
 	cfg.APIKeys = []config.APIKey{{Key: "k-ops", Consumer: "ops", Roles: []string{"ops", "dev"}}}
 	v, _ := newVerifier(t, cfg, 1)

@@ -9,6 +9,10 @@
 // shut down, with
 //
 //	pooltest.CheckNoLeaks(t)
+//
+// Allocation tests (testing.AllocsPerRun) start with SkipAllocsUnderRace
+// and have "Allocs" in their names: make test runs them in a build without
+// -race of their own.
 package pooltest
 
 import (
@@ -42,6 +46,18 @@ func CheckNoLeaks(t testing.TB) {
 	t.Helper()
 	if leaks := pool.Leaks(); len(leaks) > 0 {
 		t.Error(Report(leaks))
+	}
+}
+
+// SkipAllocsUnderRace skips an allocation test in a -race build. The race
+// detector makes sync.Pool drop items at random and instruments what it
+// runs, so a count taken under it says nothing about a normal build. make
+// test runs every test named "*Allocs*" again without -race; name
+// allocation tests so, or they are never checked.
+func SkipAllocsUnderRace(t testing.TB) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("allocation counts are checked without -race: go test -run Allocs")
 	}
 }
 

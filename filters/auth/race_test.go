@@ -1,7 +1,0 @@
-//go:build race
-
-// raceEnabled: the race detector makes sync.Pool drop items at random.
-
-package auth
-
-const raceEnabled = true
