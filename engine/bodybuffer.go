@@ -1,5 +1,5 @@
-// Request buffering: a small body is read and validated whole before the
-// request is routed, so a malformed one never reaches an upstream.
+// Request buffering: a small body is read and validated whole before an
+// upstream connection is taken, so a malformed one never reaches an upstream.
 
 package engine
 
@@ -9,9 +9,10 @@ import (
 	"github.com/loopgate/loopgate/codec"
 )
 
-// wantsBuffer reports whether the request's body is buffered before
-// routing: a Content-Length within limit, or any chunked body (its size
-// shows only as it arrives; one that outgrows limit streams after all).
+// wantsBuffer reports whether the request's body is held whole before an
+// upstream is asked: a Content-Length within limit, or any chunked body (its
+// size shows only as it arrives; one that outgrows limit streams after
+// all). The chunked pass checks the route's body limit.
 func (ex *exchange) wantsBuffer(req *codec.Request, limit int64) bool {
 	if limit <= 0 {
 		return false
@@ -21,33 +22,42 @@ func (ex *exchange) wantsBuffer(req *codec.Request, limit int64) bool {
 	case codec.BodyLength:
 		return req.ContentLength <= limit
 	case codec.BodyChunked:
-		ex.preChunked.Reset(int64(ex.loop.limits.MaxBodyBytes))
+		maxBody := int64(ex.loop.limits.MaxBodyBytes)
+		if ex.route.maxBody > 0 {
+			maxBody = ex.route.maxBody
+		}
+		ex.preChunked.Reset(maxBody)
 		ex.preOff, ex.payload = 0, 0
 		return true
 	}
 	return false
 }
 
-// bufferBody checks whether the whole body has arrived behind the head; it
-// runs at start and on every read while the connection is buffering. The
-// body stays in the client's input buffer (bounded by the connection's
-// inbound cap) and is walked without copying; a chunked body is validated
-// by a separate decoder pass, so pumpBody later re-reads it from the start.
-func (ex *exchange) bufferBody() {
+// bufferBody reports whether the whole body is in the client's input, ready
+// to go. Otherwise the request waits in the buffering-body state with its
+// head saved, and bufferBody runs again on every read; once the body is
+// complete it carries on with proceed. The body stays in the client's input
+// buffer (bounded by the connection's inbound cap) and is walked without
+// copying; a chunked body is validated by a separate decoder pass, so
+// pumpBody later reads it again from the start. It also reports false when
+// the body was malformed and answered.
+func (ex *exchange) bufferBody() bool {
 	cc, l := ex.cc, ex.loop
 	buf, _ := cc.gc.Peek(-1)
-	body := buf[ex.headLen:]
+	if !ex.headGone {
+		buf = buf[ex.headLen:]
+	}
 	complete := false
 	switch ex.reqMode {
 	case codec.BodyLength:
-		complete = int64(len(body)) >= ex.reqRemaining
+		complete = int64(len(buf)) >= ex.reqRemaining
 	case codec.BodyChunked:
-		for ex.preOff < len(body) && !complete && int64(ex.preOff) <= ex.bufferLimit {
-			n, data, done, err := ex.preChunked.Next(body[ex.preOff:])
+		for ex.preOff < len(buf) && !complete && int64(ex.preOff) <= ex.bufferLimit {
+			n, data, done, err := ex.preChunked.Next(buf[ex.preOff:])
 			if err != nil {
 				ex.discardHead()
 				ex.badBody(err)
-				return
+				return false
 			}
 			ex.preOff += n
 			ex.payload += int64(len(data))
@@ -56,36 +66,27 @@ func (ex *exchange) bufferBody() {
 		// A chunked body held whole goes upstream with a Content-Length, as
 		// nginx sends it: an HTTP/1.0 upstream (Python's wsgiref, say)
 		// cannot read chunked framing.
-		ex.dechunk = complete && int64(ex.preOff) <= ex.bufferLimit
+		ex.dechunk = complete
 		if !complete && int64(ex.preOff) > ex.bufferLimit {
 			complete = true // too large to hold: it streams, as a long body does
 		}
 	}
-	if !complete {
-		if cc.state != stateBufferingBody {
-			cc.setState(stateBufferingBody)
-			if ex.expectContinue {
-				// The client waits for a 100 before sending the body, and
-				// no upstream is asked yet: answer it here, as nginx does.
-				ex.expectContinue = false
-				ex.continueSent = true
-				if !cc.write(continueLine) {
-					return
-				}
-			}
-		}
-		l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.Idle))
-		return
+	if complete {
+		return true
 	}
-	req := &l.req
-	if cc.state == stateBufferingBody {
-		// The head's views died with the callback that parsed it: parse
-		// it again from the same, still unread, bytes.
-		cc.timer.Stop()
-		req.Reset()
-		if _, err := codec.ParseRequest(buf[:ex.headLen], req, &l.limits); err != nil {
-			panic("engine: a parsed head failed to parse again: " + err.Error())
-		}
+	if cc.state != stateBufferingBody {
+		ex.save()
+		cc.setState(stateBufferingBody)
 	}
-	ex.dispatch(req)
+	l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.Idle))
+	return false
+}
+
+// bodyArrived runs on each read while buffering: once the body is whole the
+// saved request carries on.
+func (ex *exchange) bodyArrived() {
+	if ex.bufferBody() {
+		ex.cc.timer.Stop()
+		ex.proceed(&ex.req)
+	}
 }

@@ -17,8 +17,8 @@ import (
 // Transitions, all through clientConn.setState:
 //
 //	Idle -> ReadingHead        the first byte of a request arrived
-//	Idle, ReadingHead -> BufferingBody   a head was parsed; its small body is awaited whole
-//	Idle, ReadingHead, BufferingBody -> ReadingBody | WaitingUpstream   the request was routed
+//	Idle, ReadingHead, WaitingUpstream -> BufferingBody   routed and filtered; its small body is awaited whole
+//	Idle, ReadingHead, BufferingBody -> ReadingBody | WaitingUpstream   the request goes upstream
 //	ReadingBody -> WaitingUpstream     the request body was sent whole
 //	ReadingBody, WaitingUpstream -> WritingResponse      the response head was written
 //	WritingResponse -> Idle    the response is complete and the connection stays open
@@ -85,7 +85,7 @@ func (cc *clientConn) traffic() {
 	case stateIdle, stateReadingHead:
 		cc.serve()
 	case stateBufferingBody:
-		cc.ex.bufferBody()
+		cc.ex.bodyArrived()
 	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
 		if ex := cc.ex; ex != nil && !ex.reqDone && !ex.bodyStalled {
 			if cc.state == stateReadingBody {
@@ -109,16 +109,21 @@ func (cc *clientConn) traffic() {
 }
 
 // account brings the server's count of buffered bytes up to date with
-// what this connection holds now (unread input, queued output, and the
-// request body queued towards its upstream), for max_buffered_bytes. It
-// touches the shared atomic only when the figure changed, which between
-// requests it does not.
+// what this connection holds now, for max_buffered_bytes: unread input,
+// and while an exchange runs its queued output and the request body queued
+// towards its upstream. Output left queued after a response is not
+// counted: nothing re-counts an idle connection, so it would stay counted
+// long after the kernel took it. It touches the shared atomic only when the
+// figure changed, which between requests it does not.
 func (cc *clientConn) account() {
 	held := int64(0)
 	if cc.state != stateClosed {
-		held = int64(cc.gc.InboundBuffered() + cc.gc.OutboundBuffered())
-		if ex := cc.ex; ex != nil && ex.callReady {
-			held += int64(ex.call.Backlog())
+		held = int64(cc.gc.InboundBuffered())
+		if ex := cc.ex; ex != nil {
+			held += int64(cc.gc.OutboundBuffered())
+			if ex.callReady {
+				held += int64(ex.call.Backlog())
+			}
 		}
 	}
 	if d := held - cc.accounted; d != 0 {
@@ -272,15 +277,15 @@ func (cc *clientConn) lingerCheck() {
 	cc.loop.wheel.Arm(&cc.timer, wheel.DefaultTick)
 }
 
-// write queues p (a head or an error) for the client. It reports false, and
-// closes the connection, when the connection is gone. Body bytes go through
-// writeBody, which bounds what is queued.
+// write queues p (a head or an error) for the client. It reports false when
+// the connection is gone. Body bytes go through writeBody, which bounds what
+// is queued.
 func (cc *clientConn) write(p []byte) bool {
 	if cc.peerGone || cc.state == stateClosed {
 		return false
 	}
 	if _, err := cc.gc.Write(p); err != nil || cc.peerGone {
-		cc.close()
+		cc.closeSoon()
 		return false
 	}
 	return true
@@ -295,13 +300,26 @@ func (cc *clientConn) writeBody(p []byte) bool {
 	l := cc.loop
 	was := cc.spool.Pending()
 	if err := cc.spool.Write(cc.gc, p, &l.spoolCfg, l.spoolBuf); err != nil || cc.peerGone {
-		cc.close()
+		cc.closeSoon()
 		return false
 	}
 	if !was && cc.spool.Pending() {
 		l.spooling = append(l.spooling, cc)
 	}
 	return true
+}
+
+// closeSoon closes after a failed write. The write may be this client's
+// held head flushed from under another client's call (see takeOut), with
+// this client's own exchange still on the stack, so nothing is torn down
+// here: gnet's close (already reported when its Write failed, else
+// requested now) arrives as a deferred event and release runs when the
+// outermost callback returns. Until then peerGone makes every write fail.
+func (cc *clientConn) closeSoon() {
+	if !cc.peerGone {
+		cc.peerGone = true
+		_ = cc.gc.Close()
+	}
 }
 
 // flushHead writes a response head held back for coalescing.

@@ -4,6 +4,7 @@
 package engine_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -108,5 +109,70 @@ func TestExternalAuthSeesNormalisedTarget(t *testing.T) {
 	}
 	if line := string(up.requests()[0].head); !strings.HasPrefix(line, "GET /admin/x?q=%2F.. HTTP/1.1\r\n") {
 		t.Fatalf("upstream got %q", line)
+	}
+}
+
+// Pipelined requests reuse the upstream connection the previous response
+// arrived on: it goes back to the pool inside the read that completed it,
+// and the bytes of that read are not "unread bytes" that forbid reuse.
+func TestPipelinedRequestsReuseUpstream(t *testing.T) {
+	up := startScriptedUpstream(t, serveEach(func(r *rawRequest) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(r.req.URL.Path), r.req.URL.Path)
+	}))
+	g := startGateway(t, "loops: 1\n"+oneRoute, up.addr)
+	c := g.client(t)
+	var b strings.Builder
+	const n = 20
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "GET /p%d HTTP/1.1\r\nHost: t\r\n\r\n", i)
+	}
+	c.send(b.String())
+	for i := 0; i < n; i++ {
+		resp, body := readResponse(t, c.br, "GET")
+		if resp.StatusCode != 200 || string(body) != fmt.Sprintf("/p%d", i) {
+			t.Fatalf("response %d: %d %q", i, resp.StatusCode, body)
+		}
+	}
+	if got := up.connections(); got != 1 {
+		t.Fatalf("%d pipelined requests used %d upstream connections, want 1", n, got)
+	}
+}
+
+// A chunked body held whole is checked against its route's max_body_bytes
+// before any upstream is asked.
+func TestBufferedChunkedBodyOverRouteLimit(t *testing.T) {
+	up := startScriptedUpstream(t, serveEach(okRaw))
+	g := startGateway(t, `
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: small, prefix: /, upstream: backend, limits: {max_body_bytes: 10}}
+`, up.addr)
+	resp, body := g.rawExchange(t, "POST /x HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n01234567\r\n8\r\n01234567\r\n0\r\n\r\n")
+	expectError(t, resp, body, 413, 41301)
+	if n := up.connections(); n != 0 {
+		t.Fatalf("a body over the route limit reached the upstream (%d connections)", n)
+	}
+}
+
+// An upstream that never stops sending interim responses cannot queue bytes
+// without bound: past 16 the request fails with a 502.
+func TestEndlessInterimResponses(t *testing.T) {
+	up := startScriptedUpstream(t, serveEach(func(*rawRequest) string {
+		return strings.Repeat("HTTP/1.1 102 Processing\r\n\r\n", 40) + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	}))
+	g := startGateway(t, oneRoute, up.addr)
+	c := g.client(t)
+	c.send("GET /x HTTP/1.1\r\nHost: test\r\n\r\n")
+	for i := 0; ; i++ {
+		resp, body := readResponse(t, c.br, "GET")
+		if resp.StatusCode == 102 {
+			if i >= 16 {
+				t.Fatalf("more than 16 interim responses forwarded")
+			}
+			continue
+		}
+		expectError(t, resp, body, 502, 50202)
+		return
 	}
 }

@@ -62,6 +62,7 @@ type exchange struct {
 	preOff      int                  // body bytes preChunked has validated
 	payload     int64                // the payload bytes among them
 	dechunk     bool                 // the chunked body was held whole: send it with a Content-Length
+	bodyChecked bool                 // proceed has decided whether to hold the body
 
 	reqMode      codec.BodyMode
 	reqRemaining int64
@@ -76,6 +77,7 @@ type exchange struct {
 	framing      respFraming
 	respStarted  bool
 	respFiltered bool         // the response filters ran
+	interims     int          // 1xx responses forwarded
 	trailers     *pool.Buffer // response trailer section, kept for a TE: trailers client
 }
 
@@ -92,7 +94,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.isHEAD = string(req.Method) == "HEAD"
 	ex.idempotent = idempotent(req.Method)
 	ex.expectContinue = req.ExpectContinue
-	ex.continueSent, ex.dechunk = false, false
+	ex.continueSent, ex.dechunk, ex.bodyChecked = false, false, false
 	ex.teTrailers = acceptsTrailers(req.Headers)
 	ex.fx.Rejection = filters.Rejection{}
 	ex.fx.Req = req
@@ -100,7 +102,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.bodyStalled = false
 	ex.finishWhenDrained = false
 	ex.framing = frameAsIs
-	ex.respStarted, ex.respFiltered = false, false
+	ex.respStarted, ex.respFiltered, ex.interims = false, false, 0
 	switch {
 	case req.Chunked:
 		ex.reqMode = codec.BodyChunked
@@ -186,6 +188,7 @@ func (ex *exchange) pumpBody() {
 		}
 		var take int
 		var chunk []byte
+		last := false // this piece ends the body
 		switch ex.reqMode {
 		case codec.BodyLength:
 			take = len(buf)
@@ -193,7 +196,7 @@ func (ex *exchange) pumpBody() {
 				take = int(ex.reqRemaining)
 			}
 			ex.reqRemaining -= int64(take)
-			ex.reqDone = ex.reqRemaining == 0
+			last = ex.reqRemaining == 0
 		case codec.BodyChunked:
 			n, data, done, err := ex.reqChunked.Next(buf)
 			if err != nil {
@@ -203,12 +206,14 @@ func (ex *exchange) pumpBody() {
 			if n == 0 {
 				return
 			}
-			take, ex.reqDone = n, done
+			take, last = n, done
 			chunk = data
 		}
 		// Send before Discard: buf may be a copy gnet returns to a shared
-		// pool at Discard. A failed Send ends the exchange with the body
-		// unread, which closes the connection, so nothing parses after it.
+		// pool at Discard. A failed Send ends the exchange (CallFailed runs
+		// inside it) while reqDone is still false, so the connection closes
+		// and no body byte is ever parsed as a request; reqDone is set only
+		// once the last piece went out.
 		// A chunked body is re-encoded: the upstream sees canonical size
 		// lines, no extensions and no trailers, never the client's framing.
 		sent := true
@@ -221,7 +226,7 @@ func (ex *exchange) pumpBody() {
 			}
 		case len(chunk) > 0:
 			sent = ex.call.SendChunk(chunk)
-		case ex.reqDone:
+		case last:
 			sent = ex.call.Send(lastChunk)
 		}
 		chunk = nil
@@ -229,7 +234,7 @@ func (ex *exchange) pumpBody() {
 		if !sent {
 			return
 		}
-		if ex.reqDone {
+		if ex.reqDone = last; last {
 			ex.call.SendDone()
 			if cc.state == stateReadingBody {
 				cc.setState(stateWaitingUpstream)
@@ -270,7 +275,20 @@ func (ex *exchange) badBody(err error) {
 // ResponseHead writes the client's response head.
 func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	cc := ex.cc
+	if cc == nil {
+		return false
+	}
 	if r.Status < 200 {
+		// Interim responses bypass the spool; an upstream sending them
+		// without end would queue bytes without bound.
+		if ex.interims++; ex.interims > maxInterim {
+			c.Abort()
+			if !ex.reqDone {
+				cc.closeAfter = true
+			}
+			ex.respond(502, 50202, "upstream sent too many interim responses")
+			return false
+		}
 		return ex.interim(r)
 	}
 	switch r.BodyMode(ex.isHEAD) {
@@ -347,6 +365,10 @@ func (ex *exchange) interim(r *codec.Response) bool {
 	return ex.cc.write(l.out)
 }
 
+// maxInterim bounds the 1xx responses forwarded for one request. Past it
+// the exchange fails like any malformed response (502/50202).
+const maxInterim = 16
+
 // maxCoalesce bounds the body bytes copied behind a pending head; larger
 // pieces cost more to copy than the write they save.
 const maxCoalesce = 16 << 10
@@ -356,6 +378,9 @@ var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
 // ResponseBody streams body bytes to the client in the chosen framing.
 func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) bool {
 	cc := ex.cc
+	if cc == nil {
+		return false
+	}
 	ok := true
 	switch ex.framing {
 	case frameAsIs:

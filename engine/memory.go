@@ -13,6 +13,7 @@ import (
 const (
 	releaseFloor    = 32 << 20
 	releaseInterval = time.Second
+	releaseMinGap   = 10 * time.Second // forced GCs cost every loop a pause: not more often
 )
 
 // returnMemory watches the buffered-bytes figure off the loops and, after a
@@ -25,6 +26,7 @@ func (s *Server) returnMemory(stop <-chan struct{}) {
 	t := time.NewTicker(releaseInterval)
 	defer t.Stop()
 	var peak int64
+	var last time.Time
 	for {
 		select {
 		case <-stop:
@@ -33,7 +35,8 @@ func (s *Server) returnMemory(stop <-chan struct{}) {
 		}
 		now := s.buffered.Load()
 		peak = max(peak, s.bufferedPeak.Swap(now))
-		if peak >= releaseFloor && now < peak/4 {
+		if peak >= releaseFloor && now < peak/4 && time.Since(last) >= releaseMinGap {
+			last = time.Now()
 			debug.FreeOSMemory()
 			debug.FreeOSMemory()
 			s.memoryReturns.Add(1)

@@ -13,9 +13,8 @@ import (
 	"github.com/loopgate/loopgate/upstream"
 )
 
-// start takes a parsed head: it checks the process-wide buffer budget,
-// waits for a small body to arrive whole (see bufferBody), then routes the
-// request and runs its request phases. The head's views live in the
+// start takes a parsed head: it checks the process-wide buffer budget, then
+// routes the request and runs its request phases. The head's views live in the
 // client's input buffer until it is discarded, so everything needed later
 // is copied out first.
 func (cc *clientConn) start(req *codec.Request, headLen int) {
@@ -34,10 +33,6 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 			cc.closeAfter = true // the body is not read, so the framing is lost
 			ex.fx.Rejection.HeaderName, ex.fx.Rejection.HeaderValue = "Retry-After", "1"
 			ex.respond(503, 50303, "gateway buffer budget exhausted; retry later")
-			return
-		}
-		if ex.wantsBuffer(req, snap.requestBuffer) {
-			ex.bufferBody()
 			return
 		}
 	}
@@ -166,20 +161,30 @@ func (ex *exchange) resume(v filters.Verdict) {
 	ex.afterFilters(v)
 }
 
-// park keeps a suspended request alive: its head moves from the client's
-// input buffer (whose views die with the callback) into a pooled copy that
-// is parsed again, so filters see the same request when they resume. The
-// normalised path and Host (in loop scratch until now) move with it. Body
-// bytes stay in the client's buffer until the upstream takes them. The
-// request may wait at most timeouts.suspend.
+// park keeps a suspended request alive (see save); it may wait at most
+// timeouts.suspend.
 func (ex *exchange) park() {
 	ex.parked = true
 	l := ex.loop
 	l.wheel.Arm(&ex.suspendTimer, time.Duration(l.srv.cfg.Timeouts.Suspend))
+	ex.save()
+	// Out of Idle/ReadingHead, so serve takes no pipelined request while
+	// this one waits; any body waits too, with no read deadline meanwhile.
+	ex.cc.setState(stateWaitingUpstream)
+	ex.cc.timer.Stop()
+}
+
+// save moves the request head out of the client's input buffer (whose views
+// die with the callback) into a pooled copy that is parsed again, so the
+// request reads the same when it carries on later: after a filter resumes
+// it, or once its body has arrived. The normalised path and Host (in loop
+// scratch until now) move with it. Body bytes stay in the client's buffer
+// until the upstream takes them. Saving twice keeps the first copy.
+func (ex *exchange) save() {
 	if ex.saved != nil {
 		return
 	}
-	cc := ex.cc
+	cc, l := ex.cc, ex.loop
 	head, _ := cc.gc.Peek(ex.headLen)
 	path, host := ex.fx.Req.Path, ex.fx.Req.Host
 	ex.saved = pool.Get(len(head) + len(path) + len(host))
@@ -194,10 +199,6 @@ func (ex *exchange) park() {
 	ex.req.Host = ex.saved.B[len(head)+len(path):]
 	ex.fx.Req = &ex.req
 	ex.discardHead()
-	// Out of Idle/ReadingHead, so serve takes no pipelined request while
-	// this one waits; any body waits too, with no read deadline meanwhile.
-	cc.setState(stateWaitingUpstream)
-	cc.timer.Stop()
 }
 
 // suspendExpired: a filter kept the request suspended past
@@ -226,6 +227,24 @@ func (ex *exchange) discardHead() {
 // proceed picks the node, writes the upstream head and starts the call.
 func (ex *exchange) proceed(req *codec.Request) {
 	cc, l, r := ex.cc, ex.loop, ex.route
+	if ex.expectContinue && !ex.reqDone {
+		// The request passed routing and its filters, so the client may
+		// send its body. As nginx and Envoy do, the gateway answers the
+		// Expect itself and the upstream never sees it: an upstream that
+		// ignores Expect (Python's wsgiref) would otherwise stall the
+		// client for its own timeout.
+		ex.expectContinue = false
+		ex.continueSent = true
+		if !cc.write(continueLine) {
+			return
+		}
+	}
+	if ex.reqMode != codec.BodyNone && !ex.bodyChecked {
+		ex.bodyChecked = true
+		if ex.wantsBuffer(req, l.srv.snap.Load().requestBuffer) && !ex.bufferBody() {
+			return // waiting for the rest of the body, or answered
+		}
+	}
 	group := r.group
 	var hashKey []byte
 	if ex.chain != nil {
@@ -240,18 +259,6 @@ func (ex *exchange) proceed(req *codec.Request) {
 		node = g.PickHash(hashKey)
 	} else {
 		node = g.Pick()
-	}
-	if ex.expectContinue && !ex.reqDone {
-		// The request passed routing and its filters, so the client may
-		// send its body. As nginx and Envoy do, the gateway answers the
-		// Expect itself and the upstream never sees it: an upstream that
-		// ignores Expect (Python's wsgiref) would otherwise stall the
-		// client for its own timeout.
-		ex.expectContinue = false
-		ex.continueSent = true
-		if !cc.write(continueLine) {
-			return
-		}
 	}
 	head, bad := ex.buildUpstreamHead(req, node.Addr)
 	if bad != nil { // a rewrite produced a path that does not normalise

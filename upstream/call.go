@@ -243,8 +243,12 @@ func (c *Call) parseHead(buf []byte) int {
 		if err == codec.ErrResponseHeadTooLarge {
 			// A legitimate backend can trip this (many cookies, a big
 			// CSP): say so in the log, since the client only sees a 502.
-			log.Printf("upstream %s: response head over max_response_header_count/bytes (%d fields, %d bytes); answered 502",
-				c.pool.Addr, c.loop.limits.MaxHeaderCount, c.loop.limits.MaxHeaderBytes)
+			// At most once a second: a bad upstream must not turn every
+			// request into a synchronous log write on the loop.
+			if c.loop.logLimit.Allow(c.loop.wheel.Now()) {
+				log.Printf("upstream %s: response head over max_response_header_count/bytes (%d fields, %d bytes); answered 502",
+					c.pool.Addr, c.loop.limits.MaxHeaderCount, c.loop.limits.MaxHeaderBytes)
+			}
 			c.abort(ErrHeadTooLarge)
 			return 0
 		}

@@ -40,6 +40,7 @@ type Conn struct {
 	call     *Call // the call using the connection while active
 	dialFor  *Call // the call that caused the dial, while it still waits for it
 	served   int   // completed exchanges: a reused connection may be stale
+	held     int   // bytes of the read being handled (see reusable)
 	idleTime wheel.Timer
 }
 
@@ -59,7 +60,9 @@ func (uc *Conn) Traffic() {
 		uc.Close()
 		return
 	}
+	uc.held = len(buf)
 	n := uc.call.onData(buf)
+	uc.held = 0
 	// gnet's Discard(0) discards everything buffered: while a response head
 	// is incomplete onData consumes nothing, and those bytes must stay for
 	// the next read to complete them.
@@ -71,9 +74,12 @@ func (uc *Conn) Traffic() {
 // reusable reports whether an idle connection may carry a new exchange:
 // bytes that arrived after its last response belong to no request, and
 // handing them to the next caller would answer it with someone else's
-// response.
+// response. The read being handled (held) is not such bytes: a connection
+// is released from inside it, before its bytes are discarded, and a
+// pipelined request may take it at once; bytes after the response in that
+// read already kept it from the pool (Call.finish).
 func (uc *Conn) reusable() bool {
-	return uc.state == connIdle && uc.gc != nil && uc.gc.InboundBuffered() == 0
+	return uc.state == connIdle && uc.gc != nil && uc.gc.InboundBuffered() == uc.held
 }
 
 // Closed is called by the gnet handler from OnClose.

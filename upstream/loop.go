@@ -48,6 +48,8 @@ type Loop struct {
 	limits codec.Limits // bounds on response heads (max_response_header_*)
 	groups []*Group
 	resp   codec.Response // scratch: valid only while a response head is handled
+
+	logLimit logLimiter // upstream trouble logged from this loop
 	// Owner is the engine's per-loop state, so a connection event can find
 	// its loop without a lookup.
 	Owner any
@@ -112,3 +114,15 @@ func (g *Group) PickHash(key []byte) *Pool { return g.pools[g.ring.lookup(key)] 
 
 // Pools returns the group's node pools, for stats and tests.
 func (g *Group) Pools() []*Pool { return g.pools }
+
+// logLimiter lets one log line through per second. Owned by the loop.
+type logLimiter struct{ last time.Time }
+
+// Allow reports whether a line may be logged at now.
+func (l *logLimiter) Allow(now time.Time) bool {
+	if now.Sub(l.last) < time.Second {
+		return false
+	}
+	l.last = now
+	return true
+}
