@@ -14,10 +14,11 @@ run: build
 
 # The suite under the race detector, then the allocation tests (named
 # *Allocs*) in a build without it, where their counts mean something; under
-# -race they skip themselves (pooltest.SkipAllocsUnderRace).
+# -race they skip themselves (pooltest.SkipAllocsUnderRace). The second step
+# builds only the packages that have such a test.
 test: vet
 	$(GO) test -race -count=1 ./...
-	$(GO) test -count=1 -run Allocs ./...
+	$(GO) test -count=1 -run Allocs $$(grep -rlE --include='*_test.go' '^func Test[[:alnum:]_]*Allocs' . | xargs -r dirname | sort -u)
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -124,7 +124,7 @@ func TestParseResponseRejects(t *testing.T) {
 				t.Errorf("Status/Code = %d/%d, want 502/%d", e.Status, e.Code, wantCode)
 			}
 			// Prefixes need more or fail the same way.
-			for k := 0; k < len(tt.in); k++ {
+			for _, k := range cutPoints(len(tt.in) - 1) {
 				n, err := ParseResponse([]byte(tt.in[:k]), &r, nil)
 				if n != 0 || (err != nil && err != tt.want) {
 					t.Fatalf("prefix %d: %d, %v", k, n, err)
