@@ -4,7 +4,6 @@ package engine_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,7 +29,7 @@ type gateway struct {
 // startGateway runs a gateway on the YAML config, with listen and admin
 // filled in, and two loops unless the YAML sets loops. Upstream addresses
 // are substituted with fmt-style args. It is shut down (and checked for
-// leaks) when the test ends.
+// leaks) when the test ends: see engine.ServeForTest.
 func startGateway(t testing.TB, yaml string, args ...any) *gateway {
 	t.Helper()
 	text := "listen: 127.0.0.1:0\nadmin: \"off\"\n" + fmt.Sprintf(yaml, args...)
@@ -45,39 +44,7 @@ func startGateway(t testing.TB, yaml string, args ...any) *gateway {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Run() }()
-	select {
-	case err := <-done:
-		t.Fatalf("gateway exited: %v", err)
-	case <-srv.Ready():
-	}
-	a, err := srv.Addr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// A test that shut the gateway down itself has judged Shutdown's
-		// result; a second call would only say one is under way.
-		if !srv.Draining() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(ctx); err != nil {
-				t.Errorf("gateway shutdown: %v", err)
-			}
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("gateway Run has not returned 10s after Shutdown")
-			return
-		}
-		pooltest.CheckNoLeaks(t)
-	})
-	return &gateway{srv: srv, addr: a.String()}
+	return &gateway{srv: srv, addr: engine.ServeForTest(t, srv)}
 }
 
 // testClient is the only net/http client the tests use: a regression that

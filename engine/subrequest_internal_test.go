@@ -2,7 +2,6 @@ package engine
 
 import (
 	"bufio"
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
-	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 type probe struct {
@@ -70,28 +68,7 @@ func run(t *testing.T, p *probe) (string, *atomic.Int64) {
 	p.FilterName, p.FilterOrder = "probe", 1
 	ch, _ := filters.NewChain([]filters.Filter{p}, 1)
 	srv.snap.Load().routes[0].chain = ch
-	done := make(chan error, 1)
-	go func() { done <- srv.Run() }()
-	<-srv.Ready()
-	a, _ := srv.Addr()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("gateway shutdown: %v", err)
-		}
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("gateway Run: %v", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Errorf("gateway Run has not returned 10s after Shutdown")
-			return
-		}
-		pooltest.CheckNoLeaks(t)
-	})
-	return a.String(), &otherHits
+	return ServeForTest(t, srv), &otherHits
 }
 
 // dialRaw opens a client connection to addr with a deadline, closed when

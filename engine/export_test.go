@@ -1,0 +1,51 @@
+// Test hooks shared by the internal tests and the engine_test package.
+
+package engine
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/loopgate/loopgate/pool/pooltest"
+)
+
+// ServeForTest runs srv until the test ends and returns its listen address.
+// At the end it shuts srv down, unless the test already did (and judged
+// Shutdown's result itself), and fails the test if Shutdown or Run returns
+// an error, Run does not return, or a buffer is left unreleased.
+func ServeForTest(t testing.TB, srv *Server) string {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- srv.Run() }()
+	select {
+	case err := <-done:
+		t.Fatalf("gateway exited: %v", err)
+	case <-srv.Ready():
+	}
+	a, err := srv.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		t.Helper()
+		if !srv.Draining() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(ctx); err != nil {
+				t.Errorf("gateway shutdown: %v", err)
+			}
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("gateway Run: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("gateway Run has not returned 10s after Shutdown")
+			return
+		}
+		pooltest.CheckNoLeaks(t)
+	})
+	return a.String()
+}
