@@ -13,7 +13,10 @@ import (
 // ServeForTest runs srv until the test ends and returns its listen address.
 // At the end it shuts srv down, unless the test already did (and judged
 // Shutdown's result itself), and fails the test if Shutdown or Run returns
-// an error, Run does not return, or a buffer is left unreleased.
+// an error, Run does not return, or a buffer is left unreleased. The leak
+// check sees every buffer in the process: serve no gateway from a test that
+// runs in parallel with other gateway tests (parallel subtests sharing
+// their parent's gateway are fine, since its check runs after them all).
 func ServeForTest(t testing.TB, srv *Server) string {
 	t.Helper()
 	done := make(chan error, 1)
