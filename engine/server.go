@@ -210,6 +210,12 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	l.enter()
 	l.accept(c)
 	l.leave()
+	// Shutdown drains only loops it has seen; a loop claimed by this very
+	// connection while Shutdown began would never close it. The drain
+	// check after accepting closes that window.
+	if s.draining.Load() {
+		return nil, gnet.Close
+	}
 	return nil, gnet.None
 }
 
