@@ -6,6 +6,7 @@ package engine
 
 import (
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool"
 )
 
@@ -47,8 +48,12 @@ func (ex *exchange) writeLastChunk() bool {
 	}
 	dst = append(dst, '0', '\r', '\n')
 	if t := ex.trailers; t != nil {
+		var edits *filters.HeaderEdits
+		if ex.chain != nil {
+			edits = &ex.fx.RespEdits // a field the route removes from the head goes from the trailers too
+		}
 		codec.ForEachTrailer(t.B, func(name, value []byte) {
-			if !codec.ForbiddenTrailer(name) {
+			if !codec.ForbiddenTrailer(name) && (edits == nil || !edits.Removes(name)) {
 				dst = appendHeader(dst, string(name), value)
 			}
 		})
