@@ -1,0 +1,72 @@
+// The JSON error body: escaping, and a Content-Length that matches it.
+
+package engine
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/loopgate/loopgate/filters"
+)
+
+// No socket path puts a quote or a backslash in an error body today (the
+// messages are constants and request_id keeps only [A-Za-z0-9._-]), so the
+// escaping is checked here directly.
+func TestErrorBodyIsValidJSON(t *testing.T) {
+	for _, tc := range []struct{ msg, id string }{
+		{"plain", "0123abcd"},
+		{`say "no"`, `id"quoted"`},
+		{`back\slash \"both\"`, `a\b`},
+		{"controls \x00\x01\x1f\t\r\n end", "id"},
+		{"utf-8 é ✓ and DEL \x7f", "ü"},
+		{"", ""},
+	} {
+		out := appendError(nil, 502, 50202, tc.msg, []byte(tc.id), true, false, nil)
+		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
+		if err != nil {
+			t.Fatalf("%q: %v\n%s", tc.msg, err, out)
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The body is exactly Content-Length bytes: nothing after it.
+		if rest := out[bytes.Index(out, []byte("\r\n\r\n"))+4:]; !bytes.Equal(rest, body) {
+			t.Fatalf("%q: Content-Length %d but %d body bytes: %q", tc.msg, resp.ContentLength, len(rest), rest)
+		}
+		var e struct {
+			Code      int    `json:"code"`
+			Message   string `json:"message"`
+			RequestID string `json:"request_id"`
+		}
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatalf("%q: body is not JSON: %v\n%s", tc.msg, err, body)
+		}
+		if e.Code != 50202 || e.Message != tc.msg || e.RequestID != tc.id {
+			t.Fatalf("decoded %+v, want message %q and request_id %q", e, tc.msg, tc.id)
+		}
+		if resp.StatusCode != 502 || !resp.Close || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%q: status %d, close %v, type %q", tc.msg, resp.StatusCode, resp.Close, resp.Header.Get("Content-Type"))
+		}
+	}
+}
+
+func TestErrorHeadOnlyAndExtraHeader(t *testing.T) {
+	extra := &filters.Rejection{HeaderName: "WWW-Authenticate", HeaderValue: `Bearer realm="api"`}
+	out := appendError(nil, 401, 40101, `need "a" token`, []byte("id1"), false, true, extra)
+	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), &http.Request{Method: "HEAD"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasSuffix(out, []byte("\r\n\r\n")) {
+		t.Fatalf("a HEAD error carries a body:\n%s", out)
+	}
+	want := int64(len(`{"code":40101,"message":"need \"a\" token","request_id":"id1"}`))
+	if resp.ContentLength != want || resp.Close || resp.Header.Get("WWW-Authenticate") != extra.HeaderValue || resp.Header.Get("X-Request-Id") != "id1" {
+		t.Fatalf("head: length %d (want %d), close %v, headers %v", resp.ContentLength, want, resp.Close, resp.Header)
+	}
+}
