@@ -1,0 +1,284 @@
+// An in-memory event loop for the pool and call state machines: fake gnet
+// connections and a fake gnet.EventLoop, with the test goroutine playing
+// the loop. Dials are real (to a local listener), so Pool.dial runs as in
+// production up to Enroll.
+
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/pool"
+	"github.com/panjf2000/gnet/v2"
+)
+
+// fakeConn is a gnet.Conn in memory: the test puts received bytes in in,
+// reads what the pool wrote from out, and makes writes fail with writeErr.
+// Methods the package does not use are left to the embedded nil interface
+// and panic if called.
+type fakeConn struct {
+	gnet.Conn
+	in       []byte
+	out      bytes.Buffer
+	writeErr error
+	closed   bool
+}
+
+func (f *fakeConn) Peek(n int) ([]byte, error) {
+	if n < 0 || n > len(f.in) {
+		n = len(f.in)
+	}
+	return f.in[:n], nil
+}
+
+func (f *fakeConn) Discard(n int) (int, error) {
+	if n < 0 || n > len(f.in) {
+		n = len(f.in)
+	}
+	f.in = f.in[n:]
+	return n, nil
+}
+
+func (f *fakeConn) Write(p []byte) (int, error) {
+	if f.writeErr != nil {
+		return 0, f.writeErr
+	}
+	return f.out.Write(p)
+}
+
+func (f *fakeConn) Writev(bs [][]byte) (int, error) {
+	n := 0
+	for _, b := range bs {
+		m, err := f.Write(b)
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (f *fakeConn) Close() error          { f.closed = true; return nil }
+func (f *fakeConn) InboundBuffered() int  { return len(f.in) }
+func (f *fakeConn) OutboundBuffered() int { return 0 }
+func (f *fakeConn) receive(s string)      { f.in = append(f.in, s...) }
+func (f *fakeConn) sent() string          { return f.out.String() }
+
+var errWrite = errors.New("write: broken pipe")
+
+// fakeEL is the gnet.EventLoop a Pool dials through: Execute and Enroll hand
+// their work to the test, which runs it as the loop would.
+type fakeEL struct {
+	gnet.EventLoop
+	tasks     chan gnet.Runnable
+	enrolls   chan enrollment
+	enrollErr error // Enroll fails with it
+}
+
+// enrollment is one dialed socket handed to Enroll.
+type enrollment struct {
+	uc  *Conn
+	nc  net.Conn
+	res chan gnet.RegisteredResult
+}
+
+func (e *fakeEL) Execute(_ context.Context, r gnet.Runnable) error {
+	e.tasks <- r
+	return nil
+}
+
+func (e *fakeEL) Enroll(ctx context.Context, nc net.Conn) (<-chan gnet.RegisteredResult, error) {
+	if e.enrollErr != nil {
+		return nil, e.enrollErr
+	}
+	res := make(chan gnet.RegisteredResult, 1)
+	e.enrolls <- enrollment{uc: gnet.FromContext(ctx).(*Conn), nc: nc, res: res}
+	return res, nil
+}
+
+// testLoop is one upstream Loop on a fake event loop.
+type testLoop struct {
+	t  *testing.T
+	el *fakeEL
+	w  *wheel.Wheel
+	l  *Loop
+}
+
+// listenAddr returns the address of a listener that accepts and holds every
+// connection until the test ends, so dials to it succeed.
+func listenAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				for _, c := range held {
+					c.Close()
+				}
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() { ln.Close(); <-done })
+	return ln.Addr().String()
+}
+
+// refusedAddr returns an address nothing listens on.
+func refusedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// testPool is the pool config of these tests: small and with timeouts the
+// test fires itself by advancing the wheel.
+var testPool = PoolConfig{
+	MaxIdle:        2,
+	MaxConns:       2,
+	IdleTimeout:    time.Minute,
+	ConnectTimeout: 5 * time.Second,
+	AcquireTimeout: 100 * time.Millisecond, // shorter than getOpts.ResponseTimeout
+}
+
+// newTestLoop builds a loop with one group over nodes.
+func newTestLoop(t *testing.T, pc PoolConfig, nodes ...string) *testLoop {
+	t.Helper()
+	gc := GroupConfig{Name: "g", Pool: pc}
+	for _, n := range nodes {
+		gc.Nodes = append(gc.Nodes, NodeConfig{Addr: n, Weight: 1})
+	}
+	gc.Prepare()
+	el := &fakeEL{tasks: make(chan gnet.Runnable, 16), enrolls: make(chan enrollment, 16)}
+	w := wheel.New(wheel.DefaultTick, 64)
+	tl := &testLoop{t: t, el: el, w: w, l: NewLoop(el, w, codec.Limits{}.WithDefaults(), []GroupConfig{gc})}
+	t.Cleanup(func() {
+		for {
+			select {
+			case e := <-el.enrolls:
+				e.nc.Close()
+				e.res <- gnet.RegisteredResult{}
+			default:
+				return
+			}
+		}
+	})
+	return tl
+}
+
+func (tl *testLoop) pool(i int) *Pool { return tl.l.Group(0).Pools()[i] }
+
+// enrolled waits for a dial to reach Enroll.
+func (tl *testLoop) enrolled() enrollment {
+	tl.t.Helper()
+	select {
+	case e := <-tl.el.enrolls:
+		tl.t.Cleanup(func() { e.nc.Close() })
+		return e
+	case <-time.After(10 * time.Second):
+		tl.t.Fatal("no dial reached Enroll")
+	}
+	panic("unreachable")
+}
+
+// open completes the next dial as gnet's OnOpen would, on a fake
+// connection.
+func (tl *testLoop) open() (*Conn, *fakeConn) {
+	tl.t.Helper()
+	e := tl.enrolled()
+	fc := &fakeConn{}
+	e.res <- gnet.RegisteredResult{}
+	e.uc.Opened(fc)
+	return e.uc, fc
+}
+
+// runTask waits for work sent through Execute and runs it on the test
+// goroutine, as the loop would.
+func (tl *testLoop) runTask() {
+	tl.t.Helper()
+	select {
+	case r := <-tl.el.tasks:
+		_ = r.Run(context.Background())
+	case <-time.After(10 * time.Second):
+		tl.t.Fatal("no task reached Execute")
+	}
+}
+
+// advance fires the timers due within d from now.
+func (tl *testLoop) advance(d time.Duration) { tl.w.Advance(time.Now().Add(d)) }
+
+// head returns a pooled request head, as the engine hands one to Start.
+func head(s string) *pool.Buffer {
+	b := pool.Get(len(s))
+	b.B = append(b.B, s...)
+	return b
+}
+
+const getHead = "GET / HTTP/1.1\r\nHost: x\r\n\r\n"
+
+// recorder is a Receiver that keeps what it is told. stopAt names the
+// callback ("ready", "interim", "head", "body") where it aborts the call
+// and returns false, as an owner does when its client has gone.
+type recorder struct {
+	ready   int
+	interim []int
+	status  int
+	body    bytes.Buffer
+	done    bool
+	err     *Error
+	stopAt  string
+}
+
+func (r *recorder) stop(c *Call, at string) bool {
+	if r.stopAt == at {
+		c.Abort()
+		return false
+	}
+	return true
+}
+
+func (r *recorder) CallReady(c *Call) bool { r.ready++; return r.stop(c, "ready") }
+
+func (r *recorder) ResponseHead(c *Call, resp *codec.Response) bool {
+	if resp.Status < 200 {
+		r.interim = append(r.interim, resp.Status)
+		return r.stop(c, "interim")
+	}
+	r.status = resp.Status
+	return r.stop(c, "head")
+}
+
+func (r *recorder) ResponseBody(c *Call, raw, data []byte, done bool) bool {
+	r.body.Write(data)
+	r.done = r.done || done
+	return r.stop(c, "body")
+}
+
+func (r *recorder) CallFailed(c *Call, err *Error) { r.err = err }
+
+// newCall returns a call bound to a fresh recorder.
+func newCall() (*Call, *recorder) {
+	r := &recorder{}
+	c := &Call{}
+	c.Init(r)
+	return c, r
+}

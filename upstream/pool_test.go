@@ -1,0 +1,310 @@
+// Pool and group behaviour on the in-memory loop: waiters, limits, dials
+// that fail or finish late, idle expiry, node selection; and the names and
+// error types callers rely on.
+
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+
+	"github.com/panjf2000/gnet/v2"
+)
+
+// With max_conns busy, calls wait in order for a released connection; the
+// wait queue holds as many again, then a call fails at once.
+func TestPoolWaiters(t *testing.T) {
+	pc := testPool
+	pc.MaxConns = 1
+	tl := newTestLoop(t, pc, listenAddr(t))
+	p := tl.pool(0)
+
+	c1, _ := newCall()
+	c1.Start(p, head(getHead), getOpts)
+	uc, fc := tl.open()
+
+	aborted, _ := newCall()
+	aborted.Start(p, head(getHead), getOpts)
+	if aborted.waiting != p || len(p.waiters) != 1 {
+		t.Fatalf("second call is not waiting: %d waiters", len(p.waiters))
+	}
+	aborted.Abort() // the client left while waiting
+	if len(p.waiters) != 0 || aborted.State() != Failed {
+		t.Fatalf("aborted waiter: %d waiters, state %s", len(p.waiters), aborted.State())
+	}
+
+	c2, r2 := newCall()
+	c2.Start(p, head(getHead), getOpts)
+	c3, r3 := newCall()
+	c3.Start(p, head(getHead), getOpts)
+	if r3.err != ErrQueueFull || r3.err.Timeout() || r3.err.Status != 503 {
+		t.Fatalf("call past the wait queue: %v", r3.err)
+	}
+	if c3.State() != Failed {
+		t.Fatalf("state %s", c3.State())
+	}
+
+	// c1 completes: its connection goes straight to c2.
+	fc.out.Reset()
+	fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	uc.Traffic()
+	if c2.conn != uc || c2.State() != Sent || fc.sent() != getHead || p.Idle() != 0 || r2.ready != 1 {
+		t.Fatalf("waiter not handed the released connection: state %s, sent %q", c2.State(), fc.sent())
+	}
+
+	// c4 waits past pool_acquire_timeout.
+	c4, r4 := newCall()
+	c4.Start(p, head(getHead), getOpts)
+	tl.advance(2 * pc.AcquireTimeout)
+	if r4.err != ErrPoolFull || !r4.err.Timeout() || len(p.waiters) != 0 {
+		t.Fatalf("waiter past the acquire timeout: %v, %d waiters", r4.err, len(p.waiters))
+	}
+	c2.Abort()
+}
+
+// When a connection goes away, the first waiter dials in its place.
+func TestPoolRemoveLetsWaiterDial(t *testing.T) {
+	pc := testPool
+	pc.MaxConns = 1
+	tl := newTestLoop(t, pc, listenAddr(t))
+	p := tl.pool(0)
+
+	c1, r1 := newCall()
+	c1.Start(p, head(getHead), getOpts)
+	uc, _ := tl.open()
+	c2, _ := newCall()
+	c2.Start(p, head(getHead), getOpts)
+	uc.Closed(io.EOF) // closed before any response: c1 fails, c2 dials
+	if r1.err != ErrReset || c2.dialing == nil || len(p.waiters) != 0 {
+		t.Fatalf("c1 err %v, c2 dialing %v, %d waiters", r1.err, c2.dialing != nil, len(p.waiters))
+	}
+	_, fc2 := tl.open()
+	if fc2.sent() != getHead || c2.State() != Sent {
+		t.Fatalf("c2 after its dial: sent %q, state %s", fc2.sent(), c2.State())
+	}
+	c2.Abort()
+}
+
+func TestPoolDialFailures(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, refusedAddr(t))
+		p := tl.pool(0)
+		c, r := newCall()
+		c.Start(p, head(getHead), getOpts)
+		tl.runTask() // without Guard: the callback runs bare
+		if r.err != ErrConnect || p.Stats.DialFailures != 1 || p.total != 0 || c.State() != Failed {
+			t.Fatalf("err %v, failures %d, total %d, state %s", r.err, p.Stats.DialFailures, p.total, c.State())
+		}
+	})
+	t.Run("enroll refused", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, listenAddr(t))
+		tl.el.enrollErr = errors.New("engine stopping")
+		guarded := 0
+		tl.l.Guard = func(f func()) { guarded++; f() }
+		c, r := newCall()
+		c.Start(tl.pool(0), head(getHead), getOpts)
+		tl.runTask()
+		if r.err != ErrConnect || guarded != 1 {
+			t.Fatalf("err %v, guarded %d", r.err, guarded)
+		}
+	})
+	t.Run("registration fails", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, listenAddr(t))
+		c, r := newCall()
+		c.Start(tl.pool(0), head(getHead), getOpts)
+		e := tl.enrolled()
+		e.res <- gnet.RegisteredResult{Err: errors.New("register failed")}
+		tl.runTask()
+		if r.err != ErrConnect || c.State() != Failed {
+			t.Fatalf("err %v, state %s", r.err, c.State())
+		}
+	})
+	t.Run("after the call gave up", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, refusedAddr(t))
+		p := tl.pool(0)
+		c, r := newCall()
+		c.Start(p, head(getHead), getOpts)
+		c.Abort()
+		tl.runTask()
+		if r.err != nil || p.total != 0 || p.Stats.DialFailures != 1 {
+			t.Fatalf("err %v (the owner already left), total %d", r.err, p.total)
+		}
+	})
+}
+
+// A dial that completes after its call gave up is not wasted: the
+// connection goes to the pool.
+func TestPoolLateDialIsPooled(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	c, r := newCall()
+	c.Start(p, head(getHead), getOpts)
+	c.Abort()
+	uc, fc := tl.open()
+	if p.Idle() != 1 || uc.state != connIdle || fc.sent() != "" || fc.closed || r.ready != 0 {
+		t.Fatalf("late connection: idle %d, state %s, sent %q", p.Idle(), uc.state, fc.sent())
+	}
+	// and it expires like any idle connection
+	tl.advance(2 * testPool.IdleTimeout)
+	if !fc.closed || p.Idle() != 0 || p.total != 0 {
+		t.Fatalf("after idle_timeout: closed %v, idle %d, total %d", fc.closed, p.Idle(), p.total)
+	}
+}
+
+// A connection closed while still dialing is dropped when the dial ends,
+// whichever way it ends.
+func TestPoolConnClosedWhileDialing(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	c, r := newCall()
+	c.Start(p, head(getHead), getOpts)
+	c.dialing.Close()
+	if c.dialing != nil || p.total != 0 {
+		t.Fatalf("dialing %v, total %d", c.dialing != nil, p.total)
+	}
+	_, fc := tl.open()
+	if !fc.closed || p.Idle() != 0 || r.ready != 0 {
+		t.Fatalf("dial completed for a closed connection: closed %v, idle %d", fc.closed, p.Idle())
+	}
+	c.Abort()
+
+	tl2 := newTestLoop(t, testPool, refusedAddr(t))
+	p2 := tl2.pool(0)
+	c2, r2 := newCall()
+	c2.Start(p2, head(getHead), getOpts)
+	c2.dialing.Close()
+	tl2.runTask()
+	if p2.Stats.DialFailures != 0 || p2.total != 0 || r2.err != nil {
+		t.Fatalf("failed dial of a closed connection: failures %d, total %d", p2.Stats.DialFailures, p2.total)
+	}
+	c2.Abort()
+}
+
+// max_idle bounds the free list: a connection released beyond it closes.
+func TestPoolMaxIdle(t *testing.T) {
+	pc := testPool
+	pc.MaxIdle = 1
+	tl := newTestLoop(t, pc, listenAddr(t))
+	p := tl.pool(0)
+	c1, _ := newCall()
+	c1.Start(p, head(getHead), getOpts)
+	uc1, fc1 := tl.open()
+	c2, _ := newCall()
+	c2.Start(p, head(getHead), getOpts)
+	uc2, fc2 := tl.open()
+	for _, x := range []struct {
+		uc *Conn
+		fc *fakeConn
+	}{{uc1, fc1}, {uc2, fc2}} {
+		x.fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		x.uc.Traffic()
+	}
+	if p.Idle() != 1 || fc1.closed || !fc2.closed {
+		t.Fatalf("idle %d, first closed %v, second closed %v", p.Idle(), fc1.closed, fc2.closed)
+	}
+}
+
+// A stale idle connection (bytes arrived unnoticed) is skipped at acquire.
+func TestPoolSkipsUnusableIdle(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	_, fc := tl.exchange(p)
+	fc.in = append(fc.in, "junk"...) // not yet seen by Traffic
+	c, _ := newCall()
+	c.Start(p, head(getHead), getOpts)
+	if !fc.closed || c.dialing == nil || p.Stats.Reuses != 0 {
+		t.Fatalf("closed %v, dialing %v, reuses %d", fc.closed, c.dialing != nil, p.Stats.Reuses)
+	}
+	c.Abort()
+}
+
+// Consistent hashing spreads different keys over the nodes and keeps each
+// key on its node; Pick balances without a key.
+func TestGroupPicks(t *testing.T) {
+	tl := newTestLoop(t, testPool, "10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")
+	g := tl.l.Group(0)
+	if len(g.Pools()) != 3 || g.Name != "g" {
+		t.Fatalf("group %q with %d pools", g.Name, len(g.Pools()))
+	}
+	used := map[*Pool]int{}
+	for i := 0; i < 30; i++ {
+		key := []byte(fmt.Sprintf("user-%d", i))
+		p := g.PickHash(key)
+		if g.PickHash(key) != p {
+			t.Fatalf("key %s moved", key)
+		}
+		used[p]++
+	}
+	if len(used) != 3 {
+		t.Fatalf("30 keys on %d of 3 nodes", len(used))
+	}
+	for i := 0; i < 6; i++ {
+		if got, want := g.Pick(), g.Pools()[i%3]; got != want {
+			t.Fatalf("pick %d: %s, want %s", i, got.Addr, want.Addr)
+		}
+	}
+
+	gc := GroupConfig{Name: "w", Weighted: true, Pool: testPool,
+		Nodes: []NodeConfig{{Addr: "a:1", Weight: 3}, {Addr: "b:1", Weight: 1}}}
+	gc.Prepare()
+	wl := NewLoop(tl.el, tl.w, tl.l.limits, []GroupConfig{gc})
+	counts := map[string]int{}
+	for i := 0; i < 8; i++ {
+		counts[wl.Group(0).Pick().Addr]++
+	}
+	if counts["a:1"] != 6 || counts["b:1"] != 2 {
+		t.Fatalf("weighted picks %v, want a:1 x6, b:1 x2", counts)
+	}
+}
+
+func TestBalancerEdgeCases(t *testing.T) {
+	one := NewRoundRobin(1)
+	sw := NewSmoothWeighted([]int{7})
+	for i := 0; i < 3; i++ {
+		if one.Pick() != 0 || sw.Pick() != 0 {
+			t.Fatal("a single node is not always picked")
+		}
+	}
+	eq := NewSmoothWeighted([]int{2, 2, 2})
+	for i := 0; i < 6; i++ {
+		if got := eq.Pick(); got != i%3 {
+			t.Fatalf("equal weights pick %d = %d, want round robin", i, got)
+		}
+	}
+}
+
+func TestConnStateNames(t *testing.T) {
+	for s, name := range map[connState]string{connDialing: "dialing", connIdle: "idle", connActive: "active", connClosed: "closed"} {
+		if s.String() != name {
+			t.Errorf("%d.String() = %q, want %q", s, s.String(), name)
+		}
+	}
+}
+
+// Callers decide retries and logging from the error's type, not its text:
+// only deadline failures are Timeout().
+func TestErrors(t *testing.T) {
+	for _, tc := range []struct {
+		err     *Error
+		status  int
+		timeout bool
+	}{
+		{ErrConnect, 502, false},
+		{ErrReset, 502, false},
+		{ErrBadResponse, 502, false},
+		{ErrHeadTooLarge, 502, false},
+		{ErrPoolFull, 503, true},
+		{ErrQueueFull, 503, false},
+		{ErrTimeout, 504, true},
+	} {
+		var e error = tc.err
+		if tc.err.Status != tc.status || tc.err.Timeout() != tc.timeout || e.Error() != tc.err.Message || e.Error() == "" {
+			t.Errorf("%q: status %d timeout %v", e.Error(), tc.err.Status, tc.err.Timeout())
+		}
+	}
+	if ErrQueueFull.Code != ErrPoolFull.Code {
+		t.Error("the two pool-exhaustion errors carry different codes")
+	}
+}
