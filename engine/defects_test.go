@@ -176,3 +176,38 @@ func TestEndlessInterimResponses(t *testing.T) {
 		return
 	}
 }
+
+// The split-offset probe of the response-framing issue: a 50-byte response
+// written in two pieces, cut at every offset, always reaches the client as
+// one 200 with its body.
+func TestFiftyByteResponseSplitAtEveryOffset(t *testing.T) {
+	const resp = "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\nhello world"
+	if len(resp) != 50 {
+		t.Fatalf("probe is %d bytes", len(resp))
+	}
+	up := startScriptedUpstream(t, func(c *upConn) {
+		for {
+			r, err := c.read()
+			if err != nil {
+				return
+			}
+			var cut int
+			fmt.Sscanf(r.req.URL.Path, "/cut/%d", &cut)
+			// Two writes, cut at the offset.
+			if c.writeSplit(resp, cut, len(resp)) != nil {
+				return
+			}
+		}
+	})
+	g := startGateway(t, "loops: 1\n"+oneRoute, up.addr)
+	c := g.client(t)
+	bad := 0
+	for cut := 1; cut < len(resp); cut++ {
+		r, body := c.get(fmt.Sprintf("/cut/%d", cut))
+		if r.StatusCode != 200 || string(body) != "hello world" {
+			bad++
+			t.Errorf("cut at %d: %d %q", cut, r.StatusCode, body)
+		}
+	}
+	t.Logf("%d offsets, %d non-200", len(resp)-1, bad)
+}
