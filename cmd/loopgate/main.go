@@ -81,6 +81,13 @@ func run() error {
 		}
 	}
 
+	// Signals are caught before anything reports ready, so a SIGTERM that
+	// follows a green /readyz always drains instead of killing the process.
+	// SIGHUP will mean reload; until reloading exists it must not kill us.
+	signal.Ignore(syscall.SIGHUP)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
 	select {
@@ -88,12 +95,12 @@ func run() error {
 		return err
 	case <-srv.Ready():
 	}
-	log.Printf("loopgate: serving on %s (admin %s)", cfg.Listen, cfg.Admin)
+	listening := cfg.Listen
+	if a, err := srv.Addr(); err == nil {
+		listening = a.String() // port 0 resolved
+	}
+	log.Printf("loopgate: serving on %s (admin %s)", listening, cfg.Admin)
 
-	// SIGHUP will mean reload; until reloading exists it must not kill us.
-	signal.Ignore(syscall.SIGHUP)
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
 	select {
 	case err := <-done:
 		return err
