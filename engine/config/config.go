@@ -241,7 +241,8 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// decodeStrict decodes one YAML document into c, rejecting unknown keys.
+// decodeStrict decodes one YAML document into c, rejecting unknown keys and
+// the scalars yaml.v3 would coerce (strictScalar).
 func decodeStrict(data []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -254,7 +255,7 @@ func decodeStrict(data []byte, c *Config) error {
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
-		return nil
+		return checkScalars(data)
 	case err != nil:
 		return explainDecodeError(data, err)
 	default:

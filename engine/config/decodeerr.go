@@ -1,4 +1,5 @@
-// Turning YAML decode errors into messages that name the field path.
+// Turning YAML decode errors into messages that name the field path, and
+// the scalar rules yaml.v3 does not enforce (checkScalars).
 
 package config
 
@@ -31,7 +32,48 @@ func explainDecodeError(data []byte, decodeErr error) error {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
-// checkNode reports the first place where n cannot decode into type t.
+// checkScalars re-walks a document that decoded without error and reports
+// the first scalar yaml.v3 accepted by coercion (see strictScalar).
+func checkScalars(data []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
+		return nil // the decoder accepted it; nothing to re-check
+	}
+	return checkNode(doc.Content[0], reflect.TypeFor[Config](), "")
+}
+
+// strictScalar refuses what yaml.v3 would coerce into an int or bool field:
+// a float (it truncates 1.5 to 1 and reads 1e3 as 1000), a leading-zero
+// integer (it reads 017 as octal 15), and YAML 1.1 booleans (it reads yes,
+// on, y and even the quoted "yes" as true). It returns the reason, or "".
+func strictScalar(n *yaml.Node, k reflect.Kind) string {
+	switch k {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if n.ShortTag() != "!!int" {
+			return "want an integer, got " + scalarText(n)
+		}
+		if digits := strings.TrimLeft(n.Value, "+-"); len(digits) > 1 && digits[0] == '0' && digits[1] >= '0' && digits[1] <= '9' {
+			return "want an integer, got " + n.Value + ": YAML reads a leading 0 as octal; write the number without it"
+		}
+	case reflect.Bool:
+		if n.ShortTag() != "!!bool" {
+			return "want true or false, got " + scalarText(n)
+		}
+	}
+	return ""
+}
+
+// scalarText shows a scalar as written: strings quoted, anything else bare.
+func scalarText(n *yaml.Node) string {
+	if n.ShortTag() == "!!str" {
+		return strconv.Quote(n.Value)
+	}
+	return n.Value
+}
+
+// checkNode reports the first place where n cannot decode into type t, or
+// holds a scalar strictScalar refuses.
 func checkNode(n *yaml.Node, t reflect.Type, path string) error {
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
@@ -54,6 +96,11 @@ func checkNode(n *yaml.Node, t reflect.Type, path string) error {
 		}
 		return nil
 	case custom || t.Kind() != reflect.Struct && t.Kind() != reflect.Slice:
+		if !custom && n.Kind == yaml.ScalarNode {
+			if reason := strictScalar(n, t.Kind()); reason != "" {
+				return located(path, n.Line, reason)
+			}
+		}
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
 			return located(path, n.Line, trimYAMLPrefix(err.Error()))
 		}

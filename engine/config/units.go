@@ -14,7 +14,7 @@ import (
 
 // Duration is a time.Duration written in YAML as a Go duration string:
 // "500ms", "1s", "1m30s". A bare number is an error, since its unit would
-// be a guess.
+// be a guess; only 0 needs none.
 type Duration time.Duration
 
 // String formats d like time.Duration, but whole minutes and hours
@@ -36,6 +36,9 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 		return fmt.Errorf("want a duration such as \"500ms\" or \"1s\"")
 	}
 	v, err := time.ParseDuration(n.Value)
+	if _, numErr := strconv.ParseFloat(n.Value, 64); err != nil && numErr == nil {
+		return fmt.Errorf("invalid duration %s: a unit is needed, such as \"%ss\" or \"%sms\"", n.Value, n.Value, n.Value)
+	}
 	if err != nil {
 		return fmt.Errorf("invalid duration %q: want a number with a unit, such as \"500ms\", \"1s\" or \"2m\"", n.Value)
 	}
