@@ -126,7 +126,7 @@ routes:
 	}
 
 	for _, tc := range []struct{ yaml, field string }{
-		{"upstreams:\n  - {name: backend, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {id: r, prefix: /, upstream: nosuch}\n", "routes[0].upstream"},
+		{"upstreams:\n  - {name: backend, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {id: r, prefix: /, upstream: nosuch}\n", `line 6: routes[0] (id "r").upstream`},
 		{"timeouts: {idle: -1s}\n", "timeouts.idle"},
 		{"limits: {max_header_bytes: lots}\n", "max_header_bytes"},
 	} {

@@ -227,16 +227,18 @@ func Load(path string) (*Config, error) {
 
 // Parse decodes YAML strictly, applies defaults and validates. An empty
 // document yields Default(). Every error message starts with "config: " and
-// names the field path; validation reports all problems at once, one per
-// line (the error is an errors.Join).
+// names the field path and the YAML line; validation reports all problems
+// at once, one per line (the error is an errors.Join), each as
+// `config: line 14: routes[2] (id "admin").upstream: unknown upstream "x"`
+// (see Validate).
 func Parse(data []byte) (*Config, error) {
 	c := &Config{}
 	if err := decodeStrict(data, c); err != nil {
 		return nil, err
 	}
 	applyDefaults(c)
-	if err := c.Validate(); err != nil {
-		return nil, err
+	if p := c.problems(); len(p) > 0 {
+		return nil, p.err(c, indexLines(data))
 	}
 	return c, nil
 }

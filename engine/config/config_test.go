@@ -395,38 +395,38 @@ func TestDecodeErrors(t *testing.T) {
 
 func TestValidationErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
-		{"listen: localhost\n", `config: listen: missing port in address "localhost"`},
-		{"listen: localhost:http\n", `config: listen: port "http" in address "localhost:http" is not a number from 0 to 65535 (0 picks a free port)`},
-		{"listen: localhost:70000\n", `config: listen: port "70000" in address "localhost:70000" is not a number from 0 to 65535 (0 picks a free port)`},
-		{"admin: 9901\n", `config: admin: missing port in address "9901"`},
-		{"admin: 127.0.0.1:8080\n", `config: admin: same address as listen "127.0.0.1:8080"`},
-		{"loops: -1\n", "config: loops: -1 is negative; 0 means one per CPU"},
-		{"limits:\n  max_uri_bytes: -1\n", "config: limits.max_uri_bytes: must be positive, got -1B"},
-		{"limits:\n  max_header_count: -5\n", "config: limits.max_header_count: must be positive, got -5"},
-		{"limits:\n  max_conn_buffer: 8KiB\n", "config: limits.max_conn_buffer: 8KiB is smaller than max_header_bytes 16KiB, so a request head could not be buffered"},
-		{"timeouts:\n  drain: -1s\n", "config: timeouts.drain: must be positive, got -1s"},
-		{"upstreams:\n  - nodes: [1.2.3.4:80]\n", "config: upstreams[0].name: missing"},
-		{"upstreams:\n  - name: a b\n    nodes: [1.2.3.4:80]\n", `config: upstreams[0].name: "a b": use only letters, digits, '-', '_' and '.'`},
-		{"upstreams:\n  - name: u\n", "config: upstreams[0].nodes: at least one node is required"},
-		{"upstreams:\n  - name: u\n    nodes: [1.2.3.4:80, 1.2.3.5:80, x]\n", `config: upstreams[0].nodes[2].addr: missing port in address "x"`},
-		{"upstreams:\n  - name: u\n    nodes: [\":80\"]\n", `config: upstreams[0].nodes[0].addr: missing host in address ":80"`},
-		{"upstreams:\n  - name: u\n    nodes: [\"h:0\"]\n", `config: upstreams[0].nodes[0].addr: port 0 in address "h:0"; a node needs a real port`},
-		{"upstreams:\n  - name: u\n    nodes: [h:1, h:1]\n", `config: upstreams[0].nodes[1].addr: duplicate address "h:1" (also nodes[0])`},
-		{"upstreams:\n  - name: u\n    nodes: [{addr: \"h:1\", weight: -2}]\n", "config: upstreams[0].nodes[0].weight: -2 is less than 1"},
-		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    balancer: random\n", `config: upstreams[0].balancer: unknown balancer "random" (want round_robin or weighted_round_robin)`},
-		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    connect_timeout: -1s\n", "config: upstreams[0].connect_timeout: must be positive, got -1s"},
-		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_idle: 10\n    max_conns: 5\n", "config: upstreams[0].max_idle: 10 exceeds max_conns 5"},
-		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_conns: -1\n", "config: upstreams[0].max_conns: must be positive, got -1"},
-		{"upstreams:\n  - name: u\n    nodes: [h:1]\n  - name: u\n    nodes: [h:2]\n", `config: upstreams[1].name: duplicate name "u" (also upstreams[0])`},
-		{minimal + "  - path: /b\n    upstream: nope\n", `config: routes[1].upstream: unknown upstream "nope"`},
-		{minimal + "  - path: /b\n", "config: routes[1].upstream: missing"},
-		{minimal + "  - id: route-0\n    path: /b\n    upstream: u\n", `config: routes[1].id: duplicate id "route-0" (also routes[0])`},
-		{minimal + "  - id: \"my route\"\n    path: /b\n    upstream: u\n", `config: routes[1].id: "my route": use only letters, digits, '-', '_' and '.'`},
-		{minimal + "  - path: /b\n    upstream: u\n    response_timeout: -2s\n", "config: routes[1].response_timeout: must be positive, got -2s"},
-		{minimal + "  - path: /b/**/c\n    upstream: u\n", `config: routes[1].path: "/b/**/c": "**" must be the last segment`},
-		{minimal + "  - upstream: u\n", "config: routes[1]: one of path or prefix must be set"},
-		{minimal + "  - path: /A/\n    upstream: u\n", "config: routes[1]: duplicates routes[0] (same path or prefix, host and methods)"},
-		{minimal + "  - path: /b\n    methods: [\"\"]\n    upstream: u\n", `config: routes[1].methods: [0] "" is not a valid HTTP method`},
+		{"listen: localhost\n", `config: line 1: listen: missing port in address "localhost"`},
+		{"listen: localhost:http\n", `config: line 1: listen: port "http" in address "localhost:http" is not a number from 0 to 65535 (0 picks a free port)`},
+		{"listen: localhost:70000\n", `config: line 1: listen: port "70000" in address "localhost:70000" is not a number from 0 to 65535 (0 picks a free port)`},
+		{"admin: 9901\n", `config: line 1: admin: missing port in address "9901"`},
+		{"admin: 127.0.0.1:8080\n", `config: line 1: admin: same address as listen "127.0.0.1:8080"`},
+		{"loops: -1\n", "config: line 1: loops: -1 is negative; 0 means one per CPU"},
+		{"limits:\n  max_uri_bytes: -1\n", "config: line 2: limits.max_uri_bytes: must be positive, got -1B"},
+		{"limits:\n  max_header_count: -5\n", "config: line 2: limits.max_header_count: must be positive, got -5"},
+		{"limits:\n  max_conn_buffer: 8KiB\n", "config: line 2: limits.max_conn_buffer: 8KiB is smaller than max_header_bytes 16KiB, so a request head could not be buffered"},
+		{"timeouts:\n  drain: -1s\n", "config: line 2: timeouts.drain: must be positive, got -1s"},
+		{"upstreams:\n  - nodes: [1.2.3.4:80]\n", "config: line 2: upstreams[0].name: missing"},
+		{"upstreams:\n  - name: a b\n    nodes: [1.2.3.4:80]\n", `config: line 2: upstreams[0].name: "a b": use only letters, digits, '-', '_' and '.'`},
+		{"upstreams:\n  - name: u\n", "config: line 2: upstreams[0].nodes: at least one node is required"},
+		{"upstreams:\n  - name: u\n    nodes: [1.2.3.4:80, 1.2.3.5:80, x]\n", `config: line 3: upstreams[0].nodes[2].addr: missing port in address "x"`},
+		{"upstreams:\n  - name: u\n    nodes: [\":80\"]\n", `config: line 3: upstreams[0].nodes[0].addr: missing host in address ":80"`},
+		{"upstreams:\n  - name: u\n    nodes: [\"h:0\"]\n", `config: line 3: upstreams[0].nodes[0].addr: port 0 in address "h:0"; a node needs a real port`},
+		{"upstreams:\n  - name: u\n    nodes: [h:1, h:1]\n", `config: line 3: upstreams[0].nodes[1].addr: duplicate address "h:1" (also nodes[0])`},
+		{"upstreams:\n  - name: u\n    nodes: [{addr: \"h:1\", weight: -2}]\n", "config: line 3: upstreams[0].nodes[0].weight: -2 is less than 1"},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    balancer: random\n", `config: line 4: upstreams[0].balancer: unknown balancer "random" (want round_robin or weighted_round_robin)`},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    connect_timeout: -1s\n", "config: line 4: upstreams[0].connect_timeout: must be positive, got -1s"},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_idle: 10\n    max_conns: 5\n", "config: line 4: upstreams[0].max_idle: 10 exceeds max_conns 5"},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_conns: -1\n", "config: line 4: upstreams[0].max_conns: must be positive, got -1"},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n  - name: u\n    nodes: [h:2]\n", `config: line 4: upstreams[1].name: duplicate name "u" (also upstreams[0])`},
+		{minimal + "  - path: /b\n    upstream: nope\n", `config: line 9: routes[1].upstream: unknown upstream "nope"`},
+		{minimal + "  - path: /b\n", "config: line 8: routes[1].upstream: missing"},
+		{minimal + "  - id: route-0\n    path: /b\n    upstream: u\n", `config: line 8: routes[1].id: duplicate id "route-0" (also routes[0])`},
+		{minimal + "  - id: \"my route\"\n    path: /b\n    upstream: u\n", `config: line 8: routes[1].id: "my route": use only letters, digits, '-', '_' and '.'`},
+		{minimal + "  - path: /b\n    upstream: u\n    response_timeout: -2s\n", "config: line 10: routes[1].response_timeout: must be positive, got -2s"},
+		{minimal + "  - path: /b/**/c\n    upstream: u\n", `config: line 8: routes[1].path: "/b/**/c": "**" must be the last segment`},
+		{minimal + "  - upstream: u\n", "config: line 8: routes[1]: one of path or prefix must be set"},
+		{minimal + "  - path: /A/\n    upstream: u\n", "config: line 8: routes[1]: duplicates routes[0] (same path or prefix, host and methods)"},
+		{minimal + "  - path: /b\n    methods: [\"\"]\n    upstream: u\n", `config: line 9: routes[1].methods: [0] "" is not a valid HTTP method`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))
@@ -438,9 +438,9 @@ func TestValidationErrors(t *testing.T) {
 
 func TestAllProblemsReportedAtOnce(t *testing.T) {
 	_, err := Parse([]byte("listen: nope\nloops: -1\n" + minimal + "  - path: /b\n    upstream: gone\n"))
-	want := "config: listen: missing port in address \"nope\"\n" +
-		"config: loops: -1 is negative; 0 means one per CPU\n" +
-		"config: routes[1].upstream: unknown upstream \"gone\""
+	want := "config: line 1: listen: missing port in address \"nope\"\n" +
+		"config: line 2: loops: -1 is negative; 0 means one per CPU\n" +
+		"config: line 11: routes[1].upstream: unknown upstream \"gone\""
 	if err == nil || err.Error() != want {
 		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
 	}

@@ -71,7 +71,7 @@ func applyDefaults(c *Config) {
 	applyFilterDefaults(c)
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		setDefault(&r.ID, fmt.Sprintf("route-%d", i))
+		setDefault(&r.ID, defaultRouteID(i))
 		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
 		if u := c.findUpstream(r.Upstream); u != nil {
 			setDefault(&r.ConnectTimeout, u.ConnectTimeout)
@@ -102,6 +102,9 @@ func applyUpstreamDefaults(u *Upstream) {
 	}
 	setDefault(&u.IdleTimeout, defaultIdleTimeout)
 }
+
+// defaultRouteID is the id of routes[i] when the config gives none.
+func defaultRouteID(i int) string { return fmt.Sprintf("route-%d", i) }
 
 // setDefault sets *field to def when *field is the zero value.
 func setDefault[T comparable](field *T, def T) {

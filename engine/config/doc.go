@@ -6,7 +6,7 @@
 //	cfg, err := config.Load("/etc/loopgate.yaml")
 //	if err != nil {
 //		// err lists every problem, one per line, e.g.
-//		// config: routes[1].upstream: unknown upstream "nope"
+//		// config: line 14: routes[1] (id "admin").upstream: unknown upstream "nope"
 //	}
 //	table, _ := router.Compile(cfg.RouterSpecs()) // cannot fail: Parse checked it
 //
@@ -17,7 +17,8 @@
 //  2. applyDefaults fills every zero-valued field with the default written
 //     in its comment, including per-upstream and per-route fields (a route's
 //     timeouts inherit its upstream's), so zero always means "default";
-//  3. Validate rejects what cannot work and changes nothing.
+//  3. Validate rejects what cannot work and changes nothing. Parse adds to
+//     each problem the line its path is written on (lineIndex).
 //
 // Default returns the defaults alone, and Embedded the built-in demo
 // configuration (default.yaml in this directory). docs/configuration.md

@@ -132,127 +132,127 @@ const allFilters = "request_id, limits, ip_access, auth, external_auth, headers,
 func TestFilterValidationErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
 		// names and orders
-		{"filters: [request_id, nope]\n", `config: filters[1]: unknown filter "nope" (want one of ` + allFilters + ")"},
-		{"filters: [auth, auth]\n", "config: filters[1]: auth is listed twice (also [0])"},
-		{"filter_orders: {nope: 5}\n", "config: filter_orders.nope: unknown filter (want one of " + allFilters + ")"},
-		{"filter_orders: {gray: 300}\n", "config: filter_orders.gray: order 300 is also auth's; orders must be unique"},
-		{"filter_orders: {gray: 5, hash: 5}\n", "config: filter_orders.hash: order 5 is also gray's; orders must be unique"},
-		{withRoute("", "filters: [nope]\n"), `config: routes[0].filters[0]: unknown filter "nope" (want one of ` + allFilters + ")"},
-		{withRoute("", "disable_filters: [request_id, Auth]\n"), `config: routes[0].disable_filters[1]: unknown filter "Auth" (want one of ` + allFilters + ")"},
-		{withRoute(creds, "auth: required\ndisable_filters: [auth]\n"), "config: routes[0].disable_filters[0]: auth is enabled by auth: required; remove one of them"},
+		{"filters: [request_id, nope]\n", `config: line 1: filters[1]: unknown filter "nope" (want one of ` + allFilters + ")"},
+		{"filters: [auth, auth]\n", "config: line 1: filters[1]: auth is listed twice (also [0])"},
+		{"filter_orders: {nope: 5}\n", "config: line 1: filter_orders.nope: unknown filter (want one of " + allFilters + ")"},
+		{"filter_orders: {gray: 300}\n", "config: line 1: filter_orders.gray: order 300 is also auth's; orders must be unique"},
+		{"filter_orders: {gray: 5, hash: 5}\n", "config: line 1: filter_orders.hash: order 5 is also gray's; orders must be unique"},
+		{withRoute("", "filters: [nope]\n"), `config: line 7: routes[0].filters[0]: unknown filter "nope" (want one of ` + allFilters + ")"},
+		{withRoute("", "disable_filters: [request_id, Auth]\n"), `config: line 7: routes[0].disable_filters[1]: unknown filter "Auth" (want one of ` + allFilters + ")"},
+		{withRoute(creds, "auth: required\ndisable_filters: [auth]\n"), "config: line 10: routes[0].disable_filters[0]: auth is enabled by auth: required; remove one of them"},
 		{withRoute("ip_deny: [1.2.3.4]\n", "disable_filters: [ip_access]\n"),
-			"config: routes[0].disable_filters[0]: ip_access is enabled by the global ip_allow/ip_deny, which apply to every route; remove one of them"},
-		{withRoute("", "hash: {user: true}\ndisable_filters: [hash]\n"), "config: routes[0].disable_filters[0]: hash is enabled by hash; remove one of them"},
-		{withRoute("", "filters: [gray]\ndisable_filters: [gray]\n"), "config: routes[0].disable_filters[0]: gray is also in filters"},
+			"config: line 8: routes[0].disable_filters[0]: ip_access is enabled by the global ip_allow/ip_deny, which apply to every route; remove one of them"},
+		{withRoute("", "hash: {user: true}\ndisable_filters: [hash]\n"), "config: line 8: routes[0].disable_filters[0]: hash is enabled by hash; remove one of them"},
+		{withRoute("", "filters: [gray]\ndisable_filters: [gray]\n"), "config: line 8: routes[0].disable_filters[0]: gray is also in filters"},
 
 		// client IP lists
-		{"trusted_proxies: [10.0.0.0/33]\n", `config: trusted_proxies[0]: "10.0.0.0/33" is not an IP address or CIDR prefix`},
-		{"ip_allow: [1.2.3.4, localhost]\n", `config: ip_allow[1]: "localhost" is not an IP address or CIDR prefix`},
-		{"ip_deny: [\"1.2.3.4/\"]\n", `config: ip_deny[0]: "1.2.3.4/" is not an IP address or CIDR prefix`},
-		{withRoute("", "ip_allow: [\"::1\", 300.1.1.1]\n"), `config: routes[0].ip_allow[1]: "300.1.1.1" is not an IP address or CIDR prefix`},
-		{withRoute("", "ip_deny: [\"fe80::1%eth0\"]\n"), `config: routes[0].ip_deny[0]: "fe80::1%eth0" is not an IP address or CIDR prefix`},
-		{withRoute("", "ip_deny: [10.0.0.0/8/8]\n"), `config: routes[0].ip_deny[0]: "10.0.0.0/8/8" is not an IP address or CIDR prefix`},
+		{"trusted_proxies: [10.0.0.0/33]\n", `config: line 1: trusted_proxies[0]: "10.0.0.0/33" is not an IP address or CIDR prefix`},
+		{"ip_allow: [1.2.3.4, localhost]\n", `config: line 1: ip_allow[1]: "localhost" is not an IP address or CIDR prefix`},
+		{"ip_deny: [\"1.2.3.4/\"]\n", `config: line 1: ip_deny[0]: "1.2.3.4/" is not an IP address or CIDR prefix`},
+		{withRoute("", "ip_allow: [\"::1\", 300.1.1.1]\n"), `config: line 7: routes[0].ip_allow[1]: "300.1.1.1" is not an IP address or CIDR prefix`},
+		{withRoute("", "ip_deny: [\"fe80::1%eth0\"]\n"), `config: line 7: routes[0].ip_deny[0]: "fe80::1%eth0" is not an IP address or CIDR prefix`},
+		{withRoute("", "ip_deny: [10.0.0.0/8/8]\n"), `config: line 7: routes[0].ip_deny[0]: "10.0.0.0/8/8" is not an IP address or CIDR prefix`},
 
 		// auth
-		{"auth:\n  header: Bad Header\n", `config: auth.header: "Bad Header" is not a valid header name`},
-		{"auth:\n  cache_ttl: -1s\n", "config: auth.cache_ttl: must be positive, got -1s"},
-		{"auth:\n  cache_size: -1\n", "config: auth.cache_size: must be positive, got -1"},
-		{"auth:\n  jwt:\n    leeway: -1s\n", "config: auth.jwt.leeway: must not be negative, got -1s"},
-		{"auth:\n  jwt:\n    jwks_file: testdata/missing.json\n", "config: auth.jwt.jwks_file: open testdata/missing.json: no such file or directory"},
-		{"auth:\n  jwt:\n    rs256_public_key_file: testdata\n", `config: auth.jwt.rs256_public_key_file: "testdata" is a directory`},
+		{"auth:\n  header: Bad Header\n", `config: line 2: auth.header: "Bad Header" is not a valid header name`},
+		{"auth:\n  cache_ttl: -1s\n", "config: line 2: auth.cache_ttl: must be positive, got -1s"},
+		{"auth:\n  cache_size: -1\n", "config: line 2: auth.cache_size: must be positive, got -1"},
+		{"auth:\n  jwt:\n    leeway: -1s\n", "config: line 3: auth.jwt.leeway: must not be negative, got -1s"},
+		{"auth:\n  jwt:\n    jwks_file: testdata/missing.json\n", "config: line 3: auth.jwt.jwks_file: open testdata/missing.json: no such file or directory"},
+		{"auth:\n  jwt:\n    rs256_public_key_file: testdata\n", `config: line 3: auth.jwt.rs256_public_key_file: "testdata" is a directory`},
 		{"auth:\n  jwt:\n    rs256_public_key: pem\n    rs256_public_key_file: testdata/rs256.pub.pem\n",
-			"config: auth.jwt.rs256_public_key: both it and rs256_public_key_file are set; set one"},
-		{"auth:\n  jwt:\n    es256_public_key_file: /nonexistent/es.pem\n", "config: auth.jwt.es256_public_key_file: open /nonexistent/es.pem: no such file or directory"},
-		{"auth:\n  api_keys: [{key: \"\", consumer: a}]\n", "config: auth.api_keys[0].key: missing"},
-		{"auth:\n  api_keys: [{key: k}]\n", "config: auth.api_keys[0].consumer: missing"},
-		{"auth:\n  api_keys: [{key: k, consumer: a, roles: [ops, \"\"]}]\n", "config: auth.api_keys[0].roles[1]: empty role"},
-		{withRoute("", "auth: maybe\n"), `config: routes[0].auth: unknown auth level "maybe" (want none or required)`},
-		{withRoute("", "auth: required\n"), "config: routes[0].auth: required, but no credentials are configured: " +
+			"config: line 3: auth.jwt.rs256_public_key: both it and rs256_public_key_file are set; set one"},
+		{"auth:\n  jwt:\n    es256_public_key_file: /nonexistent/es.pem\n", "config: line 3: auth.jwt.es256_public_key_file: open /nonexistent/es.pem: no such file or directory"},
+		{"auth:\n  api_keys: [{key: \"\", consumer: a}]\n", "config: line 2: auth.api_keys[0].key: missing"},
+		{"auth:\n  api_keys: [{key: k}]\n", "config: line 2: auth.api_keys[0].consumer: missing"},
+		{"auth:\n  api_keys: [{key: k, consumer: a, roles: [ops, \"\"]}]\n", "config: line 2: auth.api_keys[0].roles[1]: empty role"},
+		{withRoute("", "auth: maybe\n"), `config: line 7: routes[0].auth: unknown auth level "maybe" (want none or required)`},
+		{withRoute("", "auth: required\n"), "config: line 7: routes[0].auth: required, but no credentials are configured: " +
 			"set auth.jwt (hs256_secret, rs256_public_key[_file], es256_public_key[_file] or jwks_file) or auth.api_keys"},
-		{withRoute("", "filters: [auth]\n"), "config: routes[0]: runs the auth filter (from filters), but " +
+		{withRoute("", "filters: [auth]\n"), "config: line 5: routes[0]: runs the auth filter (from filters), but " +
 			"no credentials are configured: set auth.jwt (hs256_secret, rs256_public_key[_file], es256_public_key[_file] or jwks_file) or auth.api_keys"},
-		{withRoute("", "roles: [admin]\n"), `config: routes[0].roles: set, but auth is "none"; roles need auth: required`},
-		{withRoute(creds, "auth: required\nroles: [\"\"]\n"), "config: routes[0].roles[0]: empty role"},
+		{withRoute("", "roles: [admin]\n"), `config: line 7: routes[0].roles: set, but auth is "none"; roles need auth: required`},
+		{withRoute(creds, "auth: required\nroles: [\"\"]\n"), "config: line 10: routes[0].roles[0]: empty role"},
 
 		// external auth
-		{"auth:\n  external: {upstream: nope}\n", `config: auth.external.upstream: unknown upstream "nope"`},
+		{"auth:\n  external: {upstream: nope}\n", `config: line 2: auth.external.upstream: unknown upstream "nope"`},
 		{withRoute("", "external_auth: true\n"), "config: auth.external.upstream: missing, and routes[0] runs external_auth"},
 		{withRoute("filters: [external_auth]\n", ""), "config: auth.external.upstream: missing, and routes[0] runs external_auth"},
-		{"auth:\n  external: {path: auth}\n", `config: auth.external.path: "auth" must start with '/'`},
-		{"auth:\n  external: {path: /a b}\n", `config: auth.external.path: "/a b" holds a space, a control character or '#'; percent-encode it`},
-		{"auth:\n  external: {timeout: -1s}\n", "config: auth.external.timeout: must be positive, got -1s"},
-		{"auth:\n  external: {forward_headers: [Cookie, \"a:b\"]}\n", `config: auth.external.forward_headers[1]: "a:b" is not a valid header name`},
+		{"auth:\n  external: {path: auth}\n", `config: line 2: auth.external.path: "auth" must start with '/'`},
+		{"auth:\n  external: {path: /a b}\n", `config: line 2: auth.external.path: "/a b" holds a space, a control character or '#'; percent-encode it`},
+		{"auth:\n  external: {timeout: -1s}\n", "config: line 2: auth.external.timeout: must be positive, got -1s"},
+		{"auth:\n  external: {forward_headers: [Cookie, \"a:b\"]}\n", `config: line 2: auth.external.forward_headers[1]: "a:b" is not a valid header name`},
 		{"auth:\n  external: {copy_headers: [Connection]}\n",
-			`config: auth.external.copy_headers[0]: "Connection" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
+			`config: line 2: auth.external.copy_headers[0]: "Connection" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
 
 		// identity headers
-		{"auth:\n  identity_headers: {subject: Authorization}\n", `config: auth.identity_headers.subject: "Authorization" is auth.header, which carries the credential`},
-		{"auth:\n  header: X-Key\n  identity_headers: {kind: x-key}\n", `config: auth.identity_headers.kind: "x-key" is auth.header, which carries the credential`},
-		{"auth:\n  identity_headers: {tenant: host}\n", "config: auth.identity_headers.tenant: Host cannot carry an identity"},
-		{"auth:\n  identity_headers: {roles: x-user-id}\n", `config: auth.identity_headers.roles: "x-user-id" is also auth.identity_headers.subject`},
-		{"auth:\n  identity_headers: {kind: \"X Kind\"}\n", `config: auth.identity_headers.kind: "X Kind" is not a valid header name`},
+		{"auth:\n  identity_headers: {subject: Authorization}\n", `config: line 2: auth.identity_headers.subject: "Authorization" is auth.header, which carries the credential`},
+		{"auth:\n  header: X-Key\n  identity_headers: {kind: x-key}\n", `config: line 3: auth.identity_headers.kind: "x-key" is auth.header, which carries the credential`},
+		{"auth:\n  identity_headers: {tenant: host}\n", "config: line 2: auth.identity_headers.tenant: Host cannot carry an identity"},
+		{"auth:\n  identity_headers: {roles: x-user-id}\n", `config: line 2: auth.identity_headers.roles: "x-user-id" is also auth.identity_headers.subject`},
+		{"auth:\n  identity_headers: {kind: \"X Kind\"}\n", `config: line 2: auth.identity_headers.kind: "X Kind" is not a valid header name`},
 		{"auth:\n  identity_headers: {subject: Transfer-Encoding}\n",
-			`config: auth.identity_headers.subject: "Transfer-Encoding" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
+			`config: line 2: auth.identity_headers.subject: "Transfer-Encoding" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
 		{withRoute(creds, "auth: required\nrequest_headers: {set: {x-user-id: admin}}\n"),
-			"config: routes[0].request_headers.set.x-user-id: X-User-Id is an identity header, set by the route's auth filters"},
+			"config: line 10: routes[0].request_headers.set.x-user-id: X-User-Id is an identity header, set by the route's auth filters"},
 		{withRoute("auth:\n  external: {upstream: v, copy_headers: [X-Team]}\n", "external_auth: true\nrequest_headers: {add: {X-Team: a}}\n"),
-			"config: routes[0].request_headers.add.X-Team: X-Team is an identity header, set by the route's auth filters"},
-		{"auth:\n  api_keys: [{key: k, consumer: \"a\\nb\"}]\n", "config: auth.api_keys[0].consumer: holds a control character; it is sent upstream in a header"},
-		{"auth:\n  api_keys: [{key: k, consumer: a, tenant: \"t\\t\"}]\n", "config: auth.api_keys[0].tenant: holds a control character; it is sent upstream in a header"},
+			"config: line 10: routes[0].request_headers.add.X-Team: X-Team is an identity header, set by the route's auth filters"},
+		{"auth:\n  api_keys: [{key: k, consumer: \"a\\nb\"}]\n", "config: line 2: auth.api_keys[0].consumer: holds a control character; it is sent upstream in a header"},
+		{"auth:\n  api_keys: [{key: k, consumer: a, tenant: \"t\\t\"}]\n", "config: line 2: auth.api_keys[0].tenant: holds a control character; it is sent upstream in a header"},
 		{"auth:\n  api_keys: [{key: k, consumer: a, roles: [\"ops,admin\"]}]\n",
-			`config: auth.api_keys[0].roles[0]: "ops,admin" holds a comma or a control character; roles are sent upstream comma-separated`},
+			`config: line 2: auth.api_keys[0].roles[0]: "ops,admin" holds a comma or a control character; roles are sent upstream comma-separated`},
 
 		// limits
 		{withRoute("", "limits: {max_body_bytes: 20MiB}\n"),
-			"config: routes[0].limits.max_body_bytes: 20MiB exceeds the global limits.max_body_bytes 10MiB; a route may only tighten it"},
+			"config: line 7: routes[0].limits.max_body_bytes: 20MiB exceeds the global limits.max_body_bytes 10MiB; a route may only tighten it"},
 		{withRoute("", "limits: {max_header_count: 51}\n"),
-			"config: routes[0].limits.max_header_count: 51 exceeds the global limits.max_header_count 50; a route may only tighten it"},
+			"config: line 7: routes[0].limits.max_header_count: 51 exceeds the global limits.max_header_count 50; a route may only tighten it"},
 		{withRoute("limits: {max_uri_bytes: 1KiB}\n", "limits: {max_uri_bytes: 2KiB}\n"),
-			"config: routes[0].limits.max_uri_bytes: 2KiB exceeds the global limits.max_uri_bytes 1KiB; a route may only tighten it"},
-		{withRoute("", "limits: {max_header_bytes: -1}\n"), "config: routes[0].limits.max_header_bytes: must not be negative, got -1B"},
-		{"limits: {temp_dir: testdata/nope}\n", "config: limits.temp_dir: stat testdata/nope: no such file or directory"},
-		{"limits: {temp_dir: testdata/jwks.json}\n", `config: limits.temp_dir: "testdata/jwks.json" is not a directory`},
+			"config: line 8: routes[0].limits.max_uri_bytes: 2KiB exceeds the global limits.max_uri_bytes 1KiB; a route may only tighten it"},
+		{withRoute("", "limits: {max_header_bytes: -1}\n"), "config: line 7: routes[0].limits.max_header_bytes: must not be negative, got -1B"},
+		{"limits: {temp_dir: testdata/nope}\n", "config: line 1: limits.temp_dir: stat testdata/nope: no such file or directory"},
+		{"limits: {temp_dir: testdata/jwks.json}\n", `config: line 1: limits.temp_dir: "testdata/jwks.json" is not a directory`},
 
 		// headers
-		{withRoute("", "request_headers: {set: {Bad Name: x}}\n"), `config: routes[0].request_headers.set: "Bad Name" is not a valid header name`},
-		{withRoute("", "request_headers: {set: {X-A: \"a\\r\\nX-B: b\"}}\n"), "config: routes[0].request_headers.set.X-A: value holds a control character (only tab is allowed)"},
-		{withRoute("", "response_headers: {add: {X-A: \"a\\nb\"}}\n"), "config: routes[0].response_headers.add.X-A: value holds a control character (only tab is allowed)"},
-		{withRoute("", "request_headers: {set: {X-A: \"a\\x7f\"}}\n"), "config: routes[0].request_headers.set.X-A: value holds a control character (only tab is allowed)"},
+		{withRoute("", "request_headers: {set: {Bad Name: x}}\n"), `config: line 7: routes[0].request_headers.set: "Bad Name" is not a valid header name`},
+		{withRoute("", "request_headers: {set: {X-A: \"a\\r\\nX-B: b\"}}\n"), "config: line 7: routes[0].request_headers.set.X-A: value holds a control character (only tab is allowed)"},
+		{withRoute("", "response_headers: {add: {X-A: \"a\\nb\"}}\n"), "config: line 7: routes[0].response_headers.add.X-A: value holds a control character (only tab is allowed)"},
+		{withRoute("", "request_headers: {set: {X-A: \"a\\x7f\"}}\n"), "config: line 7: routes[0].request_headers.set.X-A: value holds a control character (only tab is allowed)"},
 		{withRoute("", "request_headers: {remove: [A, B, C, D, E, F, G, H, I, J, K, L, M, N, O, P, Q]}\n"),
-			"config: routes[0].request_headers.remove: 17 entries, at most 16"},
+			"config: line 7: routes[0].request_headers.remove: 17 entries, at most 16"},
 		{withRoute("", "request_headers: {add: {content-length: \"5\"}}\n"),
-			`config: routes[0].request_headers.add: "content-length" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
+			`config: line 7: routes[0].request_headers.add: "content-length" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
 		{withRoute("", "response_headers: {remove: [X-Ok, Transfer-Encoding]}\n"),
-			`config: routes[0].response_headers.remove[1]: "Transfer-Encoding" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
-		{withRoute("", "request_headers: {remove: [\"\"]}\n"), `config: routes[0].request_headers.remove[0]: "" is not a valid header name`},
+			`config: line 7: routes[0].response_headers.remove[1]: "Transfer-Encoding" is managed by the proxy: framing and hop-by-hop headers cannot be edited`},
+		{withRoute("", "request_headers: {remove: [\"\"]}\n"), `config: line 7: routes[0].request_headers.remove[0]: "" is not a valid header name`},
 
 		// rewrite
-		{withRoute("", "rewrite: {}\n"), "config: routes[0].rewrite: does nothing: set strip_prefix, regex or add_prefix"},
-		{withRoute("", "rewrite: {strip_prefix: api}\n"), `config: routes[0].rewrite.strip_prefix: "api" must start with '/'`},
+		{withRoute("", "rewrite: {}\n"), "config: line 7: routes[0].rewrite: does nothing: set strip_prefix, regex or add_prefix"},
+		{withRoute("", "rewrite: {strip_prefix: api}\n"), `config: line 7: routes[0].rewrite.strip_prefix: "api" must start with '/'`},
 		{withRoute("", "rewrite: {strip_prefix: /api/../v1}\n"),
-			`config: routes[0].rewrite.strip_prefix: "/api/../v1" holds a "." or ".." segment, which a normalised path never does`},
+			`config: line 7: routes[0].rewrite.strip_prefix: "/api/../v1" holds a "." or ".." segment, which a normalised path never does`},
 		{withRoute("", "rewrite: {add_prefix: \"/v1?x\"}\n"),
-			`config: routes[0].rewrite.add_prefix: "/v1?x" holds a space, a control character, '?' or '#'; percent-encode it`},
-		{withRoute("", "rewrite: {regex: \"(\"}\n"), "config: routes[0].rewrite.regex: error parsing regexp: missing closing ): `(`"},
-		{withRoute("", "rewrite: {strip_prefix: /a, replacement: /b}\n"), "config: routes[0].rewrite.replacement: set without regex"},
+			`config: line 7: routes[0].rewrite.add_prefix: "/v1?x" holds a space, a control character, '?' or '#'; percent-encode it`},
+		{withRoute("", "rewrite: {regex: \"(\"}\n"), "config: line 7: routes[0].rewrite.regex: error parsing regexp: missing closing ): `(`"},
+		{withRoute("", "rewrite: {strip_prefix: /a, replacement: /b}\n"), "config: line 7: routes[0].rewrite.replacement: set without regex"},
 		{withRoute("", "rewrite: {regex: a, replacement: \"/b c\"}\n"),
-			`config: routes[0].rewrite.replacement: "/b c" holds a space, a control character, '?' or '#'; percent-encode it`},
+			`config: line 7: routes[0].rewrite.replacement: "/b c" holds a space, a control character, '?' or '#'; percent-encode it`},
 
 		// gray
-		{withRoute("", "gray: {header: X-Gray}\n"), "config: routes[0].gray.upstream: missing"},
-		{withRoute("", "gray: {header: X-Gray, upstream: w}\n"), `config: routes[0].gray.upstream: unknown upstream "w"`},
-		{withRoute("", "gray: {header: X-Gray, upstream: u}\n"), `config: routes[0].gray.upstream: "u" is the route's own upstream`},
-		{withRoute("", "gray: {upstream: v}\n"), "config: routes[0].gray: selects nothing: set header, cookie or weight"},
-		{withRoute("", "gray: {upstream: v, weight: 101}\n"), "config: routes[0].gray.weight: 101 is not a percentage from 0 to 100"},
-		{withRoute("", "gray: {upstream: v, header: X-Gray, weight: -1}\n"), "config: routes[0].gray.weight: -1 is not a percentage from 0 to 100"},
-		{withRoute("", "gray: {upstream: v, header: \"X Gray\"}\n"), `config: routes[0].gray.header: "X Gray" is not a valid header name`},
-		{withRoute("", "gray: {upstream: v, cookie: \"a=b\"}\n"), `config: routes[0].gray.cookie: "a=b" is not a valid cookie name`},
+		{withRoute("", "gray: {header: X-Gray}\n"), "config: line 7: routes[0].gray.upstream: missing"},
+		{withRoute("", "gray: {header: X-Gray, upstream: w}\n"), `config: line 7: routes[0].gray.upstream: unknown upstream "w"`},
+		{withRoute("", "gray: {header: X-Gray, upstream: u}\n"), `config: line 7: routes[0].gray.upstream: "u" is the route's own upstream`},
+		{withRoute("", "gray: {upstream: v}\n"), "config: line 7: routes[0].gray: selects nothing: set header, cookie or weight"},
+		{withRoute("", "gray: {upstream: v, weight: 101}\n"), "config: line 7: routes[0].gray.weight: 101 is not a percentage from 0 to 100"},
+		{withRoute("", "gray: {upstream: v, header: X-Gray, weight: -1}\n"), "config: line 7: routes[0].gray.weight: -1 is not a percentage from 0 to 100"},
+		{withRoute("", "gray: {upstream: v, header: \"X Gray\"}\n"), `config: line 7: routes[0].gray.header: "X Gray" is not a valid header name`},
+		{withRoute("", "gray: {upstream: v, cookie: \"a=b\"}\n"), `config: line 7: routes[0].gray.cookie: "a=b" is not a valid cookie name`},
 
 		// hash
-		{withRoute("", "hash: {}\n"), "config: routes[0].hash: set exactly one of header, cookie and user"},
-		{withRoute("", "hash: {header: X-User, user: true}\n"), "config: routes[0].hash: set exactly one of header, cookie and user"},
-		{withRoute("", "hash: {header: \"X;User\"}\n"), `config: routes[0].hash.header: "X;User" is not a valid header name`},
-		{withRoute("", "hash: {cookie: \"s id\"}\n"), `config: routes[0].hash.cookie: "s id" is not a valid cookie name`},
+		{withRoute("", "hash: {}\n"), "config: line 7: routes[0].hash: set exactly one of header, cookie and user"},
+		{withRoute("", "hash: {header: X-User, user: true}\n"), "config: line 7: routes[0].hash: set exactly one of header, cookie and user"},
+		{withRoute("", "hash: {header: \"X;User\"}\n"), `config: line 7: routes[0].hash.header: "X;User" is not a valid header name`},
+		{withRoute("", "hash: {cookie: \"s id\"}\n"), `config: line 7: routes[0].hash.cookie: "s id" is not a valid cookie name`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))
@@ -297,7 +297,7 @@ func TestFilterOptionsAccepted(t *testing.T) {
 
 func TestAPIKeysNeverInErrors(t *testing.T) {
 	_, err := Parse([]byte("auth:\n  api_keys: [{key: sekrit-1, consumer: a}, {key: sekrit-1, consumer: b}]\n"))
-	if err == nil || err.Error() != "config: auth.api_keys[1].key: duplicate key (also api_keys[0])" {
+	if err == nil || err.Error() != "config: line 2: auth.api_keys[1].key: duplicate key (also api_keys[0])" {
 		t.Fatalf("err = %v", err)
 	}
 	if strings.Contains(err.Error(), "sekrit") {
@@ -307,10 +307,10 @@ func TestAPIKeysNeverInErrors(t *testing.T) {
 
 func TestFilterProblemsReportedTogether(t *testing.T) {
 	_, err := Parse([]byte(withRoute("filters: [nope]\n", "auth: required\ngray: {upstream: u, header: X}\n")))
-	want := `config: filters[0]: unknown filter "nope" (want one of ` + allFilters + ")\n" +
-		"config: routes[0].auth: required, but no credentials are configured: " +
+	want := `config: line 1: filters[0]: unknown filter "nope" (want one of ` + allFilters + ")\n" +
+		"config: line 8: routes[0].auth: required, but no credentials are configured: " +
 		"set auth.jwt (hs256_secret, rs256_public_key[_file], es256_public_key[_file] or jwks_file) or auth.api_keys\n" +
-		`config: routes[0].gray.upstream: "u" is the route's own upstream`
+		`config: line 9: routes[0].gray.upstream: "u" is the route's own upstream`
 	if err == nil || err.Error() != want {
 		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
 	}

@@ -14,17 +14,25 @@ import (
 )
 
 // Validate reports every problem in c, one error per problem joined with
-// errors.Join, each reading "config: <field path>: <reason>". It changes
+// errors.Join, each reading "config: <field path>: <reason>"; a route's
+// path names its id too when it has one of its own:
+// `config: routes[2] (id "admin").upstream: unknown upstream "x"`. (Parse
+// adds the YAML line as well: "config: line 14: routes[2] ...".) It changes
 // nothing and expects defaults to be applied already, as Parse does. It
 // touches the file system only to check that limits.temp_dir is a directory
 // and the JWT key files can be opened; parsing keys is the auth filter's job.
 // Safe for concurrent use on a Config nobody is modifying.
 func (c *Config) Validate() error {
+	return c.problems().err(c, nil)
+}
+
+// problems runs every check and returns what failed, in the order found.
+func (c *Config) problems() problems {
 	var p problems
 	p.addr("listen", c.Listen, addrRules{emptyHost: true, portZero: true})
 	if c.Admin != AdminOff {
 		p.addr("admin", c.Admin, addrRules{emptyHost: true, portZero: true})
-		if c.Admin == c.Listen {
+		if c.Admin == c.Listen && !strings.HasSuffix(c.Listen, ":0") { // two port 0s get two ports
 			p.add("admin", "same address as listen %q", c.Listen)
 		}
 	}
@@ -48,7 +56,7 @@ func (c *Config) Validate() error {
 	}
 	c.validateFilterConfig(&p)
 	c.validateRoutes(&p)
-	return errors.Join(p...)
+	return p
 }
 
 func (c *Config) validateLimits(p *problems) {
@@ -146,18 +154,65 @@ func (c *Config) validateRoutes(p *problems) {
 	if _, err := router.Compile(c.RouterSpecs()); err != nil {
 		var se *router.SpecError
 		if errors.As(err, &se) {
-			*p = append(*p, errors.New("config: "+se.Describe("routes")))
+			path := fmt.Sprintf("routes[%d]", se.Index)
+			if se.Field != "" {
+				path += "." + se.Field
+			}
+			p.add(path, "%s", strings.TrimPrefix(se.Describe("routes"), path+": "))
 		} else {
 			p.add("routes", "%v", err)
 		}
 	}
 }
 
+// problem is one validation failure: the field path as YAML keys spell it
+// ("routes[2].upstream") and the reason.
+type problem struct{ path, reason string }
+
 // problems collects validation failures in the order they are found.
-type problems []error
+type problems []problem
 
 func (p *problems) add(path, format string, args ...any) {
-	*p = append(*p, fmt.Errorf("config: %s: %s", path, fmt.Sprintf(format, args...)))
+	*p = append(*p, problem{path, fmt.Sprintf(format, args...)})
+}
+
+// err joins the problems into one error, a line each:
+// "config: [line N: ]<path>: <reason>", the path naming a route's id
+// (describePath). lines, from the YAML document (lineIndex), may be nil.
+// It returns nil when there are no problems.
+func (p problems) err(c *Config, lines lineIndex) error {
+	if len(p) == 0 {
+		return nil
+	}
+	errs := make([]error, len(p))
+	for i, pr := range p {
+		where := ""
+		if n := lines.lineOf(pr.path); n > 0 {
+			where = "line " + strconv.Itoa(n) + ": "
+		}
+		errs[i] = errors.New("config: " + where + c.describePath(pr.path) + ": " + pr.reason)
+	}
+	return errors.Join(errs...)
+}
+
+// describePath adds a route's id to a path inside routes[i], as in
+// `routes[2] (id "admin").upstream`, when the route has an id of its own
+// (not the default route-<i>) and the path is not the id itself.
+func (c *Config) describePath(path string) string {
+	rest, ok := strings.CutPrefix(path, "routes[")
+	if !ok {
+		return path
+	}
+	digits, rest, ok := strings.Cut(rest, "]")
+	i, err := strconv.Atoi(digits)
+	if !ok || err != nil || i < 0 || i >= len(c.Routes) || rest == ".id" {
+		return path
+	}
+	id := c.Routes[i].ID
+	if id == "" || id == defaultRouteID(i) {
+		return path
+	}
+	return fmt.Sprintf("routes[%d] (id %q)%s", i, id, rest)
 }
 
 // positive requires v > 0; zero can only remain when a default was overridden
