@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -27,34 +29,111 @@ import (
 	"github.com/loopgate/loopgate/engine/config"
 )
 
+// Exit statuses: 0 after a clean stop, -version or -help; 1 when the
+// config is invalid or a port cannot be bound; 2 for a command-line mistake
+// (the flag package's convention).
 func main() {
-	if err := run(); err != nil {
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return
+	case err != nil:
+		os.Exit(2) // parseFlags printed the problem and the usage
+	}
+	if opts.version {
+		bi, _ := debug.ReadBuildInfo()
+		writeVersion(os.Stdout, bi)
+		return
+	}
+	if err := run(opts); err != nil {
 		fmt.Fprintln(os.Stderr, "loopgate:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	var (
-		configPath = flag.String("config", "", "YAML config file (default: the embedded config)")
-		loops      = flag.Int("loops", -1, "event loops; 0 = one per CPU (overrides the config)")
-		pin        = flag.Bool("pin", false, "lock each loop to an OS thread (overrides the config when set)")
-		demo       = flag.String("demo-upstream", "", "also serve a demo upstream on this address")
-		check      = flag.Bool("check", false, "validate the config and exit")
-	)
-	flag.Parse()
+// options are the parsed command line.
+type options struct {
+	configPath string
+	loops      int
+	loopsSet   bool // -loops was given, so it overrides the config's loops
+	pin        bool
+	demo       string
+	check      bool
+	version    bool
+}
 
+// parseFlags parses args (without the program name). On a mistake it
+// writes the reason and the usage to stderr and returns a non-nil error;
+// for -h and -help it writes the usage and returns flag.ErrHelp.
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	var o options
+	fs := flag.NewFlagSet("loopgate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.configPath, "config", "", "YAML config `file` (default: the embedded config)")
+	fs.IntVar(&o.loops, "loops", 0, "event loops; 0 = one per CPU (overrides the config when given)")
+	fs.BoolVar(&o.pin, "pin", false, "lock each loop to an OS thread (overrides the config when set)")
+	fs.StringVar(&o.demo, "demo-upstream", "", "also serve a demo upstream on this `address`")
+	fs.BoolVar(&o.check, "check", false, "validate the config, print \"config ok\" and exit")
+	fs.BoolVar(&o.version, "version", false, "print the version and build information, and exit")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: loopgate [-config file] [-loops n] [-pin] [-demo-upstream address] [-check | -version]\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err // the flag package printed it and the usage
+	}
+	fs.Visit(func(f *flag.Flag) { o.loopsSet = o.loopsSet || f.Name == "loops" })
+	var mistake string
+	switch {
+	case fs.NArg() > 0:
+		mistake = fmt.Sprintf("unexpected argument %q: loopgate takes flags only (the config file is given with -config)", fs.Arg(0))
+	case o.loops < 0:
+		mistake = fmt.Sprintf("-loops %d: want 0 (one per CPU) or more", o.loops)
+	}
+	if mistake != "" {
+		fmt.Fprintln(fs.Output(), "loopgate:", mistake)
+		fs.Usage()
+		return nil, errors.New(mistake)
+	}
+	return &o, nil
+}
+
+// writeVersion prints the module version and the build's VCS stamp, one
+// "key: value" line each; a field the build did not record reads
+// "unknown" (go build -buildvcs=false, or no git checkout).
+func writeVersion(w io.Writer, bi *debug.BuildInfo) {
+	version, goVersion := "unknown", runtime.Version()
+	vcs := map[string]string{"vcs.revision": "unknown", "vcs.time": "unknown", "vcs.modified": "unknown"}
+	if bi != nil {
+		if bi.Main.Version != "" {
+			version = bi.Main.Version
+		}
+		goVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			if _, ok := vcs[s.Key]; ok {
+				vcs[s.Key] = s.Value
+			}
+		}
+	}
+	fmt.Fprintf(w, "loopgate %s\n", version)
+	fmt.Fprintf(w, "revision: %s\n", vcs["vcs.revision"])
+	fmt.Fprintf(w, "commit time: %s\n", vcs["vcs.time"])
+	fmt.Fprintf(w, "modified: %s\n", vcs["vcs.modified"])
+	fmt.Fprintf(w, "go: %s %s/%s\n", goVersion, runtime.GOOS, runtime.GOARCH)
+}
+
+func run(opts *options) error {
 	cfg := config.Embedded()
-	if *configPath != "" {
+	if opts.configPath != "" {
 		var err error
-		if cfg, err = config.Load(*configPath); err != nil {
+		if cfg, err = config.Load(opts.configPath); err != nil {
 			return err
 		}
 	}
-	if *loops >= 0 {
-		cfg.Loops = *loops
+	if opts.loopsSet {
+		cfg.Loops = opts.loops
 	}
-	if *pin {
+	if opts.pin {
 		cfg.Pin = true
 	}
 	setMaxProcs(cfg.Loops)
@@ -65,18 +144,26 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if *check {
+	if opts.check {
 		fmt.Println("config ok")
 		return nil
 	}
 
-	if *demo != "" {
-		if err := startDemoUpstream(*demo); err != nil {
+	// Every loop binds the listen address with SO_REUSEPORT, which would
+	// let this process share a port another one holds (a second Loopgate
+	// started by mistake) without an error. A plain bind first refuses any
+	// port already taken, and names it.
+	if err := portFree(cfg.Listen); err != nil {
+		return err
+	}
+	if opts.demo != "" {
+		if err := startDemoUpstream(opts.demo); err != nil {
 			return err
 		}
 	}
+	adminAddr := config.AdminOff
 	if cfg.Admin != config.AdminOff {
-		if err := startAdmin(cfg.Admin, srv); err != nil {
+		if adminAddr, err = startAdmin(cfg.Admin, srv); err != nil {
 			return err
 		}
 	}
@@ -91,15 +178,15 @@ func run() error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
 	select {
-	case err := <-done:
-		return err
+	case err := <-done: // gnet could not start: a failed bind, most likely
+		return listenError(cfg.Listen, err)
 	case <-srv.Ready():
 	}
 	listening := cfg.Listen
 	if a, err := srv.Addr(); err == nil {
 		listening = a.String() // port 0 resolved
 	}
-	log.Printf("loopgate: serving on %s (admin %s)", listening, cfg.Admin)
+	log.Printf("loopgate: serving on %s (admin %s)", listening, adminAddr)
 
 	select {
 	case err := <-done:
@@ -117,11 +204,38 @@ func run() error {
 	return nil
 }
 
-// startAdmin serves health and pprof on the control-plane port, never on a loop.
-func startAdmin(addr string, srv *engine.Server) error {
+// portFree reports, as listenError words it, whether addr cannot be bound
+// by a socket without SO_REUSEPORT. Port 0 is always free.
+func portFree(addr string) error {
+	if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
+		return nil
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("admin: %w", err)
+		return listenError(addr, err)
+	}
+	return ln.Close()
+}
+
+// listenError words a failure to listen on addr as
+// "listen 127.0.0.1:8080: address already in use": the address as
+// configured, then the system's reason without the layers of socket calls
+// around it (net's "listen tcp ...: bind:", gnet's bare "bind:"). The
+// reason stays in the chain, so errors.Is(err, syscall.EADDRINUSE) holds.
+func listenError(addr string, err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		return fmt.Errorf("listen %s: %w", addr, errno)
+	}
+	return fmt.Errorf("listen %s: %w", addr, err)
+}
+
+// startAdmin serves health and pprof on the control-plane port, never on a
+// loop, and returns the address it is bound to (port 0 resolved).
+func startAdmin(addr string, srv *engine.Server) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("admin: %w", listenError(addr, err))
 	}
 	mux := http.DefaultServeMux // net/http/pprof registered itself here
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -138,7 +252,7 @@ func startAdmin(addr string, srv *engine.Server) error {
 		}
 	})
 	go func() { _ = (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln) }()
-	return nil
+	return ln.Addr().String(), nil
 }
 
 // setMaxProcs gives the runtime one P more than there are loops, unless
