@@ -73,7 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.loops, "loops", 0, "event loops; 0 = one per CPU (overrides the config when given)")
 	fs.BoolVar(&o.pin, "pin", false, "lock each loop to an OS thread (overrides the config when set)")
 	fs.StringVar(&o.demo, "demo-upstream", "", "also serve a demo upstream on this `address`")
-	fs.BoolVar(&o.check, "check", false, "validate the config, print \"config ok\" and exit")
+	fs.BoolVar(&o.check, "check", false, "validate the config, print warnings and \"config ok\", and exit")
 	fs.BoolVar(&o.version, "version", false, "print the version and build information, and exit")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loopgate [-config file] [-loops n] [-pin] [-demo-upstream address] [-check | -version]\n")
@@ -143,6 +143,9 @@ func run(opts *options) error {
 	srv, err := engine.New(cfg)
 	if err != nil {
 		return err
+	}
+	for _, w := range cfg.Warnings() {
+		fmt.Fprintln(os.Stderr, "loopgate: warning:", w)
 	}
 	if opts.check {
 		fmt.Println("config ok")

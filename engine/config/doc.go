@@ -20,6 +20,9 @@
 //  3. Validate rejects what cannot work and changes nothing. Parse adds to
 //     each problem the line its path is written on (lineIndex).
 //
+// Warnings reports what is valid but almost certainly a mistake (no routes,
+// shadowed routes); -check prints it.
+//
 // Default returns the defaults alone, and Embedded the built-in demo
 // configuration (default.yaml in this directory). docs/configuration.md
 // documents every option for operators.
