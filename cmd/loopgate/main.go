@@ -195,8 +195,15 @@ func run(opts *options) error {
 	case err := <-done:
 		return err
 	case s := <-sig:
-		log.Printf("loopgate: %s: draining for up to %s", s, time.Duration(cfg.Timeouts.Drain))
+		log.Printf("loopgate: %s: draining for up to %s (send it again to exit at once)", s, time.Duration(cfg.Timeouts.Drain))
 	}
+	// A second SIGTERM or SIGINT means the operator will not wait for the
+	// drain, as with Envoy: exit now, cutting what is in flight.
+	go func() {
+		s := <-sig
+		log.Printf("loopgate: %s again: exiting without waiting for the drain", s)
+		os.Exit(1)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Timeouts.Drain))
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A second SIGTERM during the drain exits at once, cutting the in-flight
+// request, as Envoy does: the operator has decided not to wait.
+func TestSecondSIGTERMExitsAtOnce(t *testing.T) {
+	entered := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		entered <- struct{}{}
+		<-release
+	})}
+	go up.Serve(upLn)
+	t.Cleanup(func() { up.Close() })
+
+	listen, adminAddr := freeAddr(t), freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf(`
+listen: %s
+admin: %s
+loops: 1
+timeouts: {drain: 60s}
+upstreams:
+  - {name: backend, nodes: ["%s"], response_timeout: 60s}
+routes:
+  - {id: all, prefix: /, upstream: backend}
+`, listen, adminAddr, upLn.Addr()))
+	logs := &syncBuffer{}
+	cmd := exec.Command(binary, "-config", cfg)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-exited:
+		default:
+			cmd.Process.Kill()
+			<-exited
+		}
+	})
+	waitUntil(t, "/readyz to answer 200", exited, logs, func() bool {
+		code, _, err := admin(adminAddr, "/readyz")
+		return err == nil && code == 200
+	})
+	c, err := net.DialTimeout("tcp", listen, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+	select {
+	case <-entered:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the request never reached the upstream; output:\n%s", logs)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	waitUntil(t, "/readyz to report draining", exited, logs, func() bool {
+		code, _, err := admin(adminAddr, "/readyz")
+		return err == nil && code == http.StatusServiceUnavailable
+	})
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a second SIGTERM did not end the drain (60s budget); output:\n%s", logs)
+	}
+	if code := cmd.ProcessState.ExitCode(); code == 0 {
+		t.Fatalf("exit code 0 after cutting a drain short; output:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), "again") {
+		t.Errorf("no log line for the second signal:\n%s", logs)
+	}
+}
