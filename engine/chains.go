@@ -23,13 +23,14 @@ type chainBuilder struct {
 	trusted, allow, deny []netip.Prefix
 	verifier             *auth.Verifier
 	bans                 *access.Bans
+	reg                  *registry // where each route's filter stats live
 }
 
 // maxBans bounds the runtime ban list.
 const maxBans = 100_000
 
-func newChainBuilder(cfg *config.Config, loops int, groups map[string]int) (*chainBuilder, error) {
-	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, orders: map[string]int{}, bans: access.NewBans(maxBans)}
+func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, reg *registry) (*chainBuilder, error) {
+	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, orders: map[string]int{}, bans: access.NewBans(maxBans), reg: reg}
 	for name, o := range config.DefaultFilterOrders {
 		b.orders[name] = o
 	}
@@ -91,7 +92,7 @@ func (b *chainBuilder) chain(r *config.Route) (*filters.Chain, error) {
 	if len(fs) == 0 {
 		return nil, nil
 	}
-	return filters.NewChain(fs, b.loops)
+	return filters.NewChainStats(fs, b.loops, func(filter string) *filters.Stats { return b.reg.filter(r.ID, filter) })
 }
 
 // filter builds one named filter for route r; nil means the filter has

@@ -9,6 +9,7 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/internal/loopstat"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -67,6 +68,10 @@ type clientConn struct {
 	// accounted is what this connection last added to the server's
 	// buffered-bytes total (see account).
 	accounted int64
+	// headStart is when the head being read began arriving (loopstat.Now),
+	// set when a head takes more than one read: request latency counts
+	// from a request's first byte.
+	headStart int64
 
 	prev, next *clientConn // loop.clients
 }
@@ -168,6 +173,7 @@ func (cc *clientConn) serve() {
 		if n == 0 {
 			if cc.state == stateIdle {
 				cc.setState(stateReadingHead)
+				cc.headStart = loopstat.Now()
 				// header_read counts from the start of the request: from
 				// accept for the first one (already running), else from
 				// its first byte, after the idle wait.
@@ -193,6 +199,12 @@ func (cc *clientConn) reject(err error) {
 		e = codec.ErrMalformed
 	}
 	cc.closeAfter = true
+	// No exchange began, so it is counted here, as unrouted.
+	start := loopstat.Now()
+	if cc.state == stateReadingHead {
+		start = cc.headStart
+	}
+	cc.loop.srv.metrics.unrouted.record(cc.loop.index, e.Status, e.Code, start)
 	cc.writeError(e.Status, e.Code, e.Message, id[:n], false, nil)
 	cc.closeWhenFlushed()
 }
@@ -364,5 +376,6 @@ func (cc *clientConn) release() {
 	}
 	cc.loop.clients.remove(cc)
 	cc.loop.srv.clients.Add(-1)
+	cc.loop.stats.conns.Add(-1)
 	cc.account()
 }

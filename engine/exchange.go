@@ -9,6 +9,7 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/internal/loopstat"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/upstream"
 )
@@ -79,6 +80,11 @@ type exchange struct {
 	respFiltered bool         // the response filters ran
 	interims     int          // 1xx responses forwarded
 	trailers     *pool.Buffer // response trailer section, kept for a TE: trailers client
+
+	// For metrics (see record). started is 0 once the exchange is counted.
+	started int64 // loopstat.Now at the request's first byte
+	status  int   // the final status sent (or being sent); 0 = none yet
+	errCode int   // the JSON error code of a gateway-made answer; 0 = none
 }
 
 var _ upstream.Receiver = (*exchange)(nil)
@@ -103,6 +109,10 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.finishWhenDrained = false
 	ex.framing = frameAsIs
 	ex.respStarted, ex.respFiltered, ex.interims = false, false, 0
+	ex.started, ex.status, ex.errCode = loopstat.Now(), 0, 0
+	if cc.state == stateReadingHead { // the head took more than one read
+		ex.started = cc.headStart
+	}
 	switch {
 	case req.Chunked:
 		ex.reqMode = codec.BodyChunked
@@ -307,6 +317,7 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		}
 	}
 	ex.respStarted = true
+	ex.status = r.Status
 	if !ex.reqDone {
 		cc.closeAfter = true // answered before the body ended: the framing is lost
 	}
@@ -460,6 +471,7 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 func (ex *exchange) respond(status, code int, msg string) {
 	cc := ex.cc
 	ex.respStarted = true
+	ex.status, ex.errCode = status, code
 	if ex.chain != nil {
 		ex.runResponseFilters(status)
 	}
@@ -470,4 +482,26 @@ func (ex *exchange) respond(status, code int, msg string) {
 	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD, extra) {
 		cc.finish()
 	}
+}
+
+// record counts the exchange in its route's metrics (the unrouted ones when
+// it matched no route), once: putExchange calls it on every path an
+// exchange ends by. A client that left before any response was sent is
+// counted as 499, as nginx logs it.
+func (ex *exchange) record() {
+	if ex.started == 0 {
+		return // never began, or counted already
+	}
+	l := ex.loop
+	m := l.srv.metrics.unrouted
+	if ex.route != nil {
+		m = ex.route.metrics
+		m.shards[l.index].inFlight.Add(-1)
+	}
+	status := ex.status
+	if status == 0 {
+		status = statusClientClosed
+	}
+	m.record(l.index, status, ex.errCode, ex.started)
+	ex.started = 0
 }

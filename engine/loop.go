@@ -53,6 +53,8 @@ type loop struct {
 
 	idPrefix [12]byte // request IDs: random per loop, then a counter
 	idSeq    uint64
+
+	stats loopStats // written by the loop, read by WriteMetrics
 }
 
 type closeEvent struct {
@@ -75,6 +77,13 @@ func (l *loop) start(el gnet.EventLoop) {
 	l.limits = l.srv.snap.Load().limits
 	l.up = upstream.NewLoop(el, l.wheel, l.srv.snap.Load().respLimits, l.srv.groups)
 	l.up.Owner = l
+	// Each pool counts into the node's shard for this loop, which outlives
+	// the pool; before any traffic, so no outcome is counted elsewhere.
+	for gi, nodes := range l.srv.nodeMetrics {
+		for ni, p := range l.up.Group(gi).Pools() {
+			p.Stats = &nodes[ni].shards[l.index].NodeStats
+		}
+	}
 	l.up.Guard = func(f func()) {
 		l.enter()
 		f()
@@ -193,6 +202,7 @@ func (l *loop) accept(c gnet.Conn) {
 	c.SetContext(cc)
 	l.clients.push(cc)
 	l.srv.clients.Add(1)
+	l.stats.conns.Add(1)
 	cc.idle(time.Duration(l.srv.cfg.Timeouts.HeaderRead))
 	cc.headClock = true
 }
@@ -296,7 +306,11 @@ func (l *loop) getExchange() *exchange {
 // maxFreeExchanges bounds the free list; beyond it exchanges go to the GC.
 const maxFreeExchanges = 1024
 
+// putExchange recycles an exchange. Every exchange that began ends here,
+// whichever way it ended (see clientConn.finish and release), so this is
+// where it is counted.
 func (l *loop) putExchange(ex *exchange) {
+	ex.record()
 	ex.cc = nil
 	ex.parked = false
 	ex.suspendTimer.Stop()

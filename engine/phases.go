@@ -19,7 +19,7 @@ import (
 // is copied out first.
 func (cc *clientConn) start(req *codec.Request, headLen int) {
 	l := cc.loop
-	l.srv.requests.Add(1)
+	l.stats.requests.Add(1)
 	ex := l.getExchange()
 	ex.begin(cc, req, headLen)
 	cc.ex = ex
@@ -67,6 +67,7 @@ func (ex *exchange) dispatch(req *codec.Request) {
 		return
 	}
 	ex.route = &snap.routes[res.Index]
+	ex.route.metrics.shards[l.index].inFlight.Add(1) // until record
 	if flags != 0 && !ex.route.keepEscapes {
 		ex.localReply(errEscapedSlash)
 		return

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
@@ -33,8 +34,7 @@ type Server struct {
 	booted   chan struct{}
 	stopped  chan struct{} // closed when Run returns
 	draining atomic.Bool
-	clients  atomic.Int64 // open client connections, all loops
-	requests atomic.Uint64
+	clients  atomic.Int64  // open client connections, all loops
 	refused  atomic.Uint64 // connections closed at accept: max_connections
 	buffered atomic.Int64  // bytes client connections hold in memory (see clientConn.account)
 
@@ -43,6 +43,10 @@ type Server struct {
 
 	verifier *auth.Verifier // token revocation, for the control plane
 	bans     *access.Bans   // runtime IP bans, for the control plane
+
+	metrics     *registry        // every metric object, by stable name
+	nodeMetrics [][]*nodeMetrics // by group, then node, as in groups
+	metricSet   *metrics.Set     // writes them out (WriteMetrics)
 }
 
 // Verifier is the auth verifier; Revoke on it takes effect on every loop.
@@ -58,7 +62,8 @@ func New(cfg *config.Config) (*Server, error) {
 	if n <= 0 {
 		n = runtime.NumCPU()
 	}
-	snap, chains, err := compileSnapshot(cfg, n)
+	reg := newRegistry(n)
+	snap, chains, err := compileSnapshot(cfg, n, reg)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +73,17 @@ func New(cfg *config.Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + listen, booted: make(chan struct{}),
 		stopped:  make(chan struct{}),
-		verifier: chains.verifier, bans: chains.bans}
+		verifier: chains.verifier, bans: chains.bans,
+		metrics: reg, metricSet: metrics.NewSet()}
 	s.snap.Store(snap)
+	for _, g := range s.groups {
+		ms := make([]*nodeMetrics, len(g.Nodes))
+		for i, n := range g.Nodes {
+			ms[i] = reg.node(g.Name, n.Addr)
+		}
+		s.nodeMetrics = append(s.nodeMetrics, ms)
+	}
+	s.metricSet.RegisterMetricsWriter(s.writeSeries)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = &loop{srv: s, index: i}
@@ -116,8 +130,14 @@ func (s *Server) Run() error {
 func (s *Server) Ready() <-chan struct{} { return s.booted }
 
 // Requests returns how many requests the server has started, for tests and
-// the control plane.
-func (s *Server) Requests() uint64 { return s.requests.Load() }
+// the control plane. Safe for concurrent use.
+func (s *Server) Requests() uint64 {
+	n := uint64(0)
+	for _, l := range s.loops {
+		n += l.stats.requests.Load()
+	}
+	return n
+}
 
 // Draining reports whether Shutdown has begun.
 func (s *Server) Draining() bool { return s.draining.Load() }

@@ -42,9 +42,13 @@ type route struct {
 	connectTimeout  time.Duration
 	responseTimeout time.Duration
 	keepEscapes     bool // escaped_slashes: keep
+	metrics         *routeMetrics
 }
 
-func compileSnapshot(cfg *config.Config, loops int) (*snapshot, *chainBuilder, error) {
+// compileSnapshot builds the snapshot for cfg, taking every route's and
+// filter's metrics from reg (made now if new), so no metric object is
+// made on a loop.
+func compileSnapshot(cfg *config.Config, loops int, reg *registry) (*snapshot, *chainBuilder, error) {
 	table, err := router.Compile(cfg.RouterSpecs())
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: routes: %w", err)
@@ -68,7 +72,7 @@ func compileSnapshot(cfg *config.Config, loops int) (*snapshot, *chainBuilder, e
 		requestBuffer:   cfg.Limits.RequestBuffer(),
 		maxBuffered:     int64(cfg.Limits.MaxBufferedBytes),
 	}
-	b, err := newChainBuilder(cfg, loops, groupIndex)
+	b, err := newChainBuilder(cfg, loops, groupIndex, reg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -87,7 +91,7 @@ func compileSnapshot(cfg *config.Config, loops int) (*snapshot, *chainBuilder, e
 		// routes that do not override them.
 		rt := route{id: r.ID, group: g, chain: chain,
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
-			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep}
+			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: reg.route(r.ID)}
 		if r.Limits != nil {
 			rt.maxBody = access.RouteMaxBody(*r.Limits)
 		}

@@ -7,9 +7,10 @@ import (
 	"log"
 	"runtime/debug"
 	"sort"
-	"sync/atomic"
 	"time"
 	_ "unsafe" // for go:linkname
+
+	"github.com/loopgate/loopgate/internal/loopstat"
 )
 
 // Timing is one filter's cost in one exchange.
@@ -23,11 +24,21 @@ type Timing struct {
 // concurrent use.
 type Chain struct {
 	filters []Filter
-	stats   []Stats // per filter, cumulative
+	stats   []*Stats // per filter, cumulative
 }
 
-// NewChain orders filters and rejects duplicate orders or names.
+// NewChain orders filters and rejects duplicate orders or names. Each
+// filter gets fresh stats.
 func NewChain(fs []Filter, loops int) (*Chain, error) {
+	return NewChainStats(fs, loops, nil)
+}
+
+// NewChainStats is NewChain with the filters' stats supplied by statsFor,
+// called once per filter with its name: the engine keeps stats by route and
+// filter name, so they outlive the chain. A nil statsFor, or one that
+// returns nil, gives the filter fresh stats. Stats must have been made for
+// at least loops loops (NewStats).
+func NewChainStats(fs []Filter, loops int, statsFor func(filter string) *Stats) (*Chain, error) {
 	if len(fs) > MaxChain {
 		return nil, fmt.Errorf("filters: %d filters in one chain, at most %d", len(fs), MaxChain)
 	}
@@ -45,9 +56,17 @@ func NewChain(fs []Filter, loops int) (*Chain, error) {
 		}
 		seen[f.Name()] = true
 	}
-	c := &Chain{filters: sorted, stats: make([]Stats, len(sorted))}
-	for i := range c.stats {
-		c.stats[i].shards = make([]statShard, loops)
+	c := &Chain{filters: sorted, stats: make([]*Stats, len(sorted))}
+	for i, f := range sorted {
+		if statsFor != nil {
+			c.stats[i] = statsFor(f.Name())
+		}
+		if c.stats[i] == nil {
+			c.stats[i] = NewStats(loops)
+		}
+		if len(c.stats[i].shards) < loops {
+			return nil, fmt.Errorf("filters: stats of %s made for %d loops, the chain runs on %d", f.Name(), len(c.stats[i].shards), loops)
+		}
 	}
 	return c, nil
 }
@@ -59,7 +78,7 @@ func (c *Chain) Len() int { return len(c.filters) }
 func (c *Chain) Filter(i int) Filter { return c.filters[i] }
 
 // Stats returns the cumulative stats of the i-th filter.
-func (c *Chain) Stats(i int) *Stats { return &c.stats[i] }
+func (c *Chain) Stats(i int) *Stats { return c.stats[i] }
 
 // RunRequest runs request phases from the start, or from where a suspended
 // chain stopped. Continue means the request may be forwarded; Respond means
@@ -124,35 +143,43 @@ func logPanic(filter, phase string, p any) {
 	log.Printf("filters: panic in %s's %s phase: %v\n%s", filter, phase, p, debug.Stack())
 }
 
-// Stats are one filter's cumulative timings, sharded per loop so that each
-// loop writes only its own counters (no contended atomics on the hot path).
+// Stats are one filter's cumulative timings: a histogram of its self time
+// and one of its total time, sharded per loop so that each loop writes only
+// its own counters (no contended atomics on the hot path). A filter is
+// counted when its response phase ends.
 type Stats struct {
 	shards []statShard
 }
 
+// NewStats makes stats for a filter that runs on loops event loops.
+func NewStats(loops int) *Stats { return &Stats{shards: make([]statShard, loops)} }
+
 type statShard struct {
-	calls, selfNs, totalNs atomic.Int64
-	_                      [40]byte // keep shards on separate cache lines
+	self, total loopstat.Histogram
+	_           [64]byte // keep shards on separate cache lines
 }
 
+// record adds one exchange's timing. Only loop `loop` writes its shard.
 func (s *Stats) record(loop int, t *Timing) {
 	sh := &s.shards[loop]
-	// Only loop `loop` writes this shard: load+store is enough, and readers
-	// on other goroutines see consistent atomic values.
-	sh.calls.Store(sh.calls.Load() + 1)
-	sh.selfNs.Store(sh.selfNs.Load() + int64(t.Self))
-	sh.totalNs.Store(sh.totalNs.Load() + int64(t.Total))
+	sh.self.Observe(int64(t.Self))
+	sh.total.Observe(int64(t.Total))
+}
+
+// Histograms merges the shards into self and total. Safe for concurrent
+// use.
+func (s *Stats) Histograms(self, total *loopstat.Sum) {
+	for i := range s.shards {
+		self.Add(&s.shards[i].self)
+		total.Add(&s.shards[i].total)
+	}
 }
 
 // Totals sums the shards. Safe for concurrent use.
 func (s *Stats) Totals() (calls int64, self, total time.Duration) {
-	for i := range s.shards {
-		sh := &s.shards[i]
-		calls += sh.calls.Load()
-		self += time.Duration(sh.selfNs.Load())
-		total += time.Duration(sh.totalNs.Load())
-	}
-	return
+	var sh, tot loopstat.Sum
+	s.Histograms(&sh, &tot)
+	return int64(sh.Count()), time.Duration(sh.SumNs), time.Duration(tot.SumNs)
 }
 
 // nanotime is the runtime's monotonic clock: the cheapest timestamp Go has.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/internal/loopstat"
 	"github.com/loopgate/loopgate/pool"
 )
 
@@ -66,6 +67,7 @@ type Call struct {
 	vec       [3][]byte // writev scratch for SendChunk
 
 	connectTimeout time.Duration
+	started        int64 // loopstat.Now at Start, for the pool's FirstByte histogram
 }
 
 // Init binds the call to its receiver. Call it once.
@@ -88,7 +90,8 @@ func (c *Call) Node() string {
 // Start begins an exchange on a node of p. head is the complete request head
 // as it goes on the wire; the call owns it from now on and releases it.
 func (c *Call) Start(p *Pool, head *pool.Buffer, opts Options) {
-	*c = Call{recv: c.recv, timer: c.timer, loop: p.loop, pool: p, head: head, opts: opts, connectTimeout: opts.ConnectTimeout}
+	*c = Call{recv: c.recv, timer: c.timer, loop: p.loop, pool: p, head: head, opts: opts, connectTimeout: opts.ConnectTimeout,
+		started: loopstat.Now()}
 	if c.connectTimeout <= 0 {
 		c.connectTimeout = p.cfg.ConnectTimeout
 	}
@@ -262,6 +265,7 @@ func (c *Call) parseHead(buf []byte) int {
 		c.gotBytes = true
 		c.head.SafeRelease()
 		c.head = nil
+		c.pool.Stats.FirstByte.Observe(loopstat.Now() - c.started)
 	}
 	if r.Status == 101 { // no Upgrade was forwarded, so none may be accepted
 		c.abort(ErrBadResponse)
@@ -390,5 +394,6 @@ func (c *Call) fail(err *Error) {
 	if c.state != Timeout {
 		c.setState(Failed)
 	}
+	c.pool.Stats.failed(err)
 	c.recv.CallFailed(c, err)
 }

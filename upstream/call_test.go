@@ -68,8 +68,8 @@ func TestCallExchangeThenReuse(t *testing.T) {
 
 	c2, _ := newCall()
 	c2.Start(p, head(getHead), getOpts)
-	if p.Stats.Reuses != 1 || !c2.reusedConn || c2.conn != uc {
-		t.Fatalf("second call did not reuse the idle connection: reuses %d", p.Stats.Reuses)
+	if p.reuses != 1 || !c2.reusedConn || c2.conn != uc {
+		t.Fatalf("second call did not reuse the idle connection: reuses %d", p.reuses)
 	}
 	c2.Abort()
 	if !fc.closed || c2.State() != Failed {

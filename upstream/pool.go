@@ -20,16 +20,33 @@ type Pool struct {
 	idle    []*Conn
 	total   int // idle + active + dialing
 	waiters []*Call
-	Stats   PoolStats
-}
+	reuses  int // idle connections taken, for tests
 
-// PoolStats are counters read by tests and, later, metrics. Owned by the loop.
-type PoolStats struct {
-	Dials, DialFailures, Reuses int
+	// Stats are written by the loop and read by metrics. Set it (to a
+	// shard that outlives the pool) only before the loop serves traffic.
+	Stats *NodeStats
+	// shownIdle and shownActive are the gauges last stored in Stats, so
+	// publish writes them only when they change.
+	shownIdle, shownActive int
 }
 
 func newPool(l *Loop, addr string, cfg PoolConfig) *Pool {
-	return &Pool{loop: l, Addr: addr, cfg: cfg}
+	return &Pool{loop: l, Addr: addr, cfg: cfg, Stats: new(NodeStats)}
+}
+
+// publish brings the Idle and Active gauges up to date. Every function
+// that changes the free list or the total calls it last, so the gauges
+// hold the pool's state whenever the loop is between callbacks.
+func (p *Pool) publish() {
+	idle, active := len(p.idle), p.total-len(p.idle)
+	if idle != p.shownIdle {
+		p.shownIdle = idle
+		p.Stats.Idle.Store(int64(idle))
+	}
+	if active != p.shownActive {
+		p.shownActive = active
+		p.Stats.Active.Store(int64(active))
+	}
 }
 
 // Idle returns how many connections wait in the free list.
@@ -47,10 +64,12 @@ func (p *Pool) acquire(c *Call, fresh bool) {
 				uc.Close()
 				continue
 			}
-			p.Stats.Reuses++
+			p.reuses++
+			p.publish()
 			c.attach(uc)
 			return
 		}
+		p.publish() // unusable idle connections were closed
 	}
 	if p.total < p.cfg.MaxConns {
 		p.dial(c)
@@ -95,6 +114,7 @@ func (p *Pool) release(uc *Conn) {
 	}
 	uc.state = connIdle
 	p.idle = append(p.idle, uc)
+	p.publish()
 	p.loop.wheel.Arm(&uc.idleTime, p.cfg.IdleTimeout)
 }
 
@@ -111,6 +131,7 @@ func (p *Pool) remove(uc *Conn) {
 		uc.dialFor.dialing = nil
 		uc.dialFor = nil
 	}
+	p.publish()
 	if len(p.waiters) > 0 && p.total < p.cfg.MaxConns {
 		c := p.waiters[0]
 		p.dequeue(c)
@@ -126,7 +147,8 @@ func (p *Pool) dial(c *Call) {
 	uc.idleTime.Init(uc.Close)
 	c.dialing = uc
 	p.total++
-	p.Stats.Dials++
+	p.Stats.Connects.Add(1)
+	p.publish()
 	el, addr, timeout := p.loop.el, p.Addr, c.connectTimeout
 	go func() {
 		fail := func(err error) {
@@ -173,7 +195,7 @@ func (p *Pool) onDialFailed(uc *Conn, err error) {
 	if uc.state == connClosed {
 		return
 	}
-	p.Stats.DialFailures++
+	p.Stats.ConnectFailures.Add(1)
 	c := uc.dialFor
 	uc.dialFor = nil
 	uc.state = connClosed

@@ -94,8 +94,8 @@ func TestPoolDialFailures(t *testing.T) {
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
 		tl.runTask() // without Guard: the callback runs bare
-		if r.err != ErrConnect || p.Stats.DialFailures != 1 || p.total != 0 || c.State() != Failed {
-			t.Fatalf("err %v, failures %d, total %d, state %s", r.err, p.Stats.DialFailures, p.total, c.State())
+		if r.err != ErrConnect || p.Stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed {
+			t.Fatalf("err %v, failures %d, total %d, state %s", r.err, p.Stats.ConnectFailures.Load(), p.total, c.State())
 		}
 	})
 	t.Run("enroll refused", func(t *testing.T) {
@@ -128,7 +128,7 @@ func TestPoolDialFailures(t *testing.T) {
 		c.Start(p, head(getHead), getOpts)
 		c.Abort()
 		tl.runTask()
-		if r.err != nil || p.total != 0 || p.Stats.DialFailures != 1 {
+		if r.err != nil || p.total != 0 || p.Stats.ConnectFailures.Load() != 1 {
 			t.Fatalf("err %v (the owner already left), total %d", r.err, p.total)
 		}
 	})
@@ -176,8 +176,8 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	c2.Start(p2, head(getHead), getOpts)
 	c2.dialing.Close()
 	tl2.runTask()
-	if p2.Stats.DialFailures != 0 || p2.total != 0 || r2.err != nil {
-		t.Fatalf("failed dial of a closed connection: failures %d, total %d", p2.Stats.DialFailures, p2.total)
+	if p2.Stats.ConnectFailures.Load() != 0 || p2.total != 0 || r2.err != nil {
+		t.Fatalf("failed dial of a closed connection: failures %d, total %d", p2.Stats.ConnectFailures.Load(), p2.total)
 	}
 	c2.Abort()
 }
@@ -214,8 +214,8 @@ func TestPoolSkipsUnusableIdle(t *testing.T) {
 	fc.in = append(fc.in, "junk"...) // not yet seen by Traffic
 	c, _ := newCall()
 	c.Start(p, head(getHead), getOpts)
-	if !fc.closed || c.dialing == nil || p.Stats.Reuses != 0 {
-		t.Fatalf("closed %v, dialing %v, reuses %d", fc.closed, c.dialing != nil, p.Stats.Reuses)
+	if !fc.closed || c.dialing == nil || p.reuses != 0 {
+		t.Fatalf("closed %v, dialing %v, reuses %d", fc.closed, c.dialing != nil, p.reuses)
 	}
 	c.Abort()
 }
