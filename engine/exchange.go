@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/filters"
-	"github.com/loopgate/loopgate/internal/loopstat"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/upstream"
 )
@@ -317,6 +317,12 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		}
 	}
 	ex.respStarted = true
+	if ex.loop.srv.draining.Load() {
+		// Shutdown began; its drain task may not have reached this loop
+		// yet. The response says so, rather than leaving the client to
+		// find the connection closed.
+		cc.closeAfter = true
+	}
 	ex.status = r.Status
 	if !ex.reqDone {
 		cc.closeAfter = true // answered before the body ended: the framing is lost
@@ -471,6 +477,9 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 func (ex *exchange) respond(status, code int, msg string) {
 	cc := ex.cc
 	ex.respStarted = true
+	if ex.loop.srv.draining.Load() {
+		cc.closeAfter = true // as in ResponseHead
+	}
 	ex.status, ex.errCode = status, code
 	if ex.chain != nil {
 		ex.runResponseFilters(status)

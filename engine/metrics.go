@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/filters"
-	"github.com/loopgate/loopgate/internal/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 )
 

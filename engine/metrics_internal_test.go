@@ -6,7 +6,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/loopgate/loopgate/internal/loopstat"
+	"github.com/loopgate/loopgate/engine/loopstat"
 )
 
 // BenchmarkMetricsPerRequest does what a keep-alive request through a

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/engine/wheel"
-	"github.com/loopgate/loopgate/internal/loopstat"
 	"github.com/loopgate/loopgate/pool"
 )
 

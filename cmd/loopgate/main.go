@@ -240,7 +240,7 @@ func listenError(addr string, err error) error {
 	return fmt.Errorf("listen %s: %w", addr, err)
 }
 
-// startAdmin serves health and pprof on the control-plane port, never on a
+// startAdmin serves health, metrics and pprof on the control-plane port, never on a
 // loop, and returns the address it is bound to (port 0 resolved).
 func startAdmin(addr string, srv *engine.Server) (string, error) {
 	ln, err := net.Listen("tcp", addr)
@@ -249,6 +249,11 @@ func startAdmin(addr string, srv *engine.Server) (string, error) {
 	}
 	mux := http.DefaultServeMux // net/http/pprof registered itself here
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	// Prometheus text; reading the per-loop shards never waits for a loop.
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+		srv.WriteMetrics(w)
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		select {
 		case <-srv.Ready():

@@ -90,3 +90,57 @@ routes:
 		t.Errorf("no log line for the second signal:\n%s", logs)
 	}
 }
+
+// GET /metrics on the admin port answers Prometheus text with the
+// gateway's series after a request went through.
+func TestMetricsEndpoint(t *testing.T) {
+	upLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	go up.Serve(upLn)
+	t.Cleanup(func() { up.Close() })
+	listen, adminAddr := freeAddr(t), freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf(`
+listen: %s
+admin: %s
+loops: 1
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: all, prefix: /, upstream: backend}
+`, listen, adminAddr, upLn.Addr()))
+	logs := &syncBuffer{}
+	cmd := exec.Command(binary, "-config", cfg)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	waitUntil(t, "/readyz to answer 200", exited, logs, func() bool {
+		code, _, err := admin(adminAddr, "/readyz")
+		return err == nil && code == 200
+	})
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + listen + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	code, body, err := admin(adminAddr, "/metrics")
+	if err != nil || code != 200 {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	for _, want := range []string{`loopgate_route_requests_total{route="all",code="2xx"} 1`, "go_gc_duration_seconds"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
+	}
+}
