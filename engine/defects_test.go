@@ -211,3 +211,27 @@ func TestFiftyByteResponseSplitAtEveryOffset(t *testing.T) {
 	}
 	t.Logf("%d offsets, %d non-200", len(resp)-1, bad)
 }
+
+// A gateway-made answer is an ordinary response: the route's response
+// header edits apply to it as to a proxied one, beside the rejection's own
+// headers.
+func TestLocalRepliesCarryRouteResponseHeaders(t *testing.T) {
+	g := startGateway(t, `
+upstreams:
+  - {name: dead, nodes: ["%s"]}
+routes:
+  - id: down
+    prefix: /
+    upstream: dead
+    response_headers: {set: {X-Frame-Options: deny, Content-Type: text/html}, add: {X-Served-By: gw}}
+`, closedPort(t))
+	resp, body := g.client(t).get("/x")
+	expectError(t, resp, body, 502, 50201)
+	h := resp.Header
+	if h.Get("X-Frame-Options") != "deny" || h.Get("X-Served-By") != "gw" {
+		t.Fatalf("the route's response headers are missing from a 502: %v", h)
+	}
+	if ct := h.Values("Content-Type"); len(ct) != 1 || ct[0] != "application/json" {
+		t.Fatalf("Content-Type %q: a route edit must not reframe a gateway error", ct)
+	}
+}

@@ -5,19 +5,23 @@ package engine
 import (
 	"strconv"
 
+	"github.com/loopgate/loopgate/codec"
+
 	"github.com/loopgate/loopgate/filters"
 )
 
 // writeError sends {"code":NNNNN,"message":"...","request_id":"..."} with
-// the given status. headOnly leaves the body out (HEAD requests).
-// extra, when set, adds the rejection's header (WWW-Authenticate).
-func (cc *clientConn) writeError(status, code int, msg string, id []byte, headOnly bool, extra *filters.Rejection) bool {
+// the given status. headOnly leaves the body out (HEAD requests). extra
+// are the rejection's own headers (WWW-Authenticate, Allow, Retry-After);
+// edits, when set, are the route's response header edits, which apply to
+// gateway-made answers as to proxied ones.
+func (cc *clientConn) writeError(status, code int, msg string, id []byte, headOnly bool, extra []filters.Header, edits *filters.HeaderEdits) bool {
 	l := cc.loop
-	l.out = appendError(l.takeOut(), status, code, msg, id, cc.closeAfter, headOnly, extra)
+	l.out = appendError(l.takeOut(), status, code, msg, id, cc.closeAfter, headOnly, extra, edits)
 	return cc.write(l.out)
 }
 
-func appendError(dst []byte, status, code int, msg string, id []byte, closing, headOnly bool, extra *filters.Rejection) []byte {
+func appendError(dst []byte, status, code int, msg string, id []byte, closing, headOnly bool, extra []filters.Header, edits *filters.HeaderEdits) []byte {
 	bodyLen := len(`{"code":,"message":"","request_id":""}`) + digits(code) + jsonLen(msg) + jsonLen(string(id))
 	dst = append(dst, "HTTP/1.1 "...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
@@ -30,13 +34,23 @@ func appendError(dst []byte, status, code int, msg string, id []byte, closing, h
 	if closing {
 		dst = append(dst, "\r\nConnection: close"...)
 	}
-	if extra != nil {
-		dst = append(dst, "\r\n"...)
-		dst = append(dst, extra.HeaderName...)
-		dst = append(dst, ": "...)
-		dst = append(dst, extra.HeaderValue...)
+	dst = append(dst, "\r\n"...)
+	for _, h := range extra {
+		dst = appendHeader(dst, h.Name, h.Value)
 	}
-	dst = append(dst, "\r\n\r\n"...)
+	if edits != nil {
+		for _, h := range edits.Set {
+			if !gatewayField(h.Name) {
+				dst = appendHeader(dst, h.Name, h.Value)
+			}
+		}
+		for _, h := range edits.Append {
+			if !gatewayField(h.Name) {
+				dst = appendHeader(dst, h.Name, h.Value)
+			}
+		}
+	}
+	dst = append(dst, "\r\n"...)
 	if headOnly {
 		return dst
 	}
@@ -47,6 +61,14 @@ func appendError(dst []byte, status, code int, msg string, id []byte, closing, h
 	dst = append(dst, `","request_id":"`...)
 	dst = appendJSONString(dst, string(id))
 	return append(dst, `"}`...)
+}
+
+// gatewayField reports the fields an error response frames itself, which
+// route edits must not duplicate.
+func gatewayField(name string) bool {
+	n := []byte(name)
+	return isContentLength(n) || codec.EqualFold(n, "content-type") || codec.EqualFold(n, "x-request-id") ||
+		codec.IsHopByHop(n)
 }
 
 func digits(n int) int {

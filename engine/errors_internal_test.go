@@ -25,7 +25,7 @@ func TestErrorBodyIsValidJSON(t *testing.T) {
 		{"utf-8 é ✓ and DEL \x7f", "ü"},
 		{"", ""},
 	} {
-		out := appendError(nil, 502, 50202, tc.msg, []byte(tc.id), true, false, nil)
+		out := appendError(nil, 502, 50202, tc.msg, []byte(tc.id), true, false, nil, nil)
 		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", tc.msg, err, out)
@@ -56,8 +56,14 @@ func TestErrorBodyIsValidJSON(t *testing.T) {
 }
 
 func TestErrorHeadOnlyAndExtraHeader(t *testing.T) {
-	extra := &filters.Rejection{HeaderName: "WWW-Authenticate", HeaderValue: `Bearer realm="api"`}
-	out := appendError(nil, 401, 40101, `need "a" token`, []byte("id1"), false, true, extra)
+	var rej filters.Rejection
+	rej.AddHeader("WWW-Authenticate", []byte(`Bearer realm="api"`))
+	rej.AddHeader("Retry-After", []byte("7"))
+	edits := &filters.HeaderEdits{
+		Set:    []filters.Header{{Name: "X-Frame-Options", Value: []byte("deny")}, {Name: "Content-Type", Value: []byte("text/html")}},
+		Append: []filters.Header{{Name: "X-Via", Value: []byte("gw")}},
+	}
+	out := appendError(nil, 401, 40101, `need "a" token`, []byte("id1"), false, true, rej.Headers(), edits)
 	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), &http.Request{Method: "HEAD"})
 	if err != nil {
 		t.Fatal(err)
@@ -66,7 +72,13 @@ func TestErrorHeadOnlyAndExtraHeader(t *testing.T) {
 		t.Fatalf("a HEAD error carries a body:\n%s", out)
 	}
 	want := int64(len(`{"code":40101,"message":"need \"a\" token","request_id":"id1"}`))
-	if resp.ContentLength != want || resp.Close || resp.Header.Get("WWW-Authenticate") != extra.HeaderValue || resp.Header.Get("X-Request-Id") != "id1" {
+	if resp.ContentLength != want || resp.Close || resp.Header.Get("WWW-Authenticate") != `Bearer realm="api"` || resp.Header.Get("X-Request-Id") != "id1" {
 		t.Fatalf("head: length %d (want %d), close %v, headers %v", resp.ContentLength, want, resp.Close, resp.Header)
+	}
+	// Every rejection header, and the route's edits, except a second
+	// Content-Type: the error frames itself.
+	h := resp.Header
+	if h.Get("Retry-After") != "7" || h.Get("X-Frame-Options") != "deny" || h.Get("X-Via") != "gw" || len(h.Values("Content-Type")) != 1 || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("headers %v", h)
 	}
 }

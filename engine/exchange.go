@@ -484,11 +484,13 @@ func (ex *exchange) respond(status, code int, msg string) {
 	if ex.chain != nil {
 		ex.runResponseFilters(status)
 	}
-	var extra *filters.Rejection
-	if ex.fx.Rejection.HeaderName != "" {
-		extra = &ex.fx.Rejection
+	// A local reply is an ordinary response: the route's response header
+	// edits (queued by the response phase above) apply to it too.
+	var edits *filters.HeaderEdits
+	if ex.chain != nil {
+		edits = &ex.fx.RespEdits
 	}
-	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD, extra) {
+	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD, ex.fx.Rejection.Headers(), edits) {
 		cc.finish()
 	}
 }

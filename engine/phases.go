@@ -5,6 +5,7 @@ package engine
 
 import (
 	"time"
+	"unsafe"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
@@ -31,7 +32,7 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 		if l.srv.buffered.Load() >= snap.maxBuffered {
 			ex.discardHead()
 			cc.closeAfter = true // the body is not read, so the framing is lost
-			ex.fx.Rejection.HeaderName, ex.fx.Rejection.HeaderValue = "Retry-After", "1"
+			ex.fx.Rejection.AddHeader("Retry-After", retryAfterOne)
 			ex.respond(503, 50303, "gateway buffer budget exhausted; retry later")
 			return
 		}
@@ -59,7 +60,7 @@ func (ex *exchange) dispatch(req *codec.Request) {
 	res := snap.table.Match(host, req.Method, path, l.scratch[:0])
 	if !res.Found {
 		if res.Allow != "" {
-			ex.fx.Rejection.HeaderName, ex.fx.Rejection.HeaderValue = "Allow", res.Allow
+			ex.fx.Rejection.AddHeader("Allow", readOnlyBytes(res.Allow))
 			ex.localReply(errMethodNotAllowed)
 			return
 		}
@@ -92,6 +93,13 @@ func (ex *exchange) dispatch(req *codec.Request) {
 	ex.filtering = false
 	ex.afterFilters(v)
 }
+
+// retryAfterOne is the Retry-After of a 503 for a spent buffer budget.
+var retryAfterOne = []byte("1")
+
+// readOnlyBytes views s as bytes without copying, for values that are only
+// written out (the router's precomputed Allow lists). Never modify them.
+func readOnlyBytes(s string) []byte { return unsafe.Slice(unsafe.StringData(s), len(s)) }
 
 var (
 	errNoRoute          = &codec.Error{Status: 404, Code: 40401, Message: "no route for this path"}

@@ -153,14 +153,46 @@ func (e *HeaderEdits) reset() {
 	e.Remove, e.Set, e.Append = e.Remove[:0], e.Set[:0], e.Append[:0]
 }
 
-// Rejection is the response a filter answers with. Code is the JSON error
-// code; Header is an optional extra response header (WWW-Authenticate).
+// Rejection is the response a filter (or the engine) answers with. Code is
+// the JSON error code. It may carry up to MaxRejectionHeaders response
+// headers of its own: WWW-Authenticate, Allow, Retry-After, RateLimit-*.
 type Rejection struct {
-	Status      int
-	Code        int
-	Message     string
-	HeaderName  string
-	HeaderValue string
+	Status  int
+	Code    int
+	Message string
+
+	headers [MaxRejectionHeaders]Header
+	n       int
+}
+
+// MaxRejectionHeaders bounds the headers one rejection carries.
+const MaxRejectionHeaders = 6
+
+// AddHeader adds a response header to the rejection. value must stay valid
+// until the response is written: a constant, or bytes from Exchange.Own.
+// It reports false, adding nothing, when the rejection is full.
+func (r *Rejection) AddHeader(name string, value []byte) bool {
+	if r.n == len(r.headers) {
+		return false
+	}
+	r.headers[r.n] = Header{Name: name, Value: value}
+	r.n++
+	return true
+}
+
+// Headers returns the rejection's own headers, in the order added. The
+// slice is the rejection's: read it, do not keep it.
+func (r *Rejection) Headers() []Header { return r.headers[:r.n] }
+
+// Header returns the value of the rejection header called name (ASCII case
+// ignored), or nil.
+func (r *Rejection) Header(name string) []byte {
+	for _, h := range r.headers[:r.n] {
+		if codec.EqualFold([]byte(h.Name), name) {
+			return h.Value
+		}
+	}
+	return nil
 }
 
 // Reject sets the rejection and returns Respond, for one-line use:

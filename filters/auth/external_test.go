@@ -186,7 +186,7 @@ func TestExternalRefusals(t *testing.T) {
 		}
 		v := <-resumed
 		r := x.Rejection
-		if v != c.verdict || r.Status != c.status || r.Code != c.code || r.HeaderValue != c.header {
+		if v != c.verdict || r.Status != c.status || r.Code != c.code || string(r.Header("WWW-Authenticate")) != c.header {
 			t.Errorf("%s: %v %+v, want %v %d %d %q", c.name, v, r, c.verdict, c.status, c.code, c.header)
 		}
 		if x.Identity.Authenticated || len(x.ReqEdits.Set) != 0 {

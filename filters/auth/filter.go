@@ -8,10 +8,10 @@ import (
 	"github.com/loopgate/loopgate/filters"
 )
 
-// The WWW-Authenticate challenges of RFC 6750 3.
-const (
-	challengeMissing = `Bearer realm="loopgate"`
-	challengeInvalid = `Bearer error="invalid_token"`
+// The WWW-Authenticate challenges of RFC 6750 3. Read-only.
+var (
+	challengeMissing = []byte(`Bearer realm="loopgate"`)
+	challengeInvalid = []byte(`Bearer error="invalid_token"`)
 )
 
 // authFilter requires a valid credential and, when roles is set, one of
@@ -50,7 +50,7 @@ func (f *authFilter) Request(x *filters.Exchange) filters.Verdict {
 	cred, n := onlyField(x.Req.Headers, f.v.header)
 	switch {
 	case n > 1:
-		return reject(x, f.v.duplicate, "")
+		return reject(x, f.v.duplicate, nil)
 	case len(cred) == 0:
 		return reject(x, FailMissing, challengeMissing)
 	}
@@ -64,7 +64,7 @@ func (f *authFilter) Request(x *filters.Exchange) filters.Verdict {
 	}
 	x.Identity = vd.id
 	if len(f.roles) > 0 && !hasAnyRole(&x.Identity, f.roles) {
-		return reject(x, FailForbidden, "")
+		return reject(x, FailForbidden, nil)
 	}
 	if !f.v.identity.queue(&x.ReqEdits, vd) {
 		return x.Reject(500, 50001, "auth: too many header edits")
@@ -89,10 +89,10 @@ func onlyField(hs codec.Headers, name string) (value []byte, n int) {
 
 // reject answers with fail and, when challenge is set, a WWW-Authenticate
 // header.
-func reject(x *filters.Exchange, fail *Failure, challenge string) filters.Verdict {
+func reject(x *filters.Exchange, fail *Failure, challenge []byte) filters.Verdict {
 	v := x.Reject(fail.Status, fail.Code, fail.Message)
-	if challenge != "" {
-		x.Rejection.HeaderName, x.Rejection.HeaderValue = "WWW-Authenticate", challenge
+	if challenge != nil {
+		x.Rejection.AddHeader("WWW-Authenticate", challenge)
 	}
 	return v
 }
