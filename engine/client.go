@@ -300,6 +300,9 @@ func (cc *clientConn) write(p []byte) bool {
 		cc.closeSoon()
 		return false
 	}
+	if ex := cc.ex; ex != nil {
+		ex.bytesOut += int64(len(p))
+	}
 	return true
 }
 
@@ -317,6 +320,9 @@ func (cc *clientConn) writeBody(p []byte) bool {
 	}
 	if !was && cc.spool.Pending() {
 		l.spooling = append(l.spooling, cc)
+	}
+	if ex := cc.ex; ex != nil {
+		ex.bytesOut += int64(len(p))
 	}
 	return true
 }
@@ -371,6 +377,7 @@ func (cc *clientConn) release() {
 	}
 	if ex := cc.ex; ex != nil {
 		cc.ex = nil
+		ex.clientGone = true
 		ex.call.Abort()
 		cc.loop.putExchange(ex)
 	}

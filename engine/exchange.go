@@ -84,7 +84,12 @@ type exchange struct {
 	// For metrics (see record). started is 0 once the exchange is counted.
 	started int64 // loopstat.Now at the request's first byte
 	status  int   // the final status sent (or being sent); 0 = none yet
-	errCode int   // the JSON error code of a gateway-made answer; 0 = none
+
+	// For the Done phase (filters.End).
+	bytesIn, bytesOut int64
+	forwarded         bool // an upstream call was started
+	clientGone        bool // the client's connection ended the exchange
+	errCode           int  // the JSON error code of a gateway-made answer; 0 = none
 }
 
 var _ upstream.Receiver = (*exchange)(nil)
@@ -110,6 +115,8 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.framing = frameAsIs
 	ex.respStarted, ex.respFiltered, ex.interims = false, false, 0
 	ex.started, ex.status, ex.errCode = loopstat.Now(), 0, 0
+	ex.bytesIn, ex.bytesOut = int64(headLen), 0
+	ex.forwarded, ex.clientGone = false, false
 	if cc.state == stateReadingHead { // the head took more than one read
 		ex.started = cc.headStart
 	}
@@ -146,6 +153,7 @@ func (ex *exchange) requestID() []byte {
 
 // forward starts the upstream call for route r on node p.
 func (ex *exchange) forward(r *route, p *upstream.Pool, head *pool.Buffer) {
+	ex.forwarded = true
 	ex.call.Start(p, head, upstream.Options{
 		ConnectTimeout:  r.connectTimeout,
 		ResponseTimeout: r.responseTimeout,
@@ -241,6 +249,7 @@ func (ex *exchange) pumpBody() {
 		}
 		chunk = nil
 		_, _ = cc.gc.Discard(take)
+		ex.bytesIn += int64(take)
 		if !sent {
 			return
 		}
@@ -493,6 +502,38 @@ func (ex *exchange) respond(status, code int, msg string) {
 	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD, ex.fx.Rejection.Headers(), edits) {
 		cc.finish()
 	}
+}
+
+// done runs the chain's Done phase with how the exchange ended, once:
+// putExchange calls it on every path an exchange ends by, before record.
+func (ex *exchange) done() {
+	if ex.chain == nil || ex.started == 0 {
+		return
+	}
+	fx := &ex.fx
+	fx.Req = nil
+	end := filters.End{Status: ex.status, BytesIn: ex.bytesIn, BytesOut: ex.bytesOut,
+		Duration: loopstat.Now() - ex.started}
+	if ex.forwarded {
+		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()
+	}
+	switch {
+	case ex.status == 0 || ex.clientGone:
+		end.Reason = filters.EndClientGone
+		if end.Status == 0 {
+			end.Status = statusClientClosed
+		}
+	case ex.errCode == 0:
+		end.Reason = filters.EndServed
+	case ex.status == 408 || ex.status == 504:
+		end.Reason = filters.EndTimeout
+	case ex.status >= 500:
+		end.Reason = filters.EndUpstreamFailed
+	default:
+		end.Reason = filters.EndRejected
+	}
+	fx.End = end
+	ex.chain.RunDone(fx)
 }
 
 // record counts the exchange in its route's metrics (the unrouted ones when

@@ -310,6 +310,7 @@ const maxFreeExchanges = 1024
 // whichever way it ended (see clientConn.finish and release), so this is
 // where it is counted.
 func (l *loop) putExchange(ex *exchange) {
+	ex.done()
 	ex.record()
 	ex.cc = nil
 	ex.parked = false

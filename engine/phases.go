@@ -83,6 +83,7 @@ func (ex *exchange) dispatch(req *codec.Request) {
 	ex.chain = ex.route.chain
 	fx := &ex.fx
 	fx.Reset(req, ex.id[:ex.idLen], cc.peer, l.index, ex.resumeFn)
+	fx.Start = ex.started
 	fx.RouteID = ex.route.id
 	fx.Sub = ex
 	if len(snap.trusted) > 0 {

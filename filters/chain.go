@@ -90,6 +90,7 @@ func (c *Chain) RunRequest(x *Exchange) (v Verdict) {
 			logPanic(c.filters[x.next].Name(), "request", p)
 			v = x.Reject(500, 50001, "internal error in filter "+c.filters[x.next].Name())
 			x.next++ // the panicking filter's response phase runs too
+			x.began = max(x.began, x.next)
 		}
 	}()
 	// One clock reading per boundary: a filter's end is the next one's start.
@@ -98,6 +99,7 @@ func (c *Chain) RunRequest(x *Exchange) (v Verdict) {
 		i := x.next
 		t := &x.Timings[i]
 		t.start = now
+		x.began = max(x.began, i+1)
 		v = c.filters[i].Request(x)
 		now = nanotime()
 		t.Self = time.Duration(now - t.start)
@@ -132,6 +134,22 @@ func (c *Chain) RunResponse(x *Exchange) {
 		t.Total = time.Duration(now - t.start)
 		c.stats[i].record(x.Loop, t)
 		x.next = i
+	}
+}
+
+// RunDone runs the Done phase of every filter whose request phase began,
+// last first, once: a second call does nothing. A panicking Done is logged
+// and the filters before it still run.
+func (c *Chain) RunDone(x *Exchange) {
+	defer func() {
+		if p := recover(); p != nil {
+			logPanic(c.filters[x.began].Name(), "done", p)
+			c.RunDone(x)
+		}
+	}()
+	for x.began > 0 {
+		x.began--
+		c.filters[x.began].Done(x)
 	}
 }
 

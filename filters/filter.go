@@ -34,6 +34,12 @@ type Filter interface {
 	// Response runs once the response head is known (from the upstream or
 	// from a rejection), before it is written to the client.
 	Response(x *Exchange)
+	// Done runs exactly once for every exchange whose request phase this
+	// filter began, however the exchange ended: served, rejected, failed
+	// upstream, timed out, client gone, or cut by a drain. Whatever the
+	// filter took in its request phase (a permit, a lease, a count) it
+	// gives back here. x.End says how the exchange ended; x.Req is nil.
+	Done(x *Exchange)
 }
 
 // Base gives a filter a name, an order and a do-nothing response phase.
@@ -43,5 +49,6 @@ type Base struct {
 }
 
 func (b Base) Name() string       { return b.FilterName }
+func (Base) Done(*Exchange)       {}
 func (b Base) Order() int         { return b.FilterOrder }
 func (Base) Response(x *Exchange) {}

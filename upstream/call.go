@@ -76,6 +76,15 @@ func (c *Call) Init(recv Receiver) {
 	c.timer.Init(c.onTimer)
 }
 
+// Retries returns how many times the request was resent on a fresh
+// connection (0 or 1).
+func (c *Call) Retries() int {
+	if c.retried {
+		return 1
+	}
+	return 0
+}
+
 // State returns where the call is.
 func (c *Call) State() State { return c.state }
 
