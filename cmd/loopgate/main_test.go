@@ -188,6 +188,34 @@ func waitUntil(t *testing.T, what string, exited <-chan struct{}, logs *syncBuff
 	}
 }
 
+// serveUpstream runs an HTTP upstream for one test and returns its address.
+func serveUpstream(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+// startServing runs the binary on routes (YAML with one %s for the
+// upstream address, given as up) on one loop and free ports, and waits
+// until /readyz answers 200.
+func startServing(t *testing.T, routes, up string) (g *gateway, listen, adminAddr string) {
+	t.Helper()
+	listen, adminAddr = freeAddr(t), freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf("listen: %s\nadmin: %s\nloops: 1\n", listen, adminAddr)+fmt.Sprintf(routes, up))
+	g = startProcess(t, "-config", cfg)
+	waitUntil(t, "/readyz to answer 200", g.exited, g.logs, func() bool {
+		code, _, err := admin(adminAddr, "/readyz")
+		return err == nil && code == 200
+	})
+	return g, listen, adminAddr
+}
+
 // SIGTERM with a request in flight: /readyz turns 503 at once, the request
 // completes, and the process exits 0.
 func TestSIGTERMDrainsInFlight(t *testing.T) {
@@ -195,54 +223,21 @@ func TestSIGTERMDrainsInFlight(t *testing.T) {
 	release := make(chan struct{})
 	var releaseOnce sync.Once
 	t.Cleanup(func() { releaseOnce.Do(func() { close(release) }) })
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := serveUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/slow" {
 			entered <- struct{}{}
 			<-release
 		}
 		io.WriteString(w, "done "+r.URL.Path)
-	})}
-	go up.Serve(upLn)
-	t.Cleanup(func() { up.Close() })
-
-	listen, adminAddr := freeAddr(t), freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
-listen: %s
-admin: %s
-loops: 1
+	})
+	g, listen, adminAddr := startServing(t, `
 timeouts: {drain: 20s}
 upstreams:
   - {name: backend, nodes: ["%s"], response_timeout: 20s}
 routes:
   - {id: all, prefix: /, upstream: backend}
-`, listen, adminAddr, upLn.Addr()))
-
-	logs := &syncBuffer{}
-	cmd := exec.Command(binary, "-config", cfg)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	var waitErr error
-	go func() { waitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-
-	waitUntil(t, "/readyz to answer 200", exited, logs, func() bool {
-		code, _, err := admin(adminAddr, "/readyz")
-		return err == nil && code == 200
-	})
+`, up)
+	cmd, logs, exited := g.cmd, g.logs, g.exited
 	if code, body, err := admin(adminAddr, "/healthz"); err != nil || code != 200 || body != "ok" {
 		t.Fatalf("/healthz: %d %q %v", code, body, err)
 	}
@@ -301,8 +296,8 @@ routes:
 	case <-time.After(20 * time.Second):
 		t.Fatalf("loopgate did not exit after draining; output:\n%s", logs)
 	}
-	if waitErr != nil || cmd.ProcessState.ExitCode() != 0 {
-		t.Fatalf("exit: %v (code %d); output:\n%s", waitErr, cmd.ProcessState.ExitCode(), logs)
+	if cmd.ProcessState.ExitCode() != 0 {
+		t.Fatalf("exit code %d; output:\n%s", cmd.ProcessState.ExitCode(), logs)
 	}
 	if out := logs.String(); !strings.Contains(out, "draining") || !strings.Contains(out, "loopgate: stopped") {
 		t.Errorf("logs lack the drain and stop lines:\n%s", out)

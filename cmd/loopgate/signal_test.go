@@ -1,11 +1,9 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -18,48 +16,18 @@ func TestSecondSIGTERMExitsAtOnce(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	up := serveUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
 		<-release
-	})}
-	go up.Serve(upLn)
-	t.Cleanup(func() { up.Close() })
-
-	listen, adminAddr := freeAddr(t), freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
-listen: %s
-admin: %s
-loops: 1
+	})
+	g, listen, adminAddr := startServing(t, `
 timeouts: {drain: 60s}
 upstreams:
   - {name: backend, nodes: ["%s"], response_timeout: 60s}
 routes:
   - {id: all, prefix: /, upstream: backend}
-`, listen, adminAddr, upLn.Addr()))
-	logs := &syncBuffer{}
-	cmd := exec.Command(binary, "-config", cfg)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		select {
-		case <-exited:
-		default:
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
-	waitUntil(t, "/readyz to answer 200", exited, logs, func() bool {
-		code, _, err := admin(adminAddr, "/readyz")
-		return err == nil && code == 200
-	})
+`, up)
+	cmd, logs, exited := g.cmd, g.logs, g.exited
 	c, err := net.DialTimeout("tcp", listen, 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -94,39 +62,14 @@ routes:
 // GET /metrics on the admin port answers Prometheus text with the
 // gateway's series after a request went through.
 func TestMetricsEndpoint(t *testing.T) {
-	upLn, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
-	go up.Serve(upLn)
-	t.Cleanup(func() { up.Close() })
-	listen, adminAddr := freeAddr(t), freeAddr(t)
-	cfg := writeConfig(t, fmt.Sprintf(`
-listen: %s
-admin: %s
-loops: 1
+	up := serveUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	g, listen, adminAddr := startServing(t, `
 upstreams:
   - {name: backend, nodes: ["%s"]}
 routes:
   - {id: all, prefix: /, upstream: backend}
-`, listen, adminAddr, upLn.Addr()))
-	logs := &syncBuffer{}
-	cmd := exec.Command(binary, "-config", cfg)
-	cmd.Stdout, cmd.Stderr = logs, logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
-	waitUntil(t, "/readyz to answer 200", exited, logs, func() bool {
-		code, _, err := admin(adminAddr, "/readyz")
-		return err == nil && code == 200
-	})
+`, up)
+	exited, logs := g.exited, g.logs
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Get("http://" + listen + "/x")
 	if err != nil {
