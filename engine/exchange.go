@@ -3,7 +3,6 @@
 package engine
 
 import (
-	"strconv"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
@@ -30,7 +29,8 @@ type exchange struct {
 	loop  *loop
 	cc    *clientConn // nil once the exchange is finished
 	call  upstream.Call
-	route *route // nil until routed
+	snap  *snapshot // the routing state the request was matched with; set by dispatch
+	route *route    // nil until routed
 	chain *filters.Chain
 	fx    filters.Exchange // the filters' view of the request
 	sub   subCall          // a filter's sub-request
@@ -97,7 +97,7 @@ var _ upstream.Receiver = (*exchange)(nil)
 // begin resets the exchange for a newly parsed request.
 func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.cc = cc
-	ex.route, ex.chain = nil, nil
+	ex.snap, ex.route, ex.chain = nil, nil, nil
 	ex.headLen, ex.headGone, ex.hostPort = headLen, false, -1
 	ex.filtering, ex.parked, ex.resumed = false, false, false
 	ex.idLen = cc.loop.nextRequestID(&ex.id)
@@ -381,11 +381,7 @@ func (ex *exchange) interim(r *codec.Response) bool {
 	}
 	l := ex.loop
 	dst := l.takeOut()
-	dst = append(dst, "HTTP/1.1 "...)
-	dst = strconv.AppendInt(dst, int64(r.Status), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, r.Reason...)
-	dst = append(dst, "\r\n"...)
+	dst = appendStatusLine(dst, r)
 	dst = appendEndToEnd(dst, r.Headers, false, nil, nil)
 	l.out = append(dst, "\r\n"...)
 	return ex.cc.write(l.out)

@@ -21,7 +21,7 @@ import (
 // with '_' unless allow_underscore_headers.
 func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Buffer, error) {
 	l := ex.loop
-	snap := l.srv.snap.Load()
+	snap := ex.snap
 	path := req.Path
 	var edits *filters.HeaderEdits
 	if ex.chain != nil {
@@ -95,11 +95,7 @@ func (d *clientFields) drops(name []byte) bool {
 
 // appendClientHead writes the response head for the client.
 func appendClientHead(dst []byte, r *codec.Response, framing respFraming, clientMinor int, closing bool, edits *filters.HeaderEdits) []byte {
-	dst = append(dst, "HTTP/1.1 "...)
-	dst = strconv.AppendInt(dst, int64(r.Status), 10)
-	dst = append(dst, ' ')
-	dst = append(dst, r.Reason...)
-	dst = append(dst, "\r\n"...)
+	dst = appendStatusLine(dst, r)
 	dst = appendEndToEnd(dst, r.Headers, false, edits, nil)
 	switch {
 	case framing == frameRechunk, framing == frameEncode,
@@ -114,6 +110,16 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 	case clientMinor == 0:
 		dst = append(dst, "Connection: keep-alive\r\n"...)
 	}
+	return append(dst, "\r\n"...)
+}
+
+// appendStatusLine writes r's status line as HTTP/1.1, the version the
+// gateway speaks to its clients whatever the upstream spoke.
+func appendStatusLine(dst []byte, r *codec.Response) []byte {
+	dst = append(dst, "HTTP/1.1 "...)
+	dst = strconv.AppendInt(dst, int64(r.Status), 10)
+	dst = append(dst, ' ')
+	dst = append(dst, r.Reason...)
 	return append(dst, "\r\n"...)
 }
 

@@ -312,7 +312,7 @@ const maxFreeExchanges = 1024
 func (l *loop) putExchange(ex *exchange) {
 	ex.done()
 	ex.record()
-	ex.cc = nil
+	ex.cc, ex.snap = nil, nil
 	ex.parked = false
 	ex.suspendTimer.Stop()
 	ex.sub.abort()

@@ -45,7 +45,9 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 // upstream: the normalised path (not the raw target) is forwarded.
 func (ex *exchange) dispatch(req *codec.Request) {
 	cc, l := ex.cc, ex.loop
+	// One snapshot serves the request from routing to the upstream head.
 	snap := l.srv.snap.Load()
+	ex.snap = snap
 	host, port, err := codec.NormalizeHost(l.host[:0], req.Host)
 	if err != nil {
 		ex.localReply(err)
@@ -251,7 +253,7 @@ func (ex *exchange) proceed(req *codec.Request) {
 	}
 	if ex.reqMode != codec.BodyNone && !ex.bodyChecked {
 		ex.bodyChecked = true
-		if ex.wantsBuffer(req, l.srv.snap.Load().requestBuffer) && !ex.bufferBody() {
+		if ex.wantsBuffer(req, ex.snap.requestBuffer) && !ex.bufferBody() {
 			return // waiting for the rest of the body, or answered
 		}
 	}
