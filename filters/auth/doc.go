@@ -44,7 +44,7 @@
 // Failures map to the error codes of the design: 401/40101 missing
 // credentials, 401/40102 invalid, expired or revoked, 403/40301 a role the
 // route does not admit. The auth filter adds a WWW-Authenticate challenge
-// to 401s (Rejection.HeaderName/HeaderValue).
+// to 401s (Rejection.AddHeader).
 //
 // # Identity headers
 //
