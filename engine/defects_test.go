@@ -267,3 +267,27 @@ func TestHeldChunkedBodyByteByByte(t *testing.T) {
 		t.Fatalf("the bad body reached the upstream (%d requests)", n)
 	}
 }
+
+// A rewrite whose result does not normalise (here it climbs above the
+// root) is refused with 400, and nothing reaches the upstream.
+func TestRewriteResultIsNormalised(t *testing.T) {
+	up := startScriptedUpstream(t, serveEach(okRaw))
+	g := startGateway(t, `
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: r, prefix: /r/, upstream: backend, rewrite: {regex: "^/r/(.*)$", replacement: "/a/$1/../../.."}}
+  - {id: s, prefix: /s/, upstream: backend, rewrite: {regex: "^/s/(.*)$", replacement: "/a//./$1"}}
+`, up.addr)
+	resp, body := g.client(t).get("/r/x")
+	expectError(t, resp, body, 400, 40001)
+	if n := len(up.requests()); n != 0 {
+		t.Fatalf("the upstream saw %d requests", n)
+	}
+	if resp, _ := g.client(t).get("/s/x"); resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if line := string(up.requests()[0].head); !strings.HasPrefix(line, "GET /a/x HTTP/1.1\r\n") {
+		t.Fatalf("a rewritten path went upstream unnormalised: %q", line)
+	}
+}
