@@ -146,10 +146,13 @@ func (c *upConn) read() (*rawRequest, error) {
 // readHead reads one request head, final CRLF included, and neither parses
 // nor records it: a head net/http would refuse (a second Host field, say)
 // still reaches the script.
-func (c *upConn) readHead() ([]byte, error) {
+func (c *upConn) readHead() ([]byte, error) { return readHead(c.br) }
+
+// readHead reads one head, through its blank line, from br.
+func readHead(br *bufio.Reader) ([]byte, error) {
 	var head []byte
 	for !bytes.HasSuffix(head, []byte("\r\n\r\n")) {
-		line, err := c.br.ReadSlice('\n')
+		line, err := br.ReadSlice('\n')
 		head = append(head, line...)
 		if err != nil {
 			return nil, err
