@@ -291,3 +291,27 @@ routes:
 		t.Fatalf("a rewritten path went upstream unnormalised: %q", line)
 	}
 }
+
+// Request heads split anywhere: two pipelined requests sent a byte at a
+// time, each piece its own read, are answered in order, and what the
+// upstream sees is the normalised request.
+func TestRequestHeadsByteByByte(t *testing.T) {
+	up := startScriptedUpstream(t, serveEach(func(r *rawRequest) string {
+		return fmt.Sprintf("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(r.req.URL.Path), r.req.URL.Path)
+	}))
+	g := startGateway(t, oneRoute, up.addr)
+	c := g.client(t)
+	raw := "GET //a/./b HTTP/1.1\r\nHost: Test.\r\nX-A: 1\r\n\r\nGET /c%7e HTTP/1.1\r\nHost: test\r\n\r\n"
+	for i := 0; i < len(raw); i++ {
+		c.send(raw[i : i+1])
+		pause()
+	}
+	for _, want := range []string{"/a/b", "/c~"} {
+		if resp, body := readResponse(t, c.br, "GET"); resp.StatusCode != 200 || string(body) != want {
+			t.Fatalf("got %d %q, want 200 %q", resp.StatusCode, body, want)
+		}
+	}
+	if head := string(up.requests()[0].head); !strings.Contains(head, "\r\nHost: test\r\n") {
+		t.Fatalf("upstream head %q", head)
+	}
+}
