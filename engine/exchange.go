@@ -45,6 +45,7 @@ type exchange struct {
 	// request never matches a later one's park.
 	node         *resumeNode // what this exchange's tickets post; nil until its first park
 	gen          uint64      // the park generation; bumped whenever a park ends
+	filtering    bool        // a request phase is on the stack: Park may issue a ticket
 	ticketOut    bool        // Park issued a ticket and the park has not ended
 	parked       bool        // the request phases wait for that ticket's resume
 	suspendTimer wheel.Timer // timeouts.suspend while parked

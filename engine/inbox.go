@@ -98,8 +98,14 @@ func (in *inbox) init(l *loop) {
 }
 
 // Park arms a park of the exchange and returns its ticket: the
-// filters.Parker the exchange's filters reach through Exchange.Park.
+// filters.Parker the exchange's filters reach through Exchange.Park. Only a
+// request phase may park (a response or Done phase gets the zero Ticket),
+// so once the phase returns, a ticket out means a parked request: either
+// afterFilters parks it, or its verdict ends the park.
 func (ex *exchange) Park() filters.Ticket {
+	if !ex.filtering {
+		return filters.Ticket{}
+	}
 	if !ex.ticketOut {
 		n := ex.node
 		if n == nil || n.state.Load()&nodeClaimed != 0 {
@@ -224,14 +230,16 @@ func (l *loop) drainInbox() {
 }
 
 // deliver is the generation check: it runs the node's resume when it is for
-// the park its exchange is in now, and drops and counts it otherwise.
+// the park its exchange is in now, and drops and counts it otherwise. The
+// drain never runs inside a request phase, so a current generation means a
+// parked request (see Park).
 func (n *resumeNode) deliver() {
 	st := n.state.Load()
 	fn := n.fn
 	n.fn = nil
 	n.state.Store(st &^ nodeClaimed) // drained: free to arm again
 	ex := n.ex
-	if st>>2 != ex.gen || !ex.parked {
+	if st>>2 != ex.gen {
 		n.in.stale.Add(1)
 		return
 	}
@@ -241,7 +249,10 @@ func (n *resumeNode) deliver() {
 // resume ends the park and continues the chain with fn's verdict.
 func (ex *exchange) resume(fn func(*filters.Exchange) filters.Verdict) {
 	ex.endPark()
-	ex.afterFilters(ex.chain.Resume(&ex.fx, fn))
+	ex.filtering = true
+	v := ex.chain.Resume(&ex.fx, fn)
+	ex.filtering = false
+	ex.afterFilters(v)
 }
 
 // StaleResumes returns how many ticket resumes were dropped, never run:

@@ -91,7 +91,10 @@ func (ex *exchange) dispatch(req *codec.Request) {
 	if len(snap.trusted) > 0 {
 		fx.ClientIP = access.ClientIP(cc.peer, req.Headers, snap.trusted)
 	}
-	ex.afterFilters(ex.chain.RunRequest(fx))
+	ex.filtering = true
+	v := ex.chain.RunRequest(fx)
+	ex.filtering = false
+	ex.afterFilters(v)
 }
 
 // retryAfterOne is the Retry-After of a 503 for a spent buffer budget.
