@@ -21,17 +21,19 @@ import (
 
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool"
 	"github.com/panjf2000/gnet/v2"
 )
 
 // parkingFilter parks every request and hands its ticket to the test. With
 // resumeAtOnce it resumes the ticket itself before returning Suspend; with
-// noPark it returns Suspend without parking.
+// noPark it returns Suspend without parking; with ticketOnly it hands over
+// the ticket alone, allocating nothing.
 type parkingFilter struct {
 	filters.Base
-	parked                chan parkedRequest
-	resumeAtOnce, noPark  bool
-	requests, dones, gone atomic.Int64
+	parked                           chan parkedRequest
+	resumeAtOnce, noPark, ticketOnly bool
+	requests, dones, gone            atomic.Int64
 }
 
 // parkedRequest is one parked request as the filter saw it.
@@ -45,6 +47,10 @@ type parkedRequest struct {
 func (f *parkingFilter) Request(x *filters.Exchange) filters.Verdict {
 	f.requests.Add(1)
 	if f.noPark {
+		return filters.Suspend
+	}
+	if f.ticketOnly {
+		f.parked <- parkedRequest{ticket: x.Park()}
 		return filters.Suspend
 	}
 	p := parkedRequest{ticket: x.Park(), x: x, id: string(x.RequestID), path: string(x.Req.Path)}
@@ -93,6 +99,14 @@ func ticketGateway(t *testing.T, loops int, suspend string, f *parkingFilter) (*
 	up := listen(t, func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.URL.Path+" "+r.Header.Get("X-Resumed-For"))
 	})
+	srv := newTicketServer(t, loops, suspend, up, f)
+	return srv, ServeForTest(t, srv)
+}
+
+// newTicketServer is a server on loops loops whose one route, to upstream
+// up, parks every request on f.
+func newTicketServer(t testing.TB, loops int, suspend, up string, f *parkingFilter) *Server {
+	t.Helper()
 	cfg, err := config.Parse([]byte(fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"off\"\nloops: %d\ntimeouts: {suspend: %s}\nupstreams:\n  - {name: b, nodes: [\"%s\"]}\nroutes:\n  - {id: r, prefix: /, upstream: b}\n", loops, suspend, up)))
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +124,7 @@ func ticketGateway(t *testing.T, loops int, suspend string, f *parkingFilter) (*
 	for i := range srv.snap.Load().routes {
 		srv.snap.Load().routes[i].chain = ch
 	}
-	return srv, ServeForTest(t, srv)
+	return srv
 }
 
 // nextParked waits for the next request f parks.
@@ -572,4 +586,104 @@ func TestSuspendWithoutParkIsAnError(t *testing.T) {
 	_, addr := ticketGateway(t, 1, "10s", f)
 	_, br := sendGet(t, addr, "/x")
 	expectStatus(t, br, 500, 50001)
+}
+
+// BenchmarkProxyParkedOffLoop: every request parks, and another goroutine
+// resumes it, as a Redis reply would: with one keep-alive client that is
+// one doorbell (one EventLoop.Execute) per request, so its cost shows. The
+// ticket path allocates nothing; gnet's Execute allocates its task closure
+// and queue node, per doorbell.
+func BenchmarkProxyParkedOffLoop(b *testing.B) {
+	pool.SetLeakDetection(false)
+	defer pool.SetLeakDetection(true)
+	answer := []byte("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	up := listenRaw(b, answer)
+	f := &parkingFilter{ticketOnly: true}
+	stop := make(chan struct{})
+	b.Cleanup(func() { close(stop) }) // after the server's own cleanup
+	srv := newTicketServer(b, 1, "10s", up, f)
+	addr := ServeForTest(b, srv)
+	proceed := func(*filters.Exchange) filters.Verdict { return filters.Continue }
+	go func() {
+		for {
+			select {
+			case p := <-f.parked:
+				p.ticket.Resume(proceed)
+			case <-stop:
+				return
+			}
+		}
+	}()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	req := []byte("GET /p HTTP/1.1\r\nHost: a\r\n\r\n")
+	buf := make([]byte, 4096)
+	if _, err := c.Write(req); err != nil {
+		b.Fatal(err)
+	}
+	size, err := c.Read(buf) // the first response tells the size of all
+	if err != nil || !bytes.HasPrefix(buf, []byte("HTTP/1.1 200")) {
+		b.Fatalf("first response %q: %v", buf[:size], err)
+	}
+	roundTrip := func() {
+		if _, err := c.Write(req); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadAtLeast(c, buf, size); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 1000 {
+		roundTrip()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		roundTrip()
+	}
+}
+
+// listenRaw runs an upstream that answers every request head with answer,
+// allocating nothing per request, and returns its address.
+func listenRaw(t testing.TB, answer []byte) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 64<<10)
+				pending := 0
+				for {
+					n, err := c.Read(buf[pending:])
+					if err != nil {
+						return
+					}
+					pending += n
+					for {
+						i := bytes.Index(buf[:pending], []byte("\r\n\r\n"))
+						if i < 0 {
+							break
+						}
+						if _, err := c.Write(answer); err != nil {
+							return
+						}
+						pending = copy(buf, buf[i+4:pending])
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
