@@ -564,6 +564,39 @@ func TestTicketResumesRaceClosesAndTimeouts(t *testing.T) {
 	t.Logf("%d requests: %d resumes run, %d stale", f.requests.Load(), r.ran.Load(), srv.StaleResumes())
 }
 
+// A resume function may park the request again (a second async step): the
+// chain waits for the new ticket, and the old one no longer resumes it.
+func TestTicketParkAgainFromResume(t *testing.T) {
+	f := &parkingFilter{}
+	srv, addr := ticketGateway(t, 1, "10s", f)
+	_, br := sendGet(t, addr, "/twice-parked")
+	p := nextParked(t, f)
+	again := make(chan filters.Ticket, 1)
+	p.ticket.Resume(func(x *filters.Exchange) filters.Verdict {
+		again <- x.Park()
+		return filters.Suspend
+	})
+	var second filters.Ticket
+	select {
+	case second = <-again:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the resume function did not run")
+	}
+	if second == p.ticket {
+		t.Fatal("parking again gave the old ticket")
+	}
+	var r resumes
+	p.ticket.Resume(r.continueAs(p)) // the first park is over: dropped
+	if srv.StaleResumes() != 1 {
+		t.Fatalf("stale resumes %d, want 1", srv.StaleResumes())
+	}
+	second.Resume(r.continueAs(p))
+	expectOwnAnswer(t, br, "/twice-parked")
+	if r.ran.Load() != 1 {
+		t.Fatalf("resumes run %d, want 1", r.ran.Load())
+	}
+}
+
 // A filter may resume its own ticket before it returns Suspend: the resume
 // waits in the inbox and continues the request once it is parked.
 func TestTicketResumedBeforeSuspend(t *testing.T) {
