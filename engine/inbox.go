@@ -24,12 +24,13 @@ import (
 //     no doorbell pending (scheduled false → true) rings one: a single
 //     EventLoop.Execute for everything queued until the loop answers it.
 //  3. The loop answers the doorbell: it takes the whole stack with one
-//     swap, reverses it (oldest first), clears scheduled and looks again.
-//     For each node it checks the generation: a park that ended meanwhile
-//     (suspend timeout, client gone, recycled, or resumed) has moved the
-//     exchange's generation on, and the resume is counted stale and
-//     dropped, never run. Otherwise the park ends and the chain continues
-//     with the function's verdict (Chain.Resume, then afterFilters).
+//     swap, reverses it (oldest first) and delivers each node, then clears
+//     scheduled and looks again. Delivering checks the generation: a park
+//     that ended meanwhile (suspend timeout, client gone, recycled, or
+//     resumed) has moved the exchange's generation on, and the resume is
+//     counted stale and dropped, never run. Otherwise the park ends and
+//     the chain continues with the function's verdict (Chain.Resume, then
+//     afterFilters).
 //
 // The engine's own completions on the loop (a sub-request's answer) take
 // the same claim, queue and generation check, but ring no doorbell: the
