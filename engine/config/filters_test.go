@@ -8,6 +8,11 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/auth"
+	"github.com/loopgate/loopgate/filters/transform"
 )
 
 // issueSample is the filter configuration from the feature request.
@@ -41,19 +46,22 @@ routes:
 
 func TestIssueSampleParses(t *testing.T) {
 	c := mustParse(t, issueSample)
-	if c.Auth.JWT.HS256Secret != "change-me" || c.Auth.JWT.Issuer != "loopgate-test" ||
-		!reflect.DeepEqual(c.Auth.APIKeys, []APIKey{{Key: "k-123", Consumer: "alice", Roles: []string{"admin"}}}) {
-		t.Errorf("auth = %+v", c.Auth)
+	a := authOf(c)
+	if a.JWT.HS256Secret != "change-me" || a.JWT.Issuer != "loopgate-test" ||
+		!reflect.DeepEqual(a.APIKeys, []auth.APIKey{{Key: "k-123", Consumer: "alice", Roles: []string{"admin"}}}) {
+		t.Errorf("auth = %+v", a)
 	}
 	if !reflect.DeepEqual(c.TrustedProxies, []string{"127.0.0.1/32"}) {
 		t.Errorf("trusted_proxies = %v", c.TrustedProxies)
 	}
 	admin, public := &c.Routes[0], &c.Routes[1]
-	if admin.Auth != AuthRequired || !reflect.DeepEqual(admin.Roles, []string{"admin"}) ||
-		!reflect.DeepEqual(admin.IPDeny, []string{"10.0.0.0/8"}) {
+	adminAuth := routeConfig[*auth.Route](admin, auth.Name)
+	if adminAuth.Auth != auth.LevelRequired || !reflect.DeepEqual(adminAuth.Roles, []string{"admin"}) ||
+		!reflect.DeepEqual(routeConfig[*access.IPLists](admin, access.NameIPAccess).Deny, []string{"10.0.0.0/8"}) {
 		t.Errorf("admin route = %+v", admin)
 	}
-	if public.Auth != AuthNone || *public.Gray != (Gray{Upstream: "backend-v2", Header: "X-Gray", Value: "true"}) {
+	if routeConfig[*auth.Route](public, auth.Name).Auth != auth.LevelNone ||
+		*grayOf(public) != (transform.Gray{Upstream: "backend-v2", Header: "X-Gray", Value: "true"}) {
 		t.Errorf("public route = %+v", public)
 	}
 	for i, want := range [][]string{
@@ -103,7 +111,7 @@ func TestFilterOrder(t *testing.T) {
 	if _, ok := c.FilterOrder("nope"); ok {
 		t.Error("FilterOrder(nope) reported a known filter")
 	}
-	if n := len(DefaultFilterOrders); n != 10 {
+	if n := len(filters.Registered()); n != 10 {
 		t.Errorf("%d built-in filters; update docs/filters.md and this test", n)
 	}
 }
@@ -345,7 +353,8 @@ func TestFiltersDocCoversEveryFilter(t *testing.T) {
 		if !strings.Contains(text, "\n### `"+name+"`\n") {
 			t.Errorf("docs/filters.md has no section \"### `%s`\"", name)
 		}
-		row := fmt.Sprintf("\n| `%s` | %d |", name, DefaultFilterOrders[name])
+		order, _ := (&Config{}).FilterOrder(name)
+		row := fmt.Sprintf("\n| `%s` | %d |", name, order)
 		if !strings.Contains(text, row) {
 			t.Errorf("docs/filters.md's order table lacks %q", row)
 		}
@@ -353,13 +362,13 @@ func TestFiltersDocCoversEveryFilter(t *testing.T) {
 }
 
 // defaultIdentityHeaders is auth.identity_headers as documented.
-func defaultIdentityHeaders() IdentityHeaders {
+func defaultIdentityHeaders() auth.IdentityHeaders {
 	name := func(s string) *string { return &s }
-	return IdentityHeaders{Subject: name("X-User-Id"), Tenant: name("X-User-Tenant"), Roles: name("X-User-Roles"), Kind: name("X-Auth-Kind")}
+	return auth.IdentityHeaders{Subject: name("X-User-Id"), Tenant: name("X-User-Tenant"), Roles: name("X-User-Roles"), Kind: name("X-Auth-Kind")}
 }
 
 func TestIdentityHeadersDefaults(t *testing.T) {
-	if got := Default().Auth.IdentityHeaders; !reflect.DeepEqual(got, defaultIdentityHeaders()) {
+	if got := authOf(Default()).IdentityHeaders; !reflect.DeepEqual(got, defaultIdentityHeaders()) {
 		t.Errorf("Default() identity headers %s, want the documented ones", showIdentity(got))
 	}
 	// A field left out keeps its default; an explicit "" turns it off.
@@ -367,7 +376,7 @@ func TestIdentityHeadersDefaults(t *testing.T) {
 	want := defaultIdentityHeaders()
 	sub, none := "X-Sub", ""
 	want.Subject, want.Tenant = &sub, &none
-	if got := c.Auth.IdentityHeaders; !reflect.DeepEqual(got, want) {
+	if got := authOf(c).IdentityHeaders; !reflect.DeepEqual(got, want) {
 		t.Errorf("parsed %s, want %s", showIdentity(got), showIdentity(want))
 	}
 	if err := func() error { _, err := Parse([]byte("auth:\n  identity_headers: {user: X}\n")); return err }(); err == nil ||
@@ -376,9 +385,12 @@ func TestIdentityHeadersDefaults(t *testing.T) {
 	}
 }
 
-func showIdentity(h IdentityHeaders) string {
+func showIdentity(h auth.IdentityHeaders) string {
 	var parts []string
-	for _, f := range h.fields() {
+	for _, f := range []struct {
+		key  string
+		name *string
+	}{{"subject", h.Subject}, {"tenant", h.Tenant}, {"roles", h.Roles}, {"kind", h.Kind}} {
 		if f.name == nil {
 			parts = append(parts, f.key+"=<unset>")
 		} else {

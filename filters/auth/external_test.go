@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
@@ -39,11 +39,11 @@ func (s *fakeSub) Do(x *filters.Exchange, r *filters.SubRequest, done func(*filt
 	return nil
 }
 
-func externalConfig() *config.ExternalAuth {
-	return &config.ExternalAuth{
+func externalConfig() *ExternalAuth {
+	return &ExternalAuth{
 		Upstream:       "authsvc",
 		Path:           "/auth",
-		Timeout:        config.Duration(time.Second),
+		Timeout:        units.Duration(time.Second),
 		ForwardHeaders: []string{"Authorization", "Cookie"},
 		CopyHeaders:    []string{"X-User-Id", "X-User-Name", "X-User-Roles"},
 	}
