@@ -4,12 +4,12 @@ package config
 
 import (
 	"bytes"
+	_ "embed"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
-	_ "embed"
 
 	"gopkg.in/yaml.v3"
 
