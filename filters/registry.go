@@ -153,27 +153,57 @@ func Register(r Registration) {
 	if r.NeedsRoute && len(reg.routeKeys) == 0 {
 		panic("filters: Register " + r.Name + ": NeedsRoute without route keys")
 	}
-	if registry.byName == nil {
-		registry.byName = map[string]*Registration{}
-		registry.globalKeys = map[string]*Registration{}
-		registry.routeKeys = map[string]*Registration{}
+	initRegistry()
+	unclaimed(registry.globalKeys, reg, reg.globalKeys, "top-level")
+	unclaimed(registry.routeKeys, reg, reg.routeKeys, "route")
+	for _, k := range reg.globalKeys {
+		registry.globalKeys[k] = reg
 	}
-	claim(registry.globalKeys, reg, reg.globalKeys, "top-level")
-	claim(registry.routeKeys, reg, reg.routeKeys, "route")
+	for _, k := range reg.routeKeys {
+		registry.routeKeys[k] = reg
+	}
 	registry.byName[r.Name] = reg
 	registry.sorted = append(registry.sorted, reg)
 	sort.SliceStable(registry.sorted, func(i, j int) bool { return registry.sorted[i].Order < registry.sorted[j].Order })
 }
 
-// claim records reg as the owner of keys, refusing a key already owned.
-func claim(owners map[string]*Registration, reg *Registration, keys []string, where string) {
+func initRegistry() {
+	if registry.byName == nil {
+		registry.byName = map[string]*Registration{}
+		registry.globalKeys = map[string]*Registration{}
+		registry.routeKeys = map[string]*Registration{}
+	}
+}
+
+// theGateway owns the keys ReserveKeys reserves.
+var theGateway = &Registration{Name: "the gateway"}
+
+// ReserveKeys declares the gateway's own top-level and route keys, which no
+// filter may own: engine/config calls it from its init function. It panics
+// when a filter registered earlier owns one; Register panics for a filter
+// registered later.
+func ReserveKeys(global, route []string) {
+	initRegistry()
+	for _, k := range global {
+		if o := registry.globalKeys[k]; o != nil && o != theGateway {
+			panic(fmt.Sprintf("filters: top-level key %q is %s's and the gateway's own", k, o.Name))
+		}
+		registry.globalKeys[k] = theGateway
+	}
+	for _, k := range route {
+		if o := registry.routeKeys[k]; o != nil && o != theGateway {
+			panic(fmt.Sprintf("filters: route key %q is %s's and the gateway's own", k, o.Name))
+		}
+		registry.routeKeys[k] = theGateway
+	}
+}
+
+// unclaimed panics when another filter, or the gateway, owns one of keys.
+func unclaimed(owners map[string]*Registration, reg *Registration, keys []string, where string) {
 	for _, k := range keys {
 		if o, taken := owners[k]; taken {
 			panic(fmt.Sprintf("filters: Register %s: %s key %q is already %s's", reg.Name, where, k, o.Name))
 		}
-	}
-	for _, k := range keys {
-		owners[k] = reg
 	}
 }
 
@@ -214,11 +244,19 @@ func Lookup(name string) (*Registration, bool) {
 // have run.
 func Registered() []*Registration { return registry.sorted }
 
-// GlobalKeyOwner returns the filter that owns the top-level key, or nil.
-func GlobalKeyOwner(key string) *Registration { return registry.globalKeys[key] }
+// GlobalKeyOwner returns the filter that owns the top-level key, or nil
+// (for the gateway's own keys too).
+func GlobalKeyOwner(key string) *Registration { return owner(registry.globalKeys[key]) }
 
 // RouteKeyOwner returns the filter that owns the route key, or nil.
-func RouteKeyOwner(key string) *Registration { return registry.routeKeys[key] }
+func RouteKeyOwner(key string) *Registration { return owner(registry.routeKeys[key]) }
+
+func owner(r *Registration) *Registration {
+	if r == theGateway {
+		return nil
+	}
+	return r
+}
 
 // SetDefault sets *field to def when it holds the zero value: the usual
 // step of a Provision.

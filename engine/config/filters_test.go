@@ -4,11 +4,13 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
@@ -420,4 +422,45 @@ func TestIdentityHeaderNames(t *testing.T) {
 	if cfg.IdentityHeaderNames()[0] != "X-User-Id" {
 		t.Error("IdentityHeaderNames shares its result")
 	}
+}
+
+// TestFormerDuplicatesCheckedOnce: what engine/config and the filters used
+// to check each on their own (header names, the rewrite regex, IP lists,
+// the header edit count) is checked once, by the filter's Validate through
+// Parse, with the message Parse always gave: one line per problem, never
+// two. Each filter package's tests show its filter is built from what its
+// Validate compiled (TestRewriteRegexCompiledOnce, TestHeaderEditsCheckedOnce,
+// TestIPListsParsedOnce).
+func TestFormerDuplicatesCheckedOnce(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{withRoute("", "request_headers: {set: {Bad Name: x}}\n"), `config: line 7: routes[0].request_headers.set: "Bad Name" is not a valid header name`},
+		{withRoute("", "hash: {header: \"X;User\"}\n"), `config: line 7: routes[0].hash.header: "X;User" is not a valid header name`},
+		{"auth:\n  external: {forward_headers: [\"a:b\"]}\n", `config: line 2: auth.external.forward_headers[0]: "a:b" is not a valid header name`},
+		{withRoute("", "rewrite: {regex: \"(\"}\n"), "config: line 7: routes[0].rewrite.regex: error parsing regexp: missing closing ): `(`"},
+		{"trusted_proxies: [10.0.0.0/33]\n", `config: line 1: trusted_proxies[0]: "10.0.0.0/33" is not an IP address or CIDR prefix`},
+		{"ip_allow: [1.2.3.4, localhost]\n", `config: line 1: ip_allow[1]: "localhost" is not an IP address or CIDR prefix`},
+		{withRoute("", "ip_deny: [\"fe80::1%eth0\"]\n"), `config: line 7: routes[0].ip_deny[0]: "fe80::1%eth0" is not an IP address or CIDR prefix`},
+		{withRoute("", "request_headers: {remove: [A, B, C, D, E, F, G, H, I, J, K, L, M, N, O, P, Q]}\n"),
+			"config: line 7: routes[0].request_headers.remove: 17 entries, at most 16"},
+		{withRoute("", "rewrite: {strip_prefix: \"/a%zz\"}\n"), `config: line 7: routes[0].rewrite.strip_prefix: "/a%zz": ` + badEscape(t)},
+	} {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q)\n got: %v\nwant: %s", c.yaml, err, c.want)
+		}
+	}
+	// The lists are parsed once, by Validate, and kept for the engine.
+	c := mustParse(t, "trusted_proxies: [\" 10.1.2.3/8 \", \"::ffff:192.0.2.1\"]\n")
+	if got, want := c.TrustedPrefixes(), []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.1/32")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("TrustedPrefixes() = %v, want %v", got, want)
+	}
+}
+
+// badEscape is how codec.NormalizePath refuses "%zz".
+func badEscape(t *testing.T) string {
+	_, _, err := codec.NormalizePath(nil, []byte("/a%zz"))
+	if err == nil {
+		t.Fatal("NormalizePath accepted %zz")
+	}
+	return err.Error()
 }

@@ -5,6 +5,7 @@ package config
 
 import (
 	"reflect"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -15,6 +16,21 @@ var (
 	configType = reflect.TypeFor[Config]()
 	routeType  = reflect.TypeFor[Route]()
 )
+
+// The gateway's own keys are no filter's: a filter claiming one would be
+// hidden by them.
+func init() { filters.ReserveKeys(yamlKeys(configType), yamlKeys(routeType)) }
+
+// yamlKeys lists the keys of struct type t.
+func yamlKeys(t reflect.Type) []string {
+	var keys []string
+	for i := range t.NumField() {
+		if key, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ","); key != "" && key != "-" {
+			keys = append(keys, key)
+		}
+	}
+	return keys
+}
 
 // filterField finds the key of a top-level or route mapping that a filter
 // owns (filters.GlobalKeyOwner, RouteKeyOwner), as the field of the
