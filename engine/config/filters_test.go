@@ -464,3 +464,28 @@ func badEscape(t *testing.T) string {
 	}
 	return err.Error()
 }
+
+// TestFilterKeysThroughMerges: a filter's keys reached through a YAML merge
+// (<<) go to the filter like written ones, and a written key overrides a
+// merged one, as for the gateway's own keys.
+func TestFilterKeysThroughMerges(t *testing.T) {
+	c := mustParse(t, creds+twoUpstreams+`routes:
+  - &base
+    path: /z
+    upstream: u
+    auth: required
+    gray: {upstream: v, header: X-Gray}
+  - <<: *base
+    path: /a
+    gray: {upstream: v, cookie: canary}
+`)
+	if a := routeConfig[*auth.Route](&c.Routes[1], auth.Name); a.Auth != auth.LevelRequired {
+		t.Errorf("merged auth: %q, want required", a.Auth)
+	}
+	if g := grayOf(&c.Routes[1]); g.Cookie != "canary" || g.Header != "" {
+		t.Errorf("gray %+v: the route's own gray should override the merged one", g)
+	}
+	if got, want := c.RouteFilters(1), []string{"request_id", "ip_access", "auth", "gray", "forwarded"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("RouteFilters(1) = %v, want %v", got, want)
+	}
+}
