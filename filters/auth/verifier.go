@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -132,7 +131,7 @@ func fieldSafe(s string) bool {
 }
 
 // identityHeaders are the upstream request headers the auth filter sets
-// for an admitted request (config.IdentityHeaders); "" leaves one out.
+// for an admitted request (IdentityHeaders); "" leaves one out.
 type identityHeaders struct {
 	subject, tenant, roles, kind string
 }
@@ -158,9 +157,10 @@ func setOrRemove(e *filters.HeaderEdits, name string, value []byte) bool {
 }
 
 // NewVerifier loads and checks cfg's keys and sizes one verification cache
-// per event loop. cfg must already be defaulted by config.Parse. Errors
+// per event loop. cfg must be provisioned and validated (Global), as
+// engine/config does. Errors
 // name the config field at fault.
-func NewVerifier(cfg *config.Auth, loops int) (*Verifier, error) {
+func NewVerifier(cfg *Config, loops int) (*Verifier, error) {
 	if loops < 1 {
 		return nil, fmt.Errorf("auth: %d loops, at least 1 required", loops)
 	}
