@@ -199,7 +199,7 @@ func TestFailureModes(t *testing.T) {
 		if d := open.Take(now, 1, nil); d.Verdict != Allow {
 			t.Fatalf("open: %+v", d)
 		}
-		if d := closed.Take(now, 1, nil); d.Verdict != Unavailable || d.RetryAfter <= 0 {
+		if d := closed.Take(now, 1, nil); d.Verdict != Unavailable || d.RetryAfterSeconds() != 1 {
 			t.Fatalf("closed: %+v", d)
 		}
 	}
@@ -232,7 +232,7 @@ func TestQueueFullDecidesAtOnce(t *testing.T) {
 	opt.manual = true
 	c := newCluster(t, opt)
 	l := newLimit(t, c, LimitSpec{Name: "queue", Rate: 1000, Burst: 100, LeaseWindow: -1})
-	if err := r.do("CLIENT", "PAUSE", "1000", "ALL").Error(); err != nil {
+	if err := r.do("CLIENT", "PAUSE", "2000", "ALL").Error(); err != nil {
 		t.Fatal(err)
 	}
 	answers := make(chan Decision, 2)

@@ -42,6 +42,15 @@ type Decision struct {
 	from       source
 }
 
+// RetryAfterSeconds is RetryAfter rounded up to whole seconds for the
+// Retry-After header: at least 1 unless allowed.
+func (d Decision) RetryAfterSeconds() int64 {
+	return ratelimit.Decision{Allowed: d.Verdict == Allow, RetryAfter: d.RetryAfter}.RetryAfterSeconds()
+}
+
+// ResetSeconds is Reset rounded up to whole seconds, for X-RateLimit-Reset.
+func (d Decision) ResetSeconds() int64 { return ratelimit.Decision{Reset: d.Reset}.ResetSeconds() }
+
 type source uint8
 
 const (
@@ -132,8 +141,9 @@ func (l *Limit) Close() {
 	}
 }
 
-// Name is the limit's name.
-func (l *Limit) Name() string { return l.spec.Name }
+// Spec is the limit as NewLimit built it, defaults applied: its Rate is
+// what X-RateLimit-Limit reports.
+func (l *Limit) Spec() LimitSpec { return l.spec }
 
 // Take decides whether n tokens may be taken at now, the caller's monotonic
 // clock in nanoseconds (filters.Exchange.Now). It answers at once when it
