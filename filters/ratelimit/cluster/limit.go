@@ -152,8 +152,8 @@ func (l *Limit) Spec() LimitSpec { return l.spec }
 // otherwise does it queue a Redis call and answer Pending; done then runs
 // exactly once, on a worker goroutine, with Allow, Deny or, in FailClosed
 // mode, Unavailable. A failed or refused Redis call is decided by the
-// failure mode, never surfaced as an error. done must not block. Safe for
-// concurrent use; never blocks.
+// failure mode, never surfaced as an error. done must be non-nil and must
+// not block. Safe for concurrent use; never blocks.
 func (l *Limit) Take(now, n int64, done func(Decision)) Decision {
 	l.demand.Add(n)
 	if l.c.br.health() != Up || l.closed.Load() {

@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -142,16 +143,25 @@ func (o *Options) validate() error {
 	if len(o.Addrs) == 0 {
 		errs = append(errs, errors.New("no Redis address"))
 	}
-	for name, v := range map[string]int{"workers": o.Workers, "queue": o.Queue, "failure threshold": o.FailureThreshold,
-		"min nodes": o.MinNodes, "fallback nodes": o.FallbackNodes} {
-		if v < 1 {
-			errs = append(errs, fmt.Errorf("%s %d is below 1", name, v))
+	if strings.ContainsAny(o.NodeID, " \t\r\n") {
+		errs = append(errs, fmt.Errorf("node ID %q contains white space", o.NodeID))
+	}
+	for _, c := range []struct {
+		name string
+		v    int
+	}{{"workers", o.Workers}, {"queue", o.Queue}, {"failure threshold", o.FailureThreshold},
+		{"min nodes", o.MinNodes}, {"fallback nodes", o.FallbackNodes}} {
+		if c.v < 1 {
+			errs = append(errs, fmt.Errorf("%s %d is below 1", c.name, c.v))
 		}
 	}
-	for name, v := range map[string]time.Duration{"call timeout": o.CallTimeout, "dial timeout": o.DialTimeout,
-		"probe min": o.ProbeMin, "heartbeat": o.Heartbeat, "member TTL": o.MemberTTL, "live max age": o.LiveMaxAge, "tick": o.Tick} {
-		if v <= 0 {
-			errs = append(errs, fmt.Errorf("%s %v is not positive", name, v))
+	for _, c := range []struct {
+		name string
+		v    time.Duration
+	}{{"call timeout", o.CallTimeout}, {"dial timeout", o.DialTimeout}, {"probe min", o.ProbeMin},
+		{"heartbeat", o.Heartbeat}, {"member TTL", o.MemberTTL}, {"live max age", o.LiveMaxAge}, {"tick", o.Tick}} {
+		if c.v <= 0 {
+			errs = append(errs, fmt.Errorf("%s %v is not positive", c.name, c.v))
 		}
 	}
 	if o.ProbeMax < o.ProbeMin {
