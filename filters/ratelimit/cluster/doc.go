@@ -35,7 +35,7 @@
 // hold at most Burst between them. That is the stranding bound: a node can
 // be refused while up to Burst tokens sit leased on other nodes, for at
 // most as long as they take to spend them or to go idle (about one second)
-// and hand them back. docs/ratelimit.md works through it.
+// and hand them back. docs/rate-limiting.md works through it.
 //
 // # When Redis fails
 //
