@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 )
 
 // Killing Redis under load: every node switches to its shadow quota within
@@ -13,13 +15,13 @@ import (
 // more than the cluster limit, the breaker stops the redialling, and when
 // Redis comes back the quota climbs back rather than jumping.
 func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
-	r := startRedis(t)
+	r := redistest.Start(t)
 	const rate, burst = 300, 30
 	var dials atomic.Int64
 	var nodes []*Cluster
 	var limits []*Limit
 	for i := range 3 {
-		opt := testOptions(r.addr, "node-"+strconv.Itoa(i), &dials)
+		opt := testOptions(r.Addr(), "node-"+strconv.Itoa(i), &dials)
 		opt.RampStep = 0.5 // from a third to the full rate in 1.3 s
 		c := newCluster(t, opt)
 		nodes = append(nodes, c)
@@ -52,7 +54,7 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 	defer func() { stop.Store(true); wg.Wait() }()
 	waitFor(t, 5*time.Second, "traffic through Redis", func() bool { return admitted.allow.Load() > 100 })
 
-	r.kill()
+	r.Kill()
 	killed := time.Now()
 	waitFor(t, 2*time.Second, "every node to mark Redis down", func() bool {
 		for _, c := range nodes {
@@ -96,7 +98,7 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 		t.Fatalf("%d requests failed because Redis died", n)
 	}
 
-	r.start()
+	r.Restart()
 	ramping := make([]bool, len(nodes))
 	waitFor(t, 3*time.Second, "every node to find Redis again, its quota below the rate", func() bool {
 		all := true
@@ -127,13 +129,13 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 // While Redis is down the breaker keeps requests from calling it: however
 // many requests arrive, only the probes dial.
 func TestBreakerStopsCallsWhileDown(t *testing.T) {
-	r := startRedis(t)
+	r := redistest.Start(t)
 	var dials atomic.Int64
-	c := newCluster(t, testOptions(r.addr, "breaker", &dials))
+	c := newCluster(t, testOptions(r.Addr(), "breaker", &dials))
 	l := newLimit(t, c, LimitSpec{Name: "breaker", Rate: 1000, Burst: 10, LeaseWindow: -1})
 	cl := newClient()
 	cl.take(t, l)
-	r.kill()
+	r.Kill()
 	waitFor(t, 2*time.Second, "Redis marked down", func() bool {
 		cl.take(t, l) // each call fails, and is decided by the shadow quota
 		return c.Health() == Down
@@ -165,9 +167,9 @@ func TestBreakerStopsCallsWhileDown(t *testing.T) {
 // A node that starts while Redis is unreachable starts Down, decides by its
 // failure mode, and comes up when Redis appears.
 func TestStartsDownThenFindsRedis(t *testing.T) {
-	r := startRedis(t)
-	r.kill()
-	c := newCluster(t, testOptions(r.addr, "late", nil))
+	r := redistest.Start(t)
+	r.Kill()
+	c := newCluster(t, testOptions(r.Addr(), "late", nil))
 	l := newLimit(t, c, LimitSpec{Name: "late", Rate: 10, Burst: 4})
 	if c.Health() != Down {
 		t.Fatalf("health %v with no Redis, want down", c.Health())
@@ -181,7 +183,7 @@ func TestStartsDownThenFindsRedis(t *testing.T) {
 	if d := cl.take(t, l); d.Verdict != Deny || d.RetryAfter <= 0 {
 		t.Fatalf("take past the shadow burst: %+v", d)
 	}
-	r.start()
+	r.Restart()
 	waitFor(t, 3*time.Second, "the node to find Redis", func() bool { return c.Health() == Up })
 }
 
@@ -225,14 +227,14 @@ func TestFailureModes(t *testing.T) {
 // When the call queue is full a request is decided at once, without Redis,
 // and a raw acquire is refused with ErrQueueFull; nothing waits.
 func TestQueueFullDecidesAtOnce(t *testing.T) {
-	r := startRedis(t)
-	opt := testOptions(r.addr, "queue", nil)
+	r := redistest.Start(t)
+	opt := testOptions(r.Addr(), "queue", nil)
 	opt.Workers, opt.Queue = 1, 1
 	opt.CallTimeout = 5 * time.Second
 	opt.manual = true
 	c := newCluster(t, opt)
 	l := newLimit(t, c, LimitSpec{Name: "queue", Rate: 1000, Burst: 100, LeaseWindow: -1})
-	if err := r.do("CLIENT", "PAUSE", "2000", "ALL").Error(); err != nil {
+	if err := r.Do("CLIENT", "PAUSE", "2000", "ALL").Error(); err != nil {
 		t.Fatal(err)
 	}
 	answers := make(chan Decision, 2)

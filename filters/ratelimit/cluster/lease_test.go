@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
@@ -13,11 +14,11 @@ import (
 // one global limit: however the tokens are leased, what they admit in total
 // stays within Rate·t + Burst (the nodes hold nothing when the run starts).
 func TestNodesShareGlobalLimit(t *testing.T) {
-	r := startRedis(t)
+	r := redistest.Start(t)
 	const rate, burst = 400, 40
 	var limits []*Limit
 	for i := range 3 {
-		c := newCluster(t, testOptions(r.addr, "node-"+strconv.Itoa(i), nil))
+		c := newCluster(t, testOptions(r.Addr(), "node-"+strconv.Itoa(i), nil))
 		limits = append(limits, newLimit(t, c, LimitSpec{Name: "global", Rate: rate, Burst: burst}))
 	}
 	var admitted tally
@@ -55,11 +56,11 @@ func TestNodesShareGlobalLimit(t *testing.T) {
 // arrive; without it, once per request. The ratio is read from Redis's own
 // INFO commandstats.
 func TestLeasingCutsRedisCalls(t *testing.T) {
-	r := startRedis(t)
+	r := redistest.Start(t)
 	run := func(name string, window time.Duration) (requests, calls int64) {
-		c := newCluster(t, testOptions(r.addr, name, nil))
+		c := newCluster(t, testOptions(r.Addr(), name, nil))
 		l := newLimit(t, c, LimitSpec{Name: name, Rate: 1e6, Burst: 1e5, LeaseWindow: window})
-		before := r.commandCalls("evalsha", "eval")
+		before := r.CommandCalls("evalsha", "eval")
 		cl := newClient()
 		const n = 5000
 		for range n {
@@ -67,7 +68,7 @@ func TestLeasingCutsRedisCalls(t *testing.T) {
 				t.Fatalf("%s: denied far under the limit: %+v", name, d)
 			}
 		}
-		return n, r.commandCalls("evalsha", "eval") - before
+		return n, r.CommandCalls("evalsha", "eval") - before
 	}
 	reqs, leased := run("leased", 100*time.Millisecond)
 	_, unleased := run("unleased", -1)
@@ -114,8 +115,8 @@ func TestLeaseSizeFollowsDemand(t *testing.T) {
 // A node that stops asking hands its lease back, and a token of a request
 // that never ran returns to the lease.
 func TestLeaseHandedBackWhenIdle(t *testing.T) {
-	r := startRedis(t)
-	c := newCluster(t, testOptions(r.addr, "idle", nil))
+	r := redistest.Start(t)
+	c := newCluster(t, testOptions(r.Addr(), "idle", nil))
 	l := newLimit(t, c, LimitSpec{Name: "idle", Rate: 1000, Burst: 1000})
 	cl := newClient()
 	d := cl.take(t, l)
@@ -132,7 +133,7 @@ func TestLeaseHandedBackWhenIdle(t *testing.T) {
 	})
 	// The cluster bucket got them back: an idle node leaves it full.
 	waitFor(t, 5*time.Second, "the bucket to be full again", func() bool {
-		n, err := r.do("EXISTS", "test:idle").AsInt64()
+		n, err := r.Do("EXISTS", "test:idle").AsInt64()
 		return err == nil && n == 0
 	})
 }
@@ -140,8 +141,8 @@ func TestLeaseHandedBackWhenIdle(t *testing.T) {
 // A request served from the lease allocates nothing.
 func TestTakeFromLeaseAllocs(t *testing.T) {
 	pooltest.SkipAllocsUnderRace(t)
-	r := startRedis(t)
-	opt := testOptions(r.addr, "allocs", nil)
+	r := redistest.Start(t)
+	opt := testOptions(r.Addr(), "allocs", nil)
 	opt.manual = true
 	c := newCluster(t, opt)
 	l := newLimit(t, c, LimitSpec{Name: "allocs", Rate: 1000, Burst: 100})
@@ -157,8 +158,8 @@ func TestTakeFromLeaseAllocs(t *testing.T) {
 }
 
 func BenchmarkTakeFromLease(b *testing.B) {
-	r := startRedis(b)
-	opt := testOptions(r.addr, "bench", nil)
+	r := redistest.Start(b)
+	opt := testOptions(r.Addr(), "bench", nil)
 	opt.manual = true
 	c := newCluster(b, opt)
 	l := newLimit(b, c, LimitSpec{Name: "bench", Rate: 1000, Burst: 100})

@@ -4,28 +4,30 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 )
 
 // Heartbeats keep the live nodes in the sorted set and trim the ones that
 // stopped; a node that closes leaves at once. Nothing enumerates keys.
 func TestMembershipTrimsStaleNodes(t *testing.T) {
-	r := startRedis(t)
+	r := redistest.Start(t)
 	nowMS := serverMicros(t, r) / 1000
 	// A node that stopped beating ten minutes ago, and one beating now.
-	if err := r.do("ZADD", "test:nodes", strconv.FormatInt(nowMS-600_000, 10), "gone",
+	if err := r.Do("ZADD", "test:nodes", strconv.FormatInt(nowMS-600_000, 10), "gone",
 		strconv.FormatInt(nowMS, 10), "other").Error(); err != nil {
 		t.Fatal(err)
 	}
-	a := newCluster(t, testOptions(r.addr, "a", nil))
-	b := newCluster(t, testOptions(r.addr, "b", nil))
+	a := newCluster(t, testOptions(r.Addr(), "a", nil))
+	b := newCluster(t, testOptions(r.Addr(), "b", nil))
 	waitFor(t, 3*time.Second, "both nodes to count a, b and other", func() bool {
 		return a.Status().LiveNodes == 3 && b.Status().LiveNodes == 3
 	})
-	members, err := r.do("ZRANGE", "test:nodes", "0", "-1").AsStrSlice()
+	members, err := r.Do("ZRANGE", "test:nodes", "0", "-1").AsStrSlice()
 	if err != nil || len(members) != 3 || members[0] == "gone" {
 		t.Fatalf("members %v (%v), want a, b and other without gone", members, err)
 	}
-	if pttl, _ := r.do("PTTL", "test:nodes").AsInt64(); pttl <= 0 || pttl > 1000 {
+	if pttl, _ := r.Do("PTTL", "test:nodes").AsInt64(); pttl <= 0 || pttl > 1000 {
 		t.Fatalf("the set's PTTL is %d ms, want at most the member TTL", pttl)
 	}
 
@@ -35,7 +37,7 @@ func TestMembershipTrimsStaleNodes(t *testing.T) {
 	if s := a.Status(); s.EffectiveNodes != 1 || s.LiveAge < 0 || s.LiveAge > time.Second {
 		t.Fatalf("status %+v", s)
 	}
-	if n := r.commandCalls("keys", "scan"); n != 0 {
+	if n := r.CommandCalls("keys", "scan"); n != 0 {
 		t.Fatalf("Redis ran KEYS or SCAN %d times", n)
 	}
 }
@@ -44,8 +46,8 @@ func TestMembershipTrimsStaleNodes(t *testing.T) {
 // Redis has been unreachable for longer than LiveMaxAge the fallback count
 // takes over, and the shadow quota follows.
 func TestEffectiveNodesFallBackWhenStale(t *testing.T) {
-	r := startRedis(t)
-	n := newFakeNode(t, r.addr, func(o *Options) {
+	r := redistest.Start(t)
+	n := newFakeNode(t, r.Addr(), func(o *Options) {
 		o.FallbackNodes = 5
 		o.LiveMaxAge = 2 * time.Second
 	})
@@ -54,12 +56,12 @@ func TestEffectiveNodesFallBackWhenStale(t *testing.T) {
 		t.Fatalf("after the first heartbeat: live %d, effective %d, want 1 and 1", s.LiveNodes, s.EffectiveNodes)
 	}
 	nowMS := serverMicros(t, r) / 1000
-	r.do("ZADD", "test:nodes", strconv.FormatInt(nowMS, 10), "x", strconv.FormatInt(nowMS, 10), "y")
+	r.Do("ZADD", "test:nodes", strconv.FormatInt(nowMS, 10), "x", strconv.FormatInt(nowMS, 10), "y")
 	n.advance(time.Second)
 	if s := n.c.Status(); s.LiveNodes != 3 || s.EffectiveNodes != 3 || !near(s.Limits[0].ShadowRate, 200) {
 		t.Fatalf("with 3 live: %+v", s)
 	}
-	r.kill()
+	r.Kill()
 	n.until("Redis marked down", func() bool { return n.c.Health() == Down })
 	if s := n.c.Status(); s.EffectiveNodes != 3 || !near(l.Status().Quota, 200) {
 		t.Fatalf("just after Redis went down the last live count holds: %+v", s)

@@ -3,6 +3,8 @@ package cluster
 import (
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 )
 
 const second = int64(time.Second)
@@ -64,15 +66,15 @@ func (n *fakeNode) allowedOver(l *Limit, d time.Duration, perSecond int64) int64
 // full rate after (rate - shadow) / (rate / 10) seconds. The lease is
 // stocked so that Redis never says no and only the cap decides.
 func TestRampRaisesQuotaGradually(t *testing.T) {
-	r := startRedis(t)
-	n := newFakeNode(t, r.addr, func(o *Options) { o.MinNodes = 4 })
+	r := redistest.Start(t)
+	n := newFakeNode(t, r.Addr(), func(o *Options) { o.MinNodes = 4 })
 	l := newLimit(t, n.c, LimitSpec{Name: "ramp", Rate: 1000, Burst: 100})
 	n.advance(time.Second)
 	if got := l.Status().ShadowRate; got != 250 {
 		t.Fatalf("shadow rate %v, want 1000 / 4 nodes", got)
 	}
 
-	r.kill()
+	r.Kill()
 	n.until("Redis marked down", func() bool { return n.c.Health() == Down })
 	l.held.Store(0)
 	down := n.allowedOver(l, time.Second, 2000)
@@ -80,7 +82,7 @@ func TestRampRaisesQuotaGradually(t *testing.T) {
 		t.Fatalf("down: %d allowed in a second, want the shadow quota, 250 (+25 burst)", down)
 	}
 
-	r.start()
+	r.Restart()
 	n.until("Redis back up", func() bool { return n.c.Health() == Up })
 	l.held.Store(1 << 40) // Redis's side of every decision is a yes
 	var perSecond []int64
@@ -115,13 +117,13 @@ func TestRampRaisesQuotaGradually(t *testing.T) {
 
 // Quota reads the same cap Take applies.
 func TestRampQuotaInStatus(t *testing.T) {
-	r := startRedis(t)
-	n := newFakeNode(t, r.addr, func(o *Options) { o.MinNodes = 4 })
+	r := redistest.Start(t)
+	n := newFakeNode(t, r.Addr(), func(o *Options) { o.MinNodes = 4 })
 	l := newLimit(t, n.c, LimitSpec{Name: "q", Rate: 1000, Burst: 100})
 	n.advance(time.Second)
-	r.kill()
+	r.Kill()
 	n.until("Redis marked down", func() bool { return n.c.Health() == Down })
-	r.start()
+	r.Restart()
 	n.until("Redis back up", func() bool { return n.c.Health() == Up })
 	rs := n.c.rampStart.Load()
 	for _, c := range []struct {

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 )
 
 // acquire runs one raw acquire and waits for its result.
@@ -21,9 +23,9 @@ func acquire(t *testing.T, l *Limit, n int64) Result {
 }
 
 // serverMicros reads Redis's clock.
-func serverMicros(t *testing.T, r *redisServer) int64 {
+func serverMicros(t *testing.T, r *redistest.Server) int64 {
 	t.Helper()
-	tm, err := r.do("TIME").AsStrSlice()
+	tm, err := r.Do("TIME").AsStrSlice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +39,8 @@ func serverMicros(t *testing.T, r *redisServer) int64 {
 // expiry at the moment the bucket is full again, and says how long the
 // rest would take.
 func TestAcquireScriptGrantsAtMostN(t *testing.T) {
-	r := startRedis(t)
-	c := newCluster(t, testOptions(r.addr, "a", nil))
+	r := redistest.Start(t)
+	c := newCluster(t, testOptions(r.Addr(), "a", nil))
 	l := newLimit(t, c, LimitSpec{Name: "script", Rate: 10, Burst: 10, LeaseWindow: -1}) // 100 ms a token
 
 	before := serverMicros(t, r)
@@ -64,14 +66,14 @@ func TestAcquireScriptGrantsAtMostN(t *testing.T) {
 	}
 
 	// The TAT is 10 tokens (1 s) past the server's time of the first call.
-	tat, err := r.do("GET", "test:script").AsInt64()
+	tat, err := r.Do("GET", "test:script").AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tat < before+1_000_000 || tat > after+1_000_000 {
 		t.Fatalf("stored TAT %d, want server time + 1s within [%d, %d]", tat, before+1_000_000, after+1_000_000)
 	}
-	pttl, _ := r.do("PTTL", "test:script").AsInt64()
+	pttl, _ := r.Do("PTTL", "test:script").AsInt64()
 	if pttl <= 0 || pttl > 1000 {
 		t.Fatalf("PTTL %d ms, want (0, 1000]: the key expires when the bucket is full", pttl)
 	}
@@ -79,7 +81,7 @@ func TestAcquireScriptGrantsAtMostN(t *testing.T) {
 	// Handing 3 back moves the TAT back 300 ms.
 	cl := c.client.Load()
 	l.giveBack(cl, 3)
-	back, _ := r.do("GET", "test:script").AsInt64()
+	back, _ := r.Do("GET", "test:script").AsInt64()
 	if back != tat-300_000 || l.returned.Load() != 3 {
 		t.Fatalf("after handing 3 back: TAT %d, want %d; returned %d", back, tat-300_000, l.returned.Load())
 	}
@@ -91,18 +93,18 @@ func TestAcquireScriptGrantsAtMostN(t *testing.T) {
 // After Redis loses its script cache the call falls back from EVALSHA to
 // EVAL and still works.
 func TestAcquireScriptSurvivesScriptFlush(t *testing.T) {
-	r := startRedis(t)
-	c := newCluster(t, testOptions(r.addr, "a", nil))
+	r := redistest.Start(t)
+	c := newCluster(t, testOptions(r.Addr(), "a", nil))
 	l := newLimit(t, c, LimitSpec{Name: "flush", Rate: 100, Burst: 5, LeaseWindow: -1})
 	acquire(t, l, 1)
-	evals := r.commandCalls("eval")
-	if err := r.do("SCRIPT", "FLUSH").Error(); err != nil {
+	evals := r.CommandCalls("eval")
+	if err := r.Do("SCRIPT", "FLUSH").Error(); err != nil {
 		t.Fatal(err)
 	}
 	if got := acquire(t, l, 1); got.Granted != 1 {
 		t.Fatalf("after SCRIPT FLUSH: %+v", got)
 	}
-	if r.commandCalls("eval") <= evals {
+	if r.CommandCalls("eval") <= evals {
 		t.Fatal("no EVAL after the script cache was flushed")
 	}
 	if got := acquire(t, l, 1); got.Granted != 1 || c.Health() != Up {
