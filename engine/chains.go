@@ -11,6 +11,7 @@ import (
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
 // chainBuilder holds what every route's chain shares: what each filter's
@@ -30,6 +31,7 @@ type chainBuilder struct {
 	// list every ip_access filter checks.
 	verifier *auth.Verifier
 	bans     *access.Bans
+	limits   *limiter.Store // rate-limit state: buckets, key tables, the Redis cluster
 }
 
 // maxBans bounds the runtime ban list.
@@ -37,8 +39,9 @@ const maxBans = 100_000
 
 func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, reg *registry) (*chainBuilder, error) {
 	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, trusted: cfg.TrustedPrefixes(),
-		shared: map[string]any{}, bans: access.NewBans(maxBans), reg: reg}
+		shared: map[string]any{}, bans: access.NewBans(maxBans), limits: limiter.NewStore(), reg: reg}
 	b.services.Provide(b.bans)
+	b.services.Provide(b.limits)
 	for _, f := range filters.Registered() {
 		if f.Prepare == nil {
 			continue

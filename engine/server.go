@@ -16,6 +16,7 @@ import (
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
 )
@@ -43,6 +44,7 @@ type Server struct {
 
 	verifier *auth.Verifier // token revocation, for the control plane
 	bans     *access.Bans   // runtime IP bans, for the control plane
+	limits   *limiter.Store // rate-limit state and status, for the control plane
 
 	metrics     *registry        // every metric object, by stable name
 	nodeMetrics [][]*nodeMetrics // by group, then node, as in groups
@@ -54,6 +56,9 @@ func (s *Server) Verifier() *auth.Verifier { return s.verifier }
 
 // Bans is the runtime IP ban list that every ip_access filter checks.
 func (s *Server) Bans() *access.Bans { return s.bans }
+
+// Limits is the rate limits' state: Status, the GET /limits handler.
+func (s *Server) Limits() *limiter.Store { return s.limits }
 
 // New validates nothing itself (config.Parse already did) and prepares a
 // server for cfg.
@@ -73,7 +78,7 @@ func New(cfg *config.Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + listen, booted: make(chan struct{}),
 		stopped:  make(chan struct{}),
-		verifier: chains.verifier, bans: chains.bans,
+		verifier: chains.verifier, bans: chains.bans, limits: chains.limits,
 		metrics: reg, metricSet: metrics.NewSet()}
 	s.snap.Store(snap)
 	for _, g := range s.groups {
@@ -84,6 +89,7 @@ func New(cfg *config.Config) (*Server, error) {
 		s.nodeMetrics = append(s.nodeMetrics, ms)
 	}
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
+	s.metricSet.RegisterMetricsWriter(s.limits.WriteMetrics)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = &loop{srv: s, index: i}
@@ -108,6 +114,7 @@ func resolveListen(addr string) (string, error) {
 // Run serves until Shutdown. It returns after every loop has stopped.
 func (s *Server) Run() error {
 	defer close(s.stopped)
+	defer s.limits.Close() // the Redis workers and the key sweeper stop with the loops
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)

@@ -5,7 +5,8 @@
 package builtin
 
 import (
-	_ "github.com/loopgate/loopgate/filters/access"    // ip_access, limits
-	_ "github.com/loopgate/loopgate/filters/auth"      // auth, external_auth
-	_ "github.com/loopgate/loopgate/filters/transform" // request_id, headers, rewrite, gray, hash, forwarded
+	_ "github.com/loopgate/loopgate/filters/access"            // ip_access, limits
+	_ "github.com/loopgate/loopgate/filters/auth"              // auth, external_auth
+	_ "github.com/loopgate/loopgate/filters/ratelimit/limiter" // rate_limit
+	_ "github.com/loopgate/loopgate/filters/transform"         // request_id, headers, rewrite, gray, hash, forwarded
 )
