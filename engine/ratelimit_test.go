@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,64 +57,70 @@ routes:
 	expectError(t, resp, body, 429, 42902)
 }
 
-// hammerResult counts the statuses a load run got.
-type hammerResult struct {
-	statuses map[int]int
-	errs     int
-	elapsed  time.Duration
+// counts are the outcomes of a load run so far.
+type counts struct {
+	ok, limited, other, errs int64
+	at                       time.Time
 }
 
-func (h hammerResult) total() int {
-	n := 0
-	for _, c := range h.statuses {
-		n += c
-	}
-	return n
+func (c counts) total() int64 { return c.ok + c.limited + c.other }
+
+// minus is what happened between earlier and c.
+func (c counts) minus(earlier counts) counts {
+	return counts{c.ok - earlier.ok, c.limited - earlier.limited, c.other - earlier.other, c.errs - earlier.errs, c.at}
 }
 
-// hammer sends GET path from clients keep-alive connections to each of
-// addrs, each at most one request a millisecond (so a few clients offer
-// far more than the limits under test, without spending the shared CPU
-// on refusals), for about d, and counts the statuses.
-// header, when set, gives client i's extra header line. It never fails the
-// test, so it runs off the test goroutine; the caller judges errs.
-func hammer(addrs []string, clients int, d time.Duration, path string, header func(i int) string) hammerResult {
-	var mu sync.Mutex
-	res := hammerResult{statuses: map[int]int{}}
-	var wg sync.WaitGroup
-	stop := make(chan struct{})
-	start := time.Now()
+// load is keep-alive clients sending GETs until stopped, each at most one
+// request a millisecond: a few of them offer far more than the limits
+// under test, without spending the shared CPU on refusals.
+type load struct {
+	ok, limited, other, errs atomic.Int64
+	start                    time.Time
+	stop                     chan struct{}
+	wg                       sync.WaitGroup
+}
+
+// startLoad starts clients connections to each of addrs sending GET path;
+// header, when set, gives client i's extra header line. The clients never
+// fail the test: the caller judges the counts.
+func startLoad(addrs []string, clients int, path string, header func(i int) string) *load {
+	l := &load{start: time.Now(), stop: make(chan struct{})}
 	for _, addr := range addrs {
 		for i := range clients {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				counts, errs := hammerOne(addr, path, header, i, stop)
-				mu.Lock()
-				for s, n := range counts {
-					res.statuses[s] += n
-				}
-				res.errs += errs
-				mu.Unlock()
-			}()
+			req := "GET " + path + " HTTP/1.1\r\nHost: test\r\n"
+			if header != nil {
+				req += header(i)
+			}
+			l.wg.Add(1)
+			go l.client(addr, req+"\r\n")
 		}
 	}
-	time.Sleep(d) // the load's length, not synchronisation
-	close(stop)
-	res.elapsed = time.Since(start)
-	wg.Wait()
-	return res
+	return l
 }
 
-// hammerOne is one keep-alive client of hammer; it redials after an error.
-func hammerOne(addr, path string, header func(int) string, i int, stop chan struct{}) (map[int]int, int) {
-	counts := map[int]int{}
-	errs := 0
-	req := "GET " + path + " HTTP/1.1\r\nHost: test\r\n"
-	if header != nil {
-		req += header(i)
-	}
-	req += "\r\n"
+// snapshot reads the counts so far.
+func (l *load) snapshot() counts {
+	return counts{l.ok.Load(), l.limited.Load(), l.other.Load(), l.errs.Load(), time.Now()}
+}
+
+// finish stops the clients and returns the counts and how long they ran.
+func (l *load) finish() (counts, time.Duration) {
+	close(l.stop)
+	elapsed := time.Since(l.start)
+	l.wg.Wait()
+	return l.snapshot(), elapsed
+}
+
+// hammer runs a load for d and returns its counts and length.
+func hammer(addrs []string, clients int, d time.Duration, path string) (counts, time.Duration) {
+	l := startLoad(addrs, clients, path, nil)
+	time.Sleep(d) // the load's length, not synchronisation
+	return l.finish()
+}
+
+// client is one keep-alive client of a load; it redials after an error.
+func (l *load) client(addr, req string) {
+	defer l.wg.Done()
 	var c net.Conn
 	var br *bufio.Reader
 	defer func() {
@@ -123,27 +130,33 @@ func hammerOne(addr, path string, header func(int) string, i int, stop chan stru
 	}()
 	for {
 		select {
-		case <-stop:
-			return counts, errs
+		case <-l.stop:
+			return
 		default:
 		}
 		if c == nil {
 			var err error
 			if c, err = net.DialTimeout("tcp", addr, 5*time.Second); err != nil {
-				errs++
+				l.errs.Add(1)
 				continue
 			}
 			br = bufio.NewReader(c)
 		}
 		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		resp, err := writeAndRead(c, br, req)
-		if err != nil {
-			errs++
+		status, err := writeAndRead(c, br, req)
+		switch {
+		case err != nil:
+			l.errs.Add(1)
 			c.Close()
 			c = nil
 			continue
+		case status == 200:
+			l.ok.Add(1)
+		case status == 429:
+			l.limited.Add(1)
+		default:
+			l.other.Add(1)
 		}
-		counts[resp]++
 		time.Sleep(time.Millisecond) // pacing, not synchronisation
 	}
 }
@@ -164,15 +177,15 @@ func writeAndRead(c net.Conn, br *bufio.Reader, req string) (int, error) {
 // expectAdmitted requires a load run to have got only 200s and 429s, more
 // of them offered than the limit admits, and admitted within 10 % of
 // rate·elapsed + burst.
-func expectAdmitted(t *testing.T, res hammerResult, rate, burst float64) {
+func expectAdmitted(t *testing.T, res counts, elapsed time.Duration, rate, burst float64) {
 	t.Helper()
-	admitted, refused := res.statuses[200], res.statuses[429]
-	if other := res.total() - admitted - refused; other != 0 || res.errs != 0 {
-		t.Fatalf("statuses %v and %d errors: want only 200 and 429", res.statuses, res.errs)
+	admitted, refused := res.ok, res.limited
+	if res.other != 0 || res.errs != 0 {
+		t.Fatalf("%+v: want only 200 and 429, and no errors", res)
 	}
-	want := rate*res.elapsed.Seconds() + burst
+	want := rate*elapsed.Seconds() + burst
 	t.Logf("admitted %d in %v (%.1f/s), refused %d; want %.0f ± 10%%",
-		admitted, res.elapsed.Round(time.Millisecond), float64(admitted)/res.elapsed.Seconds(), refused, want)
+		admitted, elapsed.Round(time.Millisecond), float64(admitted)/elapsed.Seconds(), refused, want)
 	if refused < admitted {
 		t.Fatalf("offered %d, admitted %d: the load was not well above the limit", res.total(), admitted)
 	}
@@ -194,11 +207,11 @@ routes:
     upstream: backend
     rate_limits: [{key: route, rate: 100, burst: 10}]
 `, up)
-	res := hammer([]string{g.addr}, 4, 5*time.Second, "/a", nil)
-	expectAdmitted(t, res, rate, burst)
+	res, elapsed := hammer([]string{g.addr}, 4, 5*time.Second, "/a")
+	expectAdmitted(t, res, elapsed, rate, burst)
 	st := findLimit(t, g, "api/route", "local")
-	if st.Grants != uint64(res.statuses[200]) || st.Rejections != uint64(res.statuses[429]) {
-		t.Fatalf("status counts %d grants, %d rejections; the clients saw %v", st.Grants, st.Rejections, res.statuses)
+	if st.Grants != uint64(res.ok) || st.Rejections != uint64(res.limited) {
+		t.Fatalf("status counts %d grants, %d rejections; the clients saw %+v", st.Grants, st.Rejections, res)
 	}
 }
 

@@ -38,9 +38,11 @@ type localLimit struct {
 	rate  []byte // X-RateLimit-Limit
 }
 
-// remoteLimit is one cluster limit.
+// remoteLimit is one cluster limit. st holds lim's state in the Store
+// alive: the Store only keeps it while a compiled filter does.
 type remoteLimit struct {
 	lim  *cluster.Limit
+	st   *state
 	rate []byte
 }
 
@@ -103,7 +105,7 @@ func newFilter(b *filters.Build) (filters.Filter, error) {
 			if err != nil {
 				return nil, err
 			}
-			f.remote = append(f.remote, remoteLimit{lim: st.remote, rate: rate})
+			f.remote = append(f.remote, remoteLimit{lim: st.remote, st: st, rate: rate})
 			continue
 		}
 		maxKeys := g.RateLimit.MaxKeys

@@ -122,18 +122,46 @@ func (s *Server) Do(args ...string) rueidis.RedisResult {
 // with the server.
 func (s *Server) CommandCalls(cmds ...string) int64 {
 	s.t.Helper()
-	info, err := s.Do("INFO", "commandstats").ToString()
-	if err != nil {
-		s.t.Fatal(err)
-	}
 	var total int64
-	for _, line := range strings.Split(info, "\r\n") {
-		for _, cmd := range cmds {
-			if rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":calls="); ok {
-				n, _ := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
+	for cmd, n := range s.commandStats() {
+		for _, c := range cmds {
+			if cmd == c {
 				total += n
 			}
 		}
 	}
 	return total
+}
+
+// AllCommandCalls reads how many commands Redis ran in all, from INFO
+// commandstats, less the INFO commands that read it.
+func (s *Server) AllCommandCalls() int64 {
+	s.t.Helper()
+	var total int64
+	for cmd, n := range s.commandStats() {
+		if cmd != "info" {
+			total += n
+		}
+	}
+	return total
+}
+
+// commandStats reads INFO commandstats: calls by command name.
+func (s *Server) commandStats() map[string]int64 {
+	s.t.Helper()
+	info, err := s.Do("INFO", "commandstats").ToString()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	stats := map[string]int64{}
+	for _, line := range strings.Split(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_")
+		name, calls, found := strings.Cut(rest, ":calls=")
+		if !ok || !found {
+			continue
+		}
+		n, _ := strconv.ParseInt(calls[:strings.IndexByte(calls, ',')], 10, 64)
+		stats[name] = n
+	}
+	return stats
 }
