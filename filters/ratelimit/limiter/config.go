@@ -148,6 +148,9 @@ type Limit struct {
 	// names it), route (one for the route), ip (the client IP), user (the
 	// authenticated subject), tenant (auth's tenant, else the tenant
 	// header) or header:<Name> (that request header's value). Required.
+	// Requests without a value for their key (no user: the route runs no
+	// auth, or the request is anonymous; no such header) share the bucket
+	// of the empty key.
 	Key string `yaml:"key"`
 	// Rate is the sustained rate, in requests a second; fractions allowed
 	// (0.5 is one every 2 s). Required.

@@ -209,9 +209,6 @@ func (l *Limit) validate(c *filters.Check, at string, g *Global) {
 		c.Add(at+".key", "unknown key %q (want %s)", l.Key, keyForms)
 	}
 	l.key = key
-	if ok && key.kind == keyUser && !c.RouteSetsIdentity() {
-		c.Add(at+".key", "user counts the authenticated subject, but the route runs neither auth nor external_auth")
-	}
 	rateOK := l.Rate > 0 && !math.IsInf(l.Rate, 0)
 	if !rateOK {
 		c.Add(at+".rate", "must be a positive number of requests a second, got %v", l.Rate)

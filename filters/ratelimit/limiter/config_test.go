@@ -1,0 +1,127 @@
+package limiter_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// The config shape of issue 8 parses, compiles and takes its defaults.
+func TestConfigIssueShape(t *testing.T) {
+	cfg := parse(t, `
+redis:
+  addrs: ["127.0.0.1:1"]
+cluster:
+  fallback_nodes: 3
+  min_nodes: 1
+routes:
+  - id: api
+    prefix: /api/
+    upstream: backend
+    rate_limits:
+      - {key: global, rate: 1000, burst: 100, scope: cluster}
+      - {key: ip, rate: 50, burst: 20}
+      - {key: "header:X-Tenant-Id", rate: 200, burst: 50}
+      - {key: user, rate: 100, burst: 100, on_redis_failure: shadow}
+      - {key: route, rate: 2.5}
+`)
+	if got := strings.Join(cfg.Chain(&cfg.Routes[0]), ","); !strings.Contains(got, "rate_limit") {
+		t.Fatalf("chain %s lacks rate_limit", got)
+	}
+	// Compiling starts the cluster: Redis is not there, so it starts down
+	// and the limit runs on its shadow quota of 1000 / 3.
+	store := newStore(t)
+	mustCompile(t, cfg, store)
+	st := store.Status()
+	if st.Cluster == nil || st.Cluster.Redis != "down" || st.Cluster.EffectiveNodes != 3 {
+		t.Fatalf("cluster status %+v", st.Cluster)
+	}
+	want := map[string]string{ // scope/name -> rate/burst/quota
+		"cluster/global":               "1000/100/333.3333333333333",
+		"local/api/ip":                 "50/20/50",
+		"local/api/header:x-tenant-id": "200/50/200",
+		"local/api/user":               "100/100/100",
+		"local/api/route":              "2.5/3/2.5", // burst: the rate rounded up
+	}
+	for _, l := range st.Limits {
+		got := strings.Join([]string{ftoa(l.Rate), itoa(l.Burst), ftoa(l.Quota)}, "/")
+		if w := want[l.Scope+"/"+l.Name]; got != w {
+			t.Errorf("%s %s: rate/burst/quota %s, want %s", l.Scope, l.Name, got, w)
+		}
+		delete(want, l.Scope+"/"+l.Name)
+	}
+	if len(want) != 0 {
+		t.Errorf("missing from the status: %v", want)
+	}
+}
+
+// Every bad option is refused with its path and line.
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: globall, rate: 1}]}]`,
+			`line 3: routes[0] (id "a").rate_limits[0].key: unknown key "globall" (want global, route, ip, user, tenant or "header:<Name>")`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{rate: 1}]}]`,
+			`rate_limits[0].key: missing`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: "header:X Y", rate: 1}]}]`,
+			`rate_limits[0].key: "header:X Y": "X Y" is not a valid header name`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 0}]}]`,
+			`rate_limits[0].rate: must be a positive number of requests a second, got 0`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1, burst: -1}]}]`,
+			`rate_limits[0].burst: must be at least 1, got -1`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1, scope: region}]}]`,
+			`rate_limits[0].scope: unknown scope "region" (want local or cluster)`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1, on_redis_failure: maybe}]}]`,
+			`rate_limits[0].on_redis_failure: unknown mode "maybe" (want shadow, open or closed)`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: global, rate: 1, scope: cluster}]}]`,
+			`rate_limits[0].scope: cluster needs the top-level redis section`},
+		{"redis: {addrs: [\"127.0.0.1:1\"]}\nroutes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1, scope: cluster}]}]",
+			`rate_limits[0].scope: cluster is for the global and route keys`},
+		{"redis: {addrs: [\"127.0.0.1:1\"]}\nroutes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: route, rate: 2000000, scope: cluster}]}]",
+			`rate_limits[0].rate: 2e+06 is above 1000000`},
+		{"redis: {addrs: [\"127.0.0.1:1\"]}\nroutes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: route, rate: 1, scope: cluster, lease_window: -1s}]}]",
+			`rate_limits[0].lease_window: must not be negative`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1, lease_window: 1s}]}]`,
+			`rate_limits[0].lease_window: set, but leases are for scope: cluster`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: route, rate: 1, max_keys: 10}]}]`,
+			`rate_limits[0].max_keys: set, but only a local ip, user, tenant or header key keeps a table of keys`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1, max_keys: 100000000}]}]`,
+			`rate_limits[0].max_keys: must be in [1, 16777216], got 100000000`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1}, {key: ip, rate: 2}]}]`,
+			`rate_limits[1]: key ip with scope local is also rate_limits[0]; one limit per key and scope`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1e-12, burst: 1000000000}]}]`,
+			`rate_limits[0]: rate 1e-12 with burst 1000000000 spans too long`},
+		{`routes: [{id: a, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1, bursts: 2}]}]`,
+			`routes[0].rate_limits[0].bursts: unknown field`},
+		{"redis: {addrs: [localhost]}\n", `redis.addrs[0]: "localhost" is not host:port`},
+		{"redis: {}\n", `redis.addrs: missing`},
+		{"redis: {addrs: [\"r:6379\"], tls: {cert_file: /nonexistent}}\n", `redis.tls: cert_file and key_file go together`},
+		{"redis: {addrs: [\"r:6379\"], tls: {ca_file: /nonexistent/ca.pem}}\n", `redis.tls.ca_file: open /nonexistent/ca.pem`},
+		{"cluster: {member_ttl: 1s, heartbeat: 1s}\n", `cluster.member_ttl: 1s is under two heartbeats (1s)`},
+		{"cluster: {ramp_step: 2}\n", `cluster.ramp_step: must be in (0, 1], got 2`},
+		{"cluster: {node_id: \"a b\"}\n", `cluster.node_id: "a b" contains white space`},
+		{"cluster: {probe_min: 1s, probe_max: 100ms}\n", `cluster.probe_max: 100ms is below probe_min 1s`},
+		{"rate_limit: {tenant_header: \"X Y\"}\n", `rate_limit.tenant_header: "X Y" is not a valid header name`},
+		{"rate_limit: {key_idle: 10}\n", `rate_limit.key_idle`},
+	} {
+		if got := parseErr(t, tc.yaml); !strings.Contains(got, tc.want) {
+			t.Errorf("config\n%s\nerror:\n%s\nwant it to contain:\n%s", tc.yaml, got, tc.want)
+		}
+	}
+}
+
+// A global limit is one bucket for every route naming it: routes giving it
+// different figures are refused when the config compiles.
+func TestGlobalLimitStatedAlike(t *testing.T) {
+	cfg := parse(t, `
+routes:
+  - {id: a, path: /a, upstream: backend, rate_limits: [{key: global, rate: 10}]}
+  - {id: b, path: /b, upstream: backend, rate_limits: [{key: global, rate: 20}]}
+`)
+	_, err := compile(t, cfg, newStore(t), 1)
+	if err == nil || !strings.Contains(err.Error(), `the local global limit is one bucket for every route, but route "a" gives it rate 10, burst 10 and route "b" rate 20, burst 20`) {
+		t.Fatalf("compile error %v", err)
+	}
+}
+
+func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+func itoa(n int64) string   { return strconv.FormatInt(n, 10) }

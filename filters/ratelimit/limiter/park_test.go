@@ -1,0 +1,116 @@
+package limiter_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
+)
+
+// unleased is a route limit kept in the Redis at %s, a token every 100 s,
+// bursts of %d, with leasing off: every request asks Redis.
+const unleased = `
+redis: {addrs: [%q], call_timeout: 5s}
+cluster: {node_id: solo, probe_min: 50ms}
+routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: route, rate: 0.01, burst: %d, scope: cluster, lease_window: 0s%s}]}]
+`
+
+// A request parks while Redis answers, and the answer resumes it; the
+// request past the burst is refused with the limit's figures.
+func TestParkedRequestResumes(t *testing.T) {
+	r := redistest.Start(t)
+	store := newStore(t)
+	f := mustCompile(t, parse(t, fmt.Sprintf(unleased, r.Addr(), 1, "")), store)[0]
+	park := newFakeEngine()
+	run := func() (*filters.Exchange, filters.Verdict) {
+		x := exchange(t, "192.0.2.1", park)
+		v := f.Request(x)
+		if v == filters.Suspend {
+			v = (<-park.resumes)(x)
+		}
+		f.Done(x)
+		return x, v
+	}
+	if _, v := run(); v != filters.Continue {
+		t.Fatalf("first request: %v", v)
+	}
+	x, v := run()
+	if v != filters.Respond || x.Rejection.Status != 429 || x.Rejection.Code != 42902 {
+		t.Fatalf("second request: %v %+v", v, x.Rejection)
+	}
+	for name, want := range map[string]string{"X-RateLimit-Limit": "0.01", "X-RateLimit-Remaining": "0", "Retry-After": "100"} {
+		if got := string(x.Rejection.Header(name)); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if l := status(t, store, "api/route", "cluster"); l.Grants != 1 || l.Rejections != 1 {
+		t.Fatalf("status %+v", l)
+	}
+}
+
+// Redis answers a parked request, but the request ended first and the
+// engine drops the resume: Done gives the token back.
+func TestDroppedResumeGivesTokenBack(t *testing.T) {
+	r := redistest.Start(t)
+	store := newStore(t)
+	f := mustCompile(t, parse(t, fmt.Sprintf(unleased, r.Addr(), 1, "")), store)[0]
+	// Redis holds the call long enough for the request to park first.
+	if err := r.Do("CLIENT", "PAUSE", "200", "ALL").Error(); err != nil {
+		t.Fatal(err)
+	}
+	park := newFakeEngine()
+	x := exchange(t, "192.0.2.1", park)
+	if v := f.Request(x); v != filters.Suspend {
+		t.Fatalf("request: %v, want it parked", v)
+	}
+	<-park.resumes // the answer came; the request timed out meanwhile, so its resume is dropped
+	park.gen++
+	f.Done(x)
+	if l := status(t, store, "api/route", "cluster"); l.Grants != 1 || l.Lease.Held+int64(l.Lease.Returned) != 1 {
+		t.Fatalf("status %+v %+v: the token was not given back", l, l.Lease)
+	}
+	// The token is there for the next request.
+	x = exchange(t, "192.0.2.2", park)
+	v := f.Request(x)
+	if v == filters.Suspend {
+		v = (<-park.resumes)(x)
+	}
+	if v != filters.Continue {
+		t.Fatalf("next request: %v %+v", v, x.Rejection)
+	}
+}
+
+// While Redis is down a closed limit refuses with 503, code 50304; an open
+// one allows; a shadow one admits its shadow quota.
+func TestFailureModesWhileRedisDown(t *testing.T) {
+	r := redistest.Start(t)
+	addr := r.Addr()
+	r.Kill()
+	for _, tc := range []struct {
+		mode    string
+		allowed int
+	}{{"closed", 0}, {"open", 10}, {"shadow", 2}} {
+		store := newStore(t)
+		f := mustCompile(t, parse(t, fmt.Sprintf(unleased, addr, 2, ", on_redis_failure: "+tc.mode)), store)[0]
+		allowed := 0
+		for range 10 {
+			x := exchange(t, "192.0.2.1", nil)
+			switch v := f.Request(x); {
+			case v == filters.Continue:
+				allowed++
+			case tc.mode == "closed" && (x.Rejection.Status != 503 || x.Rejection.Code != 50304 || string(x.Rejection.Header("Retry-After")) != "1"):
+				t.Fatalf("closed: %v %+v", v, x.Rejection)
+			case tc.mode == "shadow" && x.Rejection.Code != 42902:
+				t.Fatalf("shadow: %v %+v", v, x.Rejection)
+			}
+		}
+		if allowed != tc.allowed {
+			t.Errorf("%s: %d of 10 allowed, want %d", tc.mode, allowed, tc.allowed)
+		}
+		l := status(t, store, "api/route", "cluster")
+		if l.Lease.OnRedisFailure != tc.mode || l.Lease.Degraded != 10 || tc.mode == "open" && !l.Unlimited {
+			t.Errorf("%s: status %+v %+v", tc.mode, l, l.Lease)
+		}
+	}
+}
