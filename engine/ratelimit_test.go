@@ -5,15 +5,18 @@ package engine_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
@@ -256,4 +259,39 @@ func findLimit(t *testing.T, g *gateway, name, scope string) limiter.LimitStatus
 	}
 	t.Fatalf("no %s limit %q in the status", scope, name)
 	return limiter.LimitStatus{}
+}
+
+// reloadLimits is a route limit whose burst is large against what its rate
+// admits in a few seconds, so a bucket a reload refilled would show; %s
+// is the backend, the last %s more routes.
+const reloadLimits = `
+upstreams: [{name: backend, nodes: ["%s"]}]
+routes:
+  - {id: api, prefix: /, upstream: backend, rate_limits: [{key: route, rate: 50, burst: 100}, {key: ip, rate: 50, burst: 100}]}
+%s`
+
+// A reload under load keeps every bucket: the clients at the limit get no
+// fresh burst, so the run admits rate·t + burst, not a burst more.
+func TestRateLimitReloadUnderLoadKeepsBuckets(t *testing.T) {
+	up := startRawUpstream(t, rawBenchUpstream)
+	g := startGateway(t, reloadLimits, up, "")
+	version := func(routes string) *config.Config {
+		cfg, err := config.Parse([]byte("loops: 2\nlisten: 127.0.0.1:0\nadmin: \"off\"\n" + fmt.Sprintf(reloadLimits, up, routes)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	if _, err := g.srv.Reload(version("")); err != nil && strings.Contains(err.Error(), "not implemented") {
+		t.Skip("engine.Server.Reload is not implemented on this base; filters/ratelimit/limiter's TestStoreKeepsBucketsAcrossCompiles covers the Store")
+	}
+	l := startLoad([]string{g.addr}, 2, "/a", nil)
+	time.Sleep(1500 * time.Millisecond) // load before the reload
+	if _, err := g.srv.Reload(version("  - {id: other, path: /other, upstream: backend}\n")); err != nil {
+		l.finish()
+		t.Fatalf("reload: %v", err)
+	}
+	time.Sleep(1500 * time.Millisecond) // load after it
+	res, elapsed := l.finish()
+	expectAdmitted(t, res, elapsed, 50, 100)
 }
