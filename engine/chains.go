@@ -14,7 +14,7 @@ import (
 )
 
 // chainBuilder holds what every route's chain shares: parsed lists, the
-// auth verifier and the ban list.
+// auth verifier, and the server-owned ban list, revocations and stats.
 type chainBuilder struct {
 	cfg                  *config.Config
 	loops                int
@@ -26,11 +26,10 @@ type chainBuilder struct {
 	reg                  *registry // where each route's filter stats live
 }
 
-// maxBans bounds the runtime ban list.
-const maxBans = 100_000
-
-func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, reg *registry) (*chainBuilder, error) {
-	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, orders: map[string]int{}, bans: access.NewBans(maxBans), reg: reg}
+// newChainBuilder takes the state that outlives a reload from kept (the
+// server's), so chains compiled for a new config share it.
+func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, kept *durable) (*chainBuilder, error) {
+	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, orders: map[string]int{}, bans: kept.bans, reg: kept.metrics}
 	for name, o := range config.DefaultFilterOrders {
 		b.orders[name] = o
 	}
@@ -47,7 +46,7 @@ func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, reg *
 	if b.deny, err = access.ParsePrefixes(cfg.IPDeny); err != nil {
 		return nil, fmt.Errorf("engine: ip_deny: %w", err)
 	}
-	if b.verifier, err = auth.NewVerifier(&cfg.Auth, loops); err != nil {
+	if b.verifier, err = auth.NewVerifier(&cfg.Auth, loops, kept.revoked); err != nil {
 		return nil, fmt.Errorf("engine: auth: %w", err)
 	}
 	return b, nil

@@ -67,7 +67,7 @@ func (ex *exchange) Do(x *filters.Exchange, r *filters.SubRequest, done func(*fi
 		s.deadlineReady = true
 	}
 	s.active, s.done, s.status = true, done, 0
-	p := ex.loop.up.Group(r.Group).Pick()
+	p := ex.snap.upstreams[r.Group].on(ex.loop).Pick(0)
 	head := pool.Get(256)
 	b := append(head.B, r.Method...)
 	b = append(b, ' ')
