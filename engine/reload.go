@@ -79,7 +79,8 @@ func (s *Server) Reload(cfg *config.Config) (string, error) {
 	}
 	c, err := s.Compile(cfg)
 	if err != nil {
-		return "", fmt.Errorf("engine: reload refused: %v; still serving config v%d", err, old.version)
+		return "", fmt.Errorf("engine: reload refused: %s; still serving config v%d",
+			strings.TrimPrefix(err.Error(), "engine: "), old.version)
 	}
 	v := s.apply(old, c)
 	return fmt.Sprintf("config v%d: %s", v, d.String()), nil

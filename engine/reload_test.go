@@ -363,6 +363,10 @@ routes:
 		t.Fatal(err)
 	}
 	g.srv.Verifier().Revoke(revoked, time.Time{})
+	resp, body := call("203.0.113.7", kept)
+	expectError(t, resp, body, 403, 40302)
+	resp, body = call("198.51.100.1", revoked)
+	expectError(t, resp, body, 401, 40102)
 	stats := func() float64 {
 		return scrapeMetrics(t, g.srv).get(t, `loopgate_filter_self_seconds_count{route="api",filter="ip_access"}`)
 	}
@@ -371,7 +375,7 @@ routes:
 	// Reload: the route changes (a tighter body limit), the filters and
 	// auth are rebuilt.
 	g.reload(t, cfg, up, ", limits: {max_body_bytes: 1MiB}")
-	resp, body := call("203.0.113.7", kept)
+	resp, body = call("203.0.113.7", kept)
 	expectError(t, resp, body, 403, 40302)
 	resp, body = call("198.51.100.1", revoked)
 	expectError(t, resp, body, 401, 40102)

@@ -116,9 +116,9 @@ type compileErrors []error
 func (e compileErrors) Error() string {
 	msgs := make([]string, len(e))
 	for i, err := range e {
-		msgs[i] = err.Error()
+		msgs[i] = strings.TrimPrefix(err.Error(), "engine: ")
 	}
-	return strings.Join(msgs, "; ")
+	return "engine: " + strings.Join(msgs, "; ")
 }
 
 func (e compileErrors) Unwrap() []error { return e }

@@ -109,6 +109,7 @@ type testLoop struct {
 	clock  *fakeClock
 	host   *testHost
 	l      *Loop
+	gc     *GroupConfig // the group the loop was built with
 	groups []*Group
 }
 
@@ -244,7 +245,7 @@ func newTestLoop(t *testing.T, pc PoolConfig, addrs ...string) *testLoop {
 	el := &fakeEL{tasks: make(chan gnet.Runnable, 16), enrolls: make(chan enrollment, 16)}
 	clock := &fakeClock{now: time.Now()}
 	host := &testHost{}
-	tl := &testLoop{t: t, el: el, clock: clock, host: host, l: NewLoop(el, host, clock, codec.Limits{}.WithDefaults())}
+	tl := &testLoop{t: t, el: el, clock: clock, host: host, gc: gc, l: NewLoop(el, host, clock, codec.Limits{}.WithDefaults())}
 	tl.groups = tl.l.Update([]*GroupConfig{gc})
 	t.Cleanup(func() {
 		for {
