@@ -290,7 +290,8 @@ func (s *Server) writeSeries(w io.Writer) {
 	type nodeSum struct {
 		connects, failures, resets, timeouts, exhausted, bad uint64
 		idle, active                                         int64
-		firstByte                                            loopstat.Sum
+		responses                                            [5]uint64
+		firstByte, duration                                  loopstat.Sum
 	}
 	ns := make([]nodeSum, len(nodes))
 	for i, m := range nodes {
@@ -306,6 +307,10 @@ func (s *Server) writeSeries(w io.Writer) {
 			n.idle += st.Idle.Load()
 			n.active += st.Active.Load()
 			n.firstByte.Add(&st.FirstByte)
+			n.duration.Add(&st.Duration)
+			for c := range st.Responses {
+				n.responses[c] += st.Responses[c].Load()
+			}
 		}
 	}
 	nodeCounter := func(name, help string, v func(*nodeSum) uint64) {
@@ -331,6 +336,19 @@ func (s *Server) writeSeries(w io.Writer) {
 	p.family("loopgate_upstream_first_byte_seconds", "histogram", "Time from a call's start (pool wait and connect included) to the node's first response head.")
 	for i, m := range nodes {
 		p.histogram("loopgate_upstream_first_byte_seconds", p.labels("upstream", m.Upstream, "node", m.Addr), &ns[i].firstByte)
+	}
+	p.family("loopgate_upstream_responses_total", "counter", "Final responses from the node, by status class.")
+	for i, m := range nodes {
+		for c, n := range ns[i].responses {
+			if c == 0 && n == 0 {
+				continue // final 1xx statuses do not happen
+			}
+			p.sample("loopgate_upstream_responses_total", p.labels("upstream", m.Upstream, "node", m.Addr, "code", classNames[c]), n)
+		}
+	}
+	p.family("loopgate_upstream_call_duration_seconds", "histogram", "Time from a call's start to its end (last response byte, or failure), for calls the node or a deadline ended.")
+	for i, m := range nodes {
+		p.histogram("loopgate_upstream_call_duration_seconds", p.labels("upstream", m.Upstream, "node", m.Addr), &ns[i].duration)
 	}
 
 	// Per filter.
