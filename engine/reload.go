@@ -5,11 +5,15 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/loopgate/loopgate/engine/config"
 )
+
+// errNotCompiledHere is Apply's answer to a Compiled from another server.
+var errNotCompiledHere = errors.New("engine: apply: the config was compiled for another server")
 
 // Compiled is a config compiled for one Server, ready for Apply.
 type Compiled struct {

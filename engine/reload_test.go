@@ -490,3 +490,41 @@ func loadClient(addr string, stop *atomic.Bool, requests, bad *atomic.Int64) err
 	}
 	return nil
 }
+
+// Compile and Apply are Reload's two halves: a Compiled changes nothing
+// until applied, Apply refuses fixed settings and another server's
+// Compiled, and versions count up by one per applied config.
+func TestCompileThenApply(t *testing.T) {
+	up := startUpstream(t, textHandler("up"))
+	g := startGateway(t, oneRoute, up)
+	other := startGateway(t, oneRoute, up)
+	next, err := g.srv.Compile(parseTestConfig(t, `
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: new, prefix: /new/, upstream: backend, response_headers: {set: {X-New: "1"}}}
+`, up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := g.client(t)
+	if resp, _ := cl.get("/new/x"); resp.Header.Get("X-New") != "" || g.srv.Version() != 1 {
+		t.Fatal("a compiled config serves before Apply")
+	}
+	if _, err := other.srv.Apply(next); err == nil {
+		t.Fatal("another server applied this server's Compiled")
+	}
+	fixed, err := g.srv.Compile(parseTestConfig(t, "pin: true\n"+oneRoute, up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.srv.Apply(fixed); err == nil || !strings.Contains(err.Error(), "pin false -> true") {
+		t.Fatalf("Apply of a changed pin: %v", err)
+	}
+	if v, err := g.srv.Apply(next); err != nil || v != 2 || g.srv.Version() != 2 {
+		t.Fatalf("Apply: version %d, %v", v, err)
+	}
+	if resp, _ := cl.get("/new/x"); resp.Header.Get("X-New") != "1" {
+		t.Fatal("the applied config does not serve")
+	}
+}

@@ -4,7 +4,6 @@
 package engine
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -222,6 +221,3 @@ func upstreamDefOf(u *config.Upstream, loops int, reg *registry) *upstreamDef {
 	d.group.Prepare()
 	return d
 }
-
-// errNotCompiledHere is Apply's answer to a Compiled from another server.
-var errNotCompiledHere = errors.New("engine: apply: the config was compiled for another server")

@@ -34,32 +34,32 @@ func TestUpdateReusesAndRetiresPools(t *testing.T) {
 	_, busyFC := tl.open()
 	leaveIdle.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 	c1.conn.Traffic() // c1 done: its connection is idle again
-	if r1.err != nil || leave.Open() != 2 || leave.Idle() != 1 {
-		t.Fatalf("leaving pool: err %v, %d open, %d idle", r1.err, leave.Open(), leave.Idle())
+	if r1.err != nil || leave.total != 2 || leave.Idle() != 1 {
+		t.Fatalf("leaving pool: err %v, %d open, %d idle", r1.err, leave.total, leave.Idle())
 	}
 
 	next := &GroupConfig{Name: "g", Pool: testPool, Nodes: []NodeConfig{tl.gc.Nodes[0], nodes("10.9.9.9:80")[0]}}
 	next.Pool.MaxIdle = 7
 	next.Prepare()
 	gs := tl.l.Update([]*GroupConfig{next})
-	if gs[0].Pools()[0] != stay || stay.cfg.MaxIdle != 7 || stay.Retired() || stayConn.closed || stay.Idle() != 1 {
+	if gs[0].Pools()[0] != stay || stay.cfg.MaxIdle != 7 || stay.retired || stayConn.closed || stay.Idle() != 1 {
 		t.Fatalf("kept node: same pool %v, max_idle %d, retired %v, its idle connection closed %v",
-			gs[0].Pools()[0] == stay, stay.cfg.MaxIdle, stay.Retired(), stayConn.closed)
+			gs[0].Pools()[0] == stay, stay.cfg.MaxIdle, stay.retired, stayConn.closed)
 	}
-	if !leave.Retired() || !leaveIdle.closed || leave.Open() != 1 {
-		t.Fatalf("removed node: retired %v, idle connection closed %v, %d open", leave.Retired(), leaveIdle.closed, leave.Open())
+	if !leave.retired || !leaveIdle.closed || leave.total != 1 {
+		t.Fatalf("removed node: retired %v, idle connection closed %v, %d open", leave.retired, leaveIdle.closed, leave.total)
 	}
 	// The busy connection finishes its call, then closes instead of idling.
 	busyFC.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 	c2.conn.Traffic()
-	if c2.State() != Done || !busyFC.closed || leave.Open() != 0 {
-		t.Fatalf("after the last call: state %s, closed %v, %d open", c2.State(), busyFC.closed, leave.Open())
+	if c2.State() != Done || !busyFC.closed || leave.total != 0 {
+		t.Fatalf("after the last call: state %s, closed %v, %d open", c2.State(), busyFC.closed, leave.total)
 	}
 	// A request of the older config may still use the retired pool: it
 	// gets a connection of its own, closed after it.
 	_, late := tl.exchange(leave)
-	if !late.closed || leave.Open() != 0 {
-		t.Fatalf("late call on a retired pool: connection closed %v, %d open", late.closed, leave.Open())
+	if !late.closed || leave.total != 0 {
+		t.Fatalf("late call on a retired pool: connection closed %v, %d open", late.closed, leave.total)
 	}
 	// Gauges of the node count back to zero.
 	if s := leave.node.Stats(0); s.Idle.Load() != 0 || s.Active.Load() != 0 {

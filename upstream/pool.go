@@ -70,12 +70,6 @@ func (p *Pool) retire() {
 	}
 }
 
-// Retired reports whether a reload took the pool out of service.
-func (p *Pool) Retired() bool { return p.retired }
-
-// Open returns the pool's connections: idle, active and dialing.
-func (p *Pool) Open() int { return p.total }
-
 // Idle returns how many connections wait in the free list.
 func (p *Pool) Idle() int { return len(p.idle) }
 
