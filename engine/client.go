@@ -169,7 +169,7 @@ func (cc *clientConn) serve() {
 		}
 		req := &l.req
 		req.Reset()
-		n, err := codec.ParseRequest(buf, req, &l.limits)
+		n, err := codec.ParseRequest(buf, req, &l.state.snap.limits)
 		if err != nil {
 			cc.reject(err)
 			return
@@ -318,7 +318,7 @@ func (cc *clientConn) writeBody(p []byte) bool {
 	}
 	l := cc.loop
 	was := cc.spool.Pending()
-	if err := cc.spool.Write(cc.gc, p, &l.spoolCfg, l.spoolBuf); err != nil || cc.peerGone {
+	if err := cc.spool.Write(cc.gc, p, cc.spoolConfig(), l.spoolBuf); err != nil || cc.peerGone {
 		cc.closeSoon()
 		return false
 	}
@@ -329,6 +329,15 @@ func (cc *clientConn) writeBody(p []byte) bool {
 		ex.bytesOut += int64(len(p))
 	}
 	return true
+}
+
+// spoolConfig is how the connection spools: by the running exchange's
+// snapshot, else the loop's.
+func (cc *clientConn) spoolConfig() *spool.Config {
+	if ex := cc.ex; ex != nil {
+		return &ex.snap.spool
+	}
+	return &cc.loop.state.snap.spool
 }
 
 // closeSoon closes after a failed write. The write may be this client's

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
@@ -34,12 +33,10 @@ type loop struct {
 	refresh gnet.Runnable
 
 	// state is the config version the loop runs (see current); the
-	// fields below that come from it (limits, spoolCfg, the scratch
-	// sizes) follow it.
+	// scratch sizes follow it.
 	state   *state
 	wheel   *wheel.Wheel
 	up      *upstream.Loop
-	limits  codec.Limits
 	req     codec.Request // scratch: the head being parsed
 	scratch []byte        // router lowercasing
 	out     []byte        // response heads and error bodies being built
@@ -50,7 +47,6 @@ type loop struct {
 	// bytes from the same upstream read; flushed before OnTraffic returns.
 	pendingHead *clientConn
 
-	spoolCfg spool.Config
 	spoolBuf []byte        // read buffer for moving spooled bytes back out
 	spooling []*clientConn // clients with spooled bytes, pumped every tick
 	pumping  []*clientConn // spare slice for pumpSpools
@@ -138,8 +134,6 @@ func (l *loop) adopt(st *state) {
 		snap.upstreams[i].loops[l.index] = g
 	}
 	l.up.SetLimits(snap.respLimits)
-	l.limits = snap.limits
-	l.spoolCfg = snap.spool
 	// A raw '\' grows to "%5C" when normalised: three bytes per URI byte
 	// at most, so normalising and matching never allocate.
 	if n := 3 * snap.limits.MaxURIBytes; cap(l.path) < n {
@@ -299,7 +293,7 @@ func (l *loop) pumpSpools() {
 			continue
 		}
 		before := cc.spool.Sent()
-		if err := cc.spool.Pump(cc.gc, &l.spoolCfg, l.spoolBuf); err != nil {
+		if err := cc.spool.Pump(cc.gc, cc.spoolConfig(), l.spoolBuf); err != nil {
 			cc.close()
 			continue
 		}

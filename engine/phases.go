@@ -191,7 +191,7 @@ func (ex *exchange) save() {
 	if ex.saved != nil {
 		return
 	}
-	cc, l := ex.cc, ex.loop
+	cc := ex.cc
 	head, _ := cc.gc.Peek(ex.headLen)
 	path, host := ex.fx.Req.Path, ex.fx.Req.Host
 	ex.saved = pool.Get(len(head) + len(path) + len(host))
@@ -199,7 +199,7 @@ func (ex *exchange) save() {
 	ex.saved.B = append(ex.saved.B, path...)
 	ex.saved.B = append(ex.saved.B, host...)
 	ex.req.Reset()
-	if _, err := codec.ParseRequest(ex.saved.B[:len(head)], &ex.req, &l.limits); err != nil {
+	if _, err := codec.ParseRequest(ex.saved.B[:len(head)], &ex.req, &ex.snap.limits); err != nil {
 		panic("engine: a parsed head failed to parse again: " + err.Error())
 	}
 	ex.req.Path = ex.saved.B[len(head) : len(head)+len(path)]
