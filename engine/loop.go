@@ -374,7 +374,10 @@ const maxFreeExchanges = 1024
 func (l *loop) putExchange(ex *exchange) {
 	ex.done()
 	ex.record()
-	ex.cc, ex.snap = nil, nil
+	// An exchange waiting in the free list holds no config version: after
+	// a reload, the old one (its chains, verifier caches, groups) goes as
+	// soon as no running exchange uses it.
+	ex.cc, ex.snap, ex.route, ex.chain = nil, nil, nil, nil
 	ex.parked = false
 	ex.suspendTimer.Stop()
 	ex.sub.abort()
