@@ -32,13 +32,13 @@ type chainBuilder struct {
 	bans     *access.Bans
 }
 
-// maxBans bounds the runtime ban list.
-const maxBans = 100_000
-
-func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, reg *registry) (*chainBuilder, error) {
+// newChainBuilder takes the state that outlives a reload from kept (the
+// server's), so chains compiled for a new config share it.
+func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, kept *durable) (*chainBuilder, error) {
 	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, trusted: cfg.TrustedPrefixes(),
-		shared: map[string]any{}, bans: access.NewBans(maxBans), reg: reg}
+		shared: map[string]any{}, bans: kept.bans, reg: kept.metrics}
 	b.services.Provide(b.bans)
+	b.services.Provide(kept.revoked)
 	for _, f := range filters.Registered() {
 		if f.Prepare == nil {
 			continue
