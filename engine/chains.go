@@ -11,7 +11,6 @@ import (
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
-	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
 // chainBuilder holds what every route's chain shares: what each filter's
@@ -31,17 +30,16 @@ type chainBuilder struct {
 	// list every ip_access filter checks.
 	verifier *auth.Verifier
 	bans     *access.Bans
-	limits   *limiter.Store // rate-limit state: buckets, key tables, the Redis cluster
 }
 
-// maxBans bounds the runtime ban list.
-const maxBans = 100_000
-
-func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, reg *registry) (*chainBuilder, error) {
+// newChainBuilder takes the state that outlives a reload from kept (the
+// server's), so chains compiled for a new config share it.
+func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, kept *durable) (*chainBuilder, error) {
 	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, trusted: cfg.TrustedPrefixes(),
-		shared: map[string]any{}, bans: access.NewBans(maxBans), limits: limiter.NewStore(), reg: reg}
+		shared: map[string]any{}, bans: kept.bans, reg: kept.metrics}
 	b.services.Provide(b.bans)
-	b.services.Provide(b.limits)
+	b.services.Provide(kept.revoked)
+	b.services.Provide(kept.limits)
 	for _, f := range filters.Registered() {
 		if f.Prepare == nil {
 			continue

@@ -32,7 +32,7 @@ func defaultChain(t testing.TB) *filters.Chain {
 	cfg := config.Default().FilterGlobal(auth.Name).(*auth.Global).Auth // identity headers on, as by default
 	cfg.CacheSize = 1000
 	cfg.JWT = auth.JWT{HS256Secret: "bench-secret", Issuer: "loopgate-bench", Audience: "api", RolesClaim: "roles", TenantClaim: "tenant"}
-	v, err := auth.NewVerifier(&cfg, 1)
+	v, err := auth.NewVerifier(&cfg, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,7 +166,7 @@ func TestRevokeCachedJWT(t *testing.T) {
 // Loops verify while the admin goroutine revokes: run with -race.
 func TestRevokeConcurrent(t *testing.T) {
 	const loops = 4
-	v, err := NewVerifier(baseConfig(), loops)
+	v, err := NewVerifier(baseConfig(), loops, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -222,14 +222,17 @@ func (r *ExternalRoute) EnabledBy(filters.GlobalConfig) string {
 	return ""
 }
 
-// prepareVerifier builds the verifier every route's auth filter shares.
+// prepareVerifier builds the verifier every route's auth filter shares. Its
+// revocations are the server's (a service), so they outlive the config
+// version; without the service the verifier keeps a set of its own.
 func prepareVerifier(b *filters.Build) (any, error) {
 	g, ok := b.Global.(*Global)
 	if !ok {
 		g = new(Global)
 		g.Provision()
 	}
-	return NewVerifier(&g.Auth, b.Loops)
+	revoked, _ := filters.Service[*Revocations](b)
+	return NewVerifier(&g.Auth, b.Loops, revoked)
 }
 
 func newAuth(b *filters.Build) (filters.Filter, error) {

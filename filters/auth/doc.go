@@ -13,9 +13,10 @@
 //
 // One Verifier serves every route and every loop. The registry's Prepare
 // builds it once per compiled config, from the validated auth section and
-// the number of event loops:
+// the number of event loops and the revocation set that outlives config
+// versions (a service the engine provides):
 //
-//	v, err := auth.NewVerifier(&g.Auth, loops)             // loads keys; errors name the field
+//	v, err := auth.NewVerifier(&g.Auth, loops, revoked)    // loads keys; errors name the field
 //	f := auth.NewFilter(v, order, route.Roles)             // a route with auth: required
 //	x := auth.NewExternal(&g.Auth.External, group, order) // external_auth: true
 //
@@ -82,7 +83,10 @@
 // request on every loop; loops never wait on a lock. A JWT is revoked by
 // its jti claim when it has one, else by a digest of its signed part
 // (header and payload): never by its signature bytes, which a client could
-// re-encode. An API key is revoked by its SHA-256.
+// re-encode. An API key is revoked by its SHA-256. None of these keys
+// depends on the config, so the set (Revocations) is owned outside the
+// Verifier: a reload builds a new Verifier on the same set, and every
+// revocation stays in force.
 //
 // # External auth
 //

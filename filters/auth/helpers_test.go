@@ -161,7 +161,7 @@ func ptr(s string) *string { return &s }
 // newVerifier builds a Verifier on a clock the test controls.
 func newVerifier(t testing.TB, cfg *Config, loops int) (*Verifier, *time.Time) {
 	t.Helper()
-	v, err := NewVerifier(cfg, loops)
+	v, err := NewVerifier(cfg, loops, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

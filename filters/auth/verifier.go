@@ -57,7 +57,7 @@ type Verifier struct {
 
 	caches []*cache // one per loop, each touched only by its loop
 
-	revoked revocations
+	revoked *Revocations // shared with the Verifiers of other config versions
 
 	// now is the clock; tests replace it before the Verifier is used.
 	now func() time.Time
@@ -158,9 +158,10 @@ func setOrRemove(e *filters.HeaderEdits, name string, value []byte) bool {
 
 // NewVerifier loads and checks cfg's keys and sizes one verification cache
 // per event loop. cfg must be provisioned and validated (Global), as
-// engine/config does. Errors
-// name the config field at fault.
-func NewVerifier(cfg *Config, loops int) (*Verifier, error) {
+// engine/config does. Errors name the config field at fault. Revocations
+// go to revoked, which outlives the Verifier (the engine keeps one set
+// across reloads); nil gives the Verifier a set of its own.
+func NewVerifier(cfg *Config, loops int, revoked *Revocations) (*Verifier, error) {
 	if loops < 1 {
 		return nil, fmt.Errorf("auth: %d loops, at least 1 required", loops)
 	}
@@ -180,7 +181,11 @@ func NewVerifier(cfg *Config, loops int) (*Verifier, error) {
 		rolesClaim:  cfg.JWT.RolesClaim,
 		tenantClaim: cfg.JWT.TenantClaim,
 		leeway:      time.Duration(cfg.JWT.Leeway),
+		revoked:     revoked,
 		now:         time.Now,
+	}
+	if v.revoked == nil {
+		v.revoked = NewRevocations()
 	}
 	if v.header == "" {
 		return nil, fmt.Errorf("auth.header: empty")

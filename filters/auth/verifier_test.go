@@ -345,7 +345,7 @@ func TestNewVerifierErrors(t *testing.T) {
 	for _, c := range cases {
 		cfg := baseConfig()
 		c.set(cfg)
-		_, err := NewVerifier(cfg, 1)
+		_, err := NewVerifier(cfg, 1, nil)
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("want an error naming %q, got %v", c.field, err)
 		}
@@ -353,7 +353,7 @@ func TestNewVerifierErrors(t *testing.T) {
 	// Unusable JWKS keys (encryption, other types) are skipped, not errors.
 	cfg := baseConfig()
 	cfg.JWT.JWKSFile = writeFile(t, "j.json", `{"keys":[{"kty":"oct","k":"AAAA"},{"kty":"RSA","use":"enc","n":"AQAB","e":"AQAB"}]}`)
-	if _, err := NewVerifier(cfg, 1); err != nil {
+	if _, err := NewVerifier(cfg, 1, nil); err != nil {
 		t.Errorf("unusable keys: %v", err)
 	}
 }
@@ -460,7 +460,7 @@ func TestClaimsMustFitHeaders(t *testing.T) {
 	} {
 		cfg := baseConfig()
 		cfg.APIKeys = []APIKey{k}
-		if _, err := NewVerifier(cfg, 1); err == nil || !strings.Contains(err.Error(), "auth.api_keys[0]") {
+		if _, err := NewVerifier(cfg, 1, nil); err == nil || !strings.Contains(err.Error(), "auth.api_keys[0]") {
 			t.Errorf("API key with a bad %s: %v", name, err)
 		}
 	}
