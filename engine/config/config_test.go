@@ -13,10 +13,12 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 	"github.com/loopgate/loopgate/filters/transform"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
@@ -60,6 +62,7 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 	wantGlobals := map[string]filters.GlobalConfig{
 		auth.Name:           &auth.Global{Auth: documentedAuth()},
 		access.NameIPAccess: &access.IPLists{},
+		limiter.Name:        documentedRateLimit(),
 	}
 	if got := Default(); !reflect.DeepEqual(withoutFilters(got), want) || !reflect.DeepEqual(got.filterGlobals, wantGlobals) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)
@@ -519,5 +522,16 @@ func TestDocsExampleParses(t *testing.T) {
 	a.JWT.HS256Secret, a.APIKeys, a.External.Upstream = "", nil, ""
 	if !reflect.DeepEqual(a, *authOf(d)) {
 		t.Errorf("the example's auth values differ from the defaults:\n%+v\n%+v", a, *authOf(d))
+	}
+}
+
+// documentedRateLimit is the rate_limit filter's top level as
+// docs/configuration.md documents its defaults: no redis section.
+func documentedRateLimit() *limiter.Global {
+	return &limiter.Global{
+		RateLimit: limiter.Settings{TenantHeader: "X-Tenant-Id", MaxKeys: 131072, KeyIdle: units.Duration(time.Minute)},
+		Cluster: limiter.ClusterSettings{FallbackNodes: 1, MinNodes: 1,
+			Heartbeat: units.Duration(time.Second), MemberTTL: units.Duration(5 * time.Second), LiveMaxAge: units.Duration(30 * time.Second),
+			FailureThreshold: 3, ProbeMin: units.Duration(100 * time.Millisecond), ProbeMax: units.Duration(2 * time.Second), RampStep: 0.10},
 	}
 }
