@@ -40,7 +40,8 @@ type Global struct {
 	Redis     *Redis          `yaml:"redis,omitempty"` // default none: no route may use scope: cluster
 	Cluster   ClusterSettings `yaml:"cluster"`
 
-	opt cluster.Options // built by Validate when Redis is set
+	opt cluster.Options // built by Validate when Redis is set, but for TLS
+	tls *tlsFiles       // read by Validate when Redis.TLS is set
 }
 
 // Settings are the defaults of every route's limits.

@@ -1,9 +1,23 @@
 package limiter_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
 // The config shape of issue 8 parses, compiles and takes its defaults.
@@ -125,3 +139,39 @@ routes:
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 func itoa(n int64) string   { return strconv.FormatInt(n, 10) }
+
+// TLS files are read and checked when the config loads, and two loads of
+// one config compare equal (a reload of it changes nothing).
+func TestConfigRedisTLS(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "redis"},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600)
+
+	yaml := fmt.Sprintf("redis: {addrs: [\"r:6379\"], tls: {ca_file: %q, cert_file: %q, key_file: %q, server_name: redis}}\n", certFile, certFile, keyFile)
+	a, b := parse(t, yaml), parse(t, yaml)
+	if !reflect.DeepEqual(a.FilterGlobal(limiter.Name), b.FilterGlobal(limiter.Name)) {
+		t.Fatal("two loads of one TLS config differ")
+	}
+	bad := fmt.Sprintf("redis: {addrs: [\"r:6379\"], tls: {cert_file: %q, key_file: %q}}\n", certFile, certFile)
+	if got := parseErr(t, bad); !strings.Contains(got, "redis.tls.cert_file: tls: ") {
+		t.Fatalf("a certificate given as its own key: %s", got)
+	}
+	if got := parseErr(t, fmt.Sprintf("redis: {addrs: [\"r:6379\"], tls: {ca_file: %q}}\n", keyFile)); !strings.Contains(got, "holds no PEM certificate") {
+		t.Fatalf("a key given as the CA: %s", got)
+	}
+}

@@ -203,7 +203,7 @@ func (s *Store) clusterFor(g *Global) (*cluster.Cluster, error) {
 		}
 		return s.cluster, nil
 	}
-	c, err := cluster.New(g.opt)
+	c, err := cluster.New(g.options())
 	if err != nil {
 		return nil, fmt.Errorf("redis: %w", err)
 	}

@@ -119,12 +119,11 @@ func (g *Global) Validate(c *filters.Check) {
 	if strings.ContainsAny(r.KeyPrefix, " \t\r\n") {
 		c.Add("redis.key_prefix", "%q contains white space", r.KeyPrefix)
 	}
-	var tc *tls.Config
 	if r.TLS != nil {
-		tc = r.TLS.config(c)
+		g.tls = r.TLS.read(c)
 	}
 	g.opt = cluster.Options{
-		Addrs: r.Addrs, MasterSet: r.SentinelMaster, Username: r.Username, Password: r.Password, TLS: tc,
+		Addrs: r.Addrs, MasterSet: r.SentinelMaster, Username: r.Username, Password: r.Password,
 		NodeID: cl.NodeID, KeyPrefix: r.KeyPrefix,
 		Workers: r.Workers, Queue: r.Queue,
 		CallTimeout: time.Duration(r.CallTimeout), DialTimeout: time.Duration(r.DialTimeout),
@@ -137,34 +136,75 @@ func (g *Global) Validate(c *filters.Check) {
 	}
 }
 
-// config reads the TLS files, reporting what cannot be read, and returns
-// the client TLS config.
-func (t *TLS) config(c *filters.Check) *tls.Config {
-	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify, MinVersion: tls.VersionTLS12}
+// tlsFiles is what the TLS files hold, read and checked by Validate. It
+// keeps bytes rather than a *tls.Config, so two configs with the same
+// files compare equal (config.Compare), and options builds the config.
+type tlsFiles struct {
+	serverName string
+	insecure   bool
+	ca         []byte // PEM; nil: the system roots
+	cert, key  []byte // PEM; nil: no client certificate
+}
+
+// read reads the TLS files, reporting what cannot be read or parsed.
+func (t *TLS) read(c *filters.Check) *tlsFiles {
+	f := &tlsFiles{serverName: t.ServerName, insecure: t.InsecureSkipVerify}
 	if t.CAFile != "" {
 		pem, err := os.ReadFile(t.CAFile)
 		switch {
 		case err != nil:
 			c.Add("redis.tls.ca_file", "%v", err)
+		case !x509.NewCertPool().AppendCertsFromPEM(pem):
+			c.Add("redis.tls.ca_file", "%s holds no PEM certificate", t.CAFile)
 		default:
-			tc.RootCAs = x509.NewCertPool()
-			if !tc.RootCAs.AppendCertsFromPEM(pem) {
-				c.Add("redis.tls.ca_file", "%s holds no PEM certificate", t.CAFile)
-			}
+			f.ca = pem
 		}
 	}
 	switch {
 	case (t.CertFile == "") != (t.KeyFile == ""):
 		c.Add("redis.tls", "cert_file and key_file go together; one is missing")
 	case t.CertFile != "":
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		cert, err := os.ReadFile(t.CertFile)
 		if err != nil {
 			c.Add("redis.tls.cert_file", "%v", err)
-		} else {
+			break
+		}
+		key, err := os.ReadFile(t.KeyFile)
+		if err != nil {
+			c.Add("redis.tls.key_file", "%v", err)
+			break
+		}
+		if _, err := tls.X509KeyPair(cert, key); err != nil {
+			c.Add("redis.tls.cert_file", "%v", err)
+			break
+		}
+		f.cert, f.key = cert, key
+	}
+	return f
+}
+
+// config is the client TLS config the files make; Validate checked them.
+func (f *tlsFiles) config() *tls.Config {
+	tc := &tls.Config{ServerName: f.serverName, InsecureSkipVerify: f.insecure, MinVersion: tls.VersionTLS12}
+	if f.ca != nil {
+		tc.RootCAs = x509.NewCertPool()
+		tc.RootCAs.AppendCertsFromPEM(f.ca)
+	}
+	if f.cert != nil {
+		if cert, err := tls.X509KeyPair(f.cert, f.key); err == nil {
 			tc.Certificates = []tls.Certificate{cert}
 		}
 	}
 	return tc
+}
+
+// options are the cluster options Validate built, with TLS.
+func (g *Global) options() cluster.Options {
+	opt := g.opt
+	if g.tls != nil {
+		opt.TLS = g.tls.config()
+	}
+	return opt
 }
 
 func tableSize(c *filters.Check, key string, n int) {
