@@ -135,6 +135,16 @@ routes:
 	if err == nil || !strings.Contains(err.Error(), `the local global limit is one bucket for every route, but route "a" gives it rate 10, burst 10 and route "b" rate 20, burst 20`) {
 		t.Fatalf("compile error %v", err)
 	}
+	cfg = parse(t, `
+redis: {addrs: ["127.0.0.1:1"]}
+routes:
+  - {id: a, path: /a, upstream: backend, rate_limits: [{key: global, rate: 10, scope: cluster}]}
+  - {id: b, path: /b, upstream: backend, rate_limits: [{key: global, rate: 10, scope: cluster, on_redis_failure: open}]}
+`)
+	_, err = compile(t, cfg, newStore(t), 1)
+	if err == nil || !strings.Contains(err.Error(), `routes "a" and "b" give it different on_redis_failure or lease_window`) {
+		t.Fatalf("compile error %v", err)
+	}
 }
 
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }

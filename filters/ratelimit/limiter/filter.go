@@ -66,8 +66,7 @@ type compiled struct {
 // globalUse is the first route's statement of a global limit.
 type globalUse struct {
 	route string
-	rate  float64
-	burst int64
+	limit *Limit
 }
 
 // prepare takes the Store the engine provides and the settings every
@@ -125,19 +124,23 @@ func newFilter(b *filters.Build) (filters.Filter, error) {
 	return f, nil
 }
 
-// sameGlobal requires every route's global limit of one scope to have one
-// rate and burst: it is one bucket.
+// sameGlobal requires every route's global limit of one scope to be stated
+// alike: it is one bucket (and, for a cluster one, one lease).
 func (cp *compiled) sameGlobal(route string, l *Limit) error {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	first, seen := cp.globals[l.scope]
 	if !seen {
-		cp.globals[l.scope] = globalUse{route: route, rate: l.Rate, burst: l.Burst}
+		cp.globals[l.scope] = globalUse{route: route, limit: l}
 		return nil
 	}
-	if first.rate != l.Rate || first.burst != l.Burst {
+	if f := first.limit; f.Rate != l.Rate || f.Burst != l.Burst {
 		return fmt.Errorf("rate_limits: the %s global limit is one bucket for every route, but route %q gives it rate %v, burst %d and route %q rate %v, burst %d",
-			l.scope, first.route, first.rate, first.burst, route, l.Rate, l.Burst)
+			l.scope, first.route, f.Rate, f.Burst, route, l.Rate, l.Burst)
+	}
+	if a, b := first.limit.spec(""), l.spec(""); l.scope == clustered && a != b {
+		return fmt.Errorf("rate_limits: the cluster global limit is one bucket for every route, but routes %q and %q give it different on_redis_failure or lease_window",
+			first.route, route)
 	}
 	return nil
 }
