@@ -229,15 +229,16 @@ func TestRateLimitRedisKilledKeepsClusterLimit(t *testing.T) {
 func TestRateLimitClusterClientGoneReturnsTokens(t *testing.T) {
 	r := redistest.Start(t)
 	up := startRawUpstream(t, rawBenchUpstream)
-	// A token every 100 s, and no leasing: every request asks Redis.
-	g := startGateway(t, fmt.Sprintf(clusterNode, r.Addr(), "solo",
-		apiRoute("{key: route, rate: 0.01, burst: 5, scope: cluster, lease_window: 0s}")), up)
+	// A token every 100 s, and no leasing: every request asks Redis. The
+	// call deadline outlasts the pause below on a loaded machine.
+	g := startGateway(t, strings.Replace(fmt.Sprintf(clusterNode, r.Addr(), "solo",
+		apiRoute("{key: route, rate: 0.01, burst: 5, scope: cluster, lease_window: 0s}")), "call_timeout: 2s", "call_timeout: 30s", 1), up)
 	status := func() limiter.LimitStatus { return findLimit(t, g, "api/route", "cluster") }
 	calls := func() uint64 { return g.srv.Limits().Status().Cluster.Calls }
 
-	// Redis holds every command for a while: the five requests park.
+	// Redis holds every script until told to go on: the five requests park.
 	before := calls()
-	if err := r.Do("CLIENT", "PAUSE", "1000", "ALL").Error(); err != nil {
+	if err := r.Do("CLIENT", "PAUSE", "20000", "WRITE").Error(); err != nil {
 		t.Fatal(err)
 	}
 	var conns []*rawClient
@@ -249,6 +250,10 @@ func TestRateLimitClusterClientGoneReturnsTokens(t *testing.T) {
 	waitFor(t, "five calls to the paused Redis", func() bool { return calls() >= before+5 })
 	for _, c := range conns {
 		c.Close() // the clients leave while their requests wait
+	}
+	waitFor(t, "the gateway to see the clients leave", func() bool { return g.srv.Clients() == 0 })
+	if err := r.Do("CLIENT", "UNPAUSE").Error(); err != nil {
+		t.Fatal(err)
 	}
 	waitFor(t, "Redis to grant the five tokens and the gateway to give them back", func() bool {
 		s := status()

@@ -55,13 +55,17 @@ func TestDroppedResumeGivesTokenBack(t *testing.T) {
 	r := redistest.Start(t)
 	store := newStore(t)
 	f := mustCompile(t, parse(t, fmt.Sprintf(unleased, r.Addr(), 1, "")), store)[0]
-	// Redis holds the call long enough for the request to park first.
-	if err := r.Do("CLIENT", "PAUSE", "200", "ALL").Error(); err != nil {
+	// Redis holds the call until the request has parked.
+	if err := r.Do("CLIENT", "PAUSE", "20000", "WRITE").Error(); err != nil {
 		t.Fatal(err)
 	}
 	park := newFakeEngine()
 	x := exchange(t, "192.0.2.1", park)
-	if v := f.Request(x); v != filters.Suspend {
+	v := f.Request(x)
+	if err := r.Do("CLIENT", "UNPAUSE").Error(); err != nil {
+		t.Fatal(err)
+	}
+	if v != filters.Suspend {
 		t.Fatalf("request: %v, want it parked", v)
 	}
 	<-park.resumes // the answer came; the request timed out meanwhile, so its resume is dropped
@@ -72,7 +76,7 @@ func TestDroppedResumeGivesTokenBack(t *testing.T) {
 	}
 	// The token is there for the next request.
 	x = exchange(t, "192.0.2.2", park)
-	v := f.Request(x)
+	v = f.Request(x)
 	if v == filters.Suspend {
 		v = (<-park.resumes)(x)
 	}
