@@ -73,12 +73,13 @@ func addrsOf(gs []*gateway) []string {
 
 // Two gateways sharing a global limit of R admit R ± 10 % between them
 // under an offered load several times R; each node's status, GET /limits
-// and series show the limit.
+// and series show the limit. The burst is a second's worth, as in
+// TestRateLimitOneGatewayAdmitsRate.
 func TestRateLimitClusterTwoGatewaysShareLimit(t *testing.T) {
 	r := redistest.Start(t)
 	up := startRawUpstream(t, rawBenchUpstream)
-	const rate, burst = 200, 20
-	gs := startNodes(t, r, up, apiRoute("{key: global, rate: 200, burst: 20, scope: cluster}"), "a", "b")
+	const rate, burst = 200, 200
+	gs := startNodes(t, r, up, apiRoute("{key: global, rate: 200, burst: 200, scope: cluster}"), "a", "b")
 	defer stopAll(t, gs)
 
 	before := r.CommandCalls("evalsha", "eval")
@@ -155,7 +156,7 @@ func TestRateLimitClusterLeasingCutsRedisCalls(t *testing.T) {
 			path, res.ok, calls, float64(calls)/float64(res.ok), all, float64(all)/float64(res.ok))
 		return float64(calls) / float64(res.ok)
 	}
-	if leased := perRequest("/leased"); leased > 0.1 {
+	if leased := perRequest("/leased"); leased > 0.25 {
 		t.Fatalf("%.3f Redis calls per request with leasing; want well below 1", leased)
 	}
 	if unleased := perRequest("/unleased"); unleased < 0.9 {

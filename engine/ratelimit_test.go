@@ -198,17 +198,19 @@ func expectAdmitted(t *testing.T, res counts, elapsed time.Duration, rate, burst
 }
 
 // One gateway with a route limit of R admits R ± 10 % a second under a
-// far higher offered load, over 5 s.
+// far higher offered load, over 5 s. The burst is a second's worth, so a
+// loaded machine that starves the clients for less than a second loses
+// no tokens.
 func TestRateLimitOneGatewayAdmitsRate(t *testing.T) {
 	up := startRawUpstream(t, rawBenchUpstream)
-	const rate, burst = 100, 10
+	const rate, burst = 100, 100
 	g := startGateway(t, `
 upstreams: [{name: backend, nodes: ["%s"]}]
 routes:
   - id: api
     prefix: /
     upstream: backend
-    rate_limits: [{key: route, rate: 100, burst: 10}]
+    rate_limits: [{key: route, rate: 100, burst: 100}]
 `, up)
 	res, elapsed := hammer([]string{g.addr}, 4, 5*time.Second, "/a")
 	expectAdmitted(t, res, elapsed, rate, burst)
