@@ -60,6 +60,9 @@ type Config struct {
 
 	Auth Auth `yaml:"auth"`
 
+	AccessLog AccessLog `yaml:"access_log"` // default off (see accesslog.go)
+	Metrics   Metrics   `yaml:"metrics"`    // per-request series on by default
+
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
 }

@@ -50,8 +50,9 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			Drain:      Duration(30 * time.Second),
 			Suspend:    Duration(5 * time.Second),
 		},
-		Filters: []string{"request_id", "ip_access", "forwarded"},
-		Auth:    documentedAuth(),
+		Filters:   []string{"request_id", "ip_access", "forwarded"},
+		Auth:      documentedAuth(),
+		AccessLog: AccessLog{RingSize: 4096},
 	}
 	if got := Default(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)
@@ -223,6 +224,7 @@ func TestSampleParses(t *testing.T) {
 			},
 			IdentityHeaders: defaultIdentityHeaders(),
 		},
+		AccessLog: AccessLog{RingSize: 4096},
 		Upstreams: []Upstream{{
 			Name:               "users",
 			Nodes:              []Node{{Addr: "10.0.0.1:8080", Weight: 1}, {Addr: "10.0.0.2:8080", Weight: 3}},

@@ -55,6 +55,7 @@ func (c *Config) problems() problems {
 		}
 	}
 	c.validateFilterConfig(&p)
+	c.validateObservability(&p)
 	c.validateRoutes(&p)
 	return p
 }
