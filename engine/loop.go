@@ -55,6 +55,7 @@ type loop struct {
 	idSeq    uint64
 
 	stats loopStats // written by the loop, read by WriteMetrics
+	log   loopLog   // this loop's end of the access and error logs
 }
 
 type closeEvent struct {
@@ -311,6 +312,7 @@ const maxFreeExchanges = 1024
 // where it is counted.
 func (l *loop) putExchange(ex *exchange) {
 	ex.done()
+	ex.logEnd()
 	ex.record()
 	ex.cc, ex.snap = nil, nil
 	ex.parked = false

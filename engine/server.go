@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
@@ -47,6 +48,8 @@ type Server struct {
 	metrics     *registry        // every metric object, by stable name
 	nodeMetrics [][]*nodeMetrics // by group, then node, as in groups
 	metricSet   *metrics.Set     // writes them out (WriteMetrics)
+
+	logs *accesslog.Writer // the access and error logs (accesslog.go)
 }
 
 // Verifier is the auth verifier; Revoke on it takes effect on every loop.
@@ -88,6 +91,9 @@ func New(cfg *config.Config) (*Server, error) {
 	for i := range s.loops {
 		s.loops[i] = &loop{srv: s, index: i}
 	}
+	if err := s.initLogs(cfg); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -108,6 +114,8 @@ func resolveListen(addr string) (string, error) {
 // Run serves until Shutdown. It returns after every loop has stopped.
 func (s *Server) Run() error {
 	defer close(s.stopped)
+	s.logs.Start()
+	defer s.logs.Stop() // after the loops: writes what they left in the rings
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)

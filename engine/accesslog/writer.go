@@ -178,6 +178,13 @@ func (w *Writer) Reopen() {
 	}
 }
 
+// SetErrorOutput sends the error log to out from now on.
+func (w *Writer) SetErrorOutput(out io.Writer) {
+	w.errMu.Lock()
+	w.errOut = out
+	w.errMu.Unlock()
+}
+
 // Event writes one error-log line now, from any goroutine but a loop's (it
 // encodes and writes synchronously).
 func (w *Writer) Event(ev Event) {
