@@ -156,4 +156,3 @@ func (cc *clientConn) logRejected(status, code int, msg string, start int64, id 
 		}
 	}
 }
-

@@ -122,7 +122,7 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 // routeMetrics are one route's series.
 type routeMetrics struct {
 	id     string
-	shards []routeShard  // by loop index
+	shards []routeShard // by loop index
 	quiet  *atomic.Bool // the registry's metrics.per_request switch, inverted
 }
 
