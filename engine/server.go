@@ -168,6 +168,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.draining.CompareAndSwap(false, true) {
 		return errors.New("engine: shutdown already in progress")
 	}
+	s.closeListeners() // new clients are refused from now on (drain.go)
 	for _, l := range s.loops {
 		if el := l.eventLoop(); el != nil {
 			_ = el.Execute(ctx, gnet.RunnableFunc(func(context.Context) error {
