@@ -141,4 +141,3 @@ func (s *Server) fail(w http.ResponseWriter, status, code int, msg string) {
 		RequestID string `json:"request_id"`
 	}{code, msg, id})
 }
-
