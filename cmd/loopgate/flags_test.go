@@ -279,11 +279,11 @@ func TestStartupLineNamesRealAddresses(t *testing.T) {
 			t.Fatalf("startup line names %q, want a resolved port; output:\n%s", a, g.logs)
 		}
 	}
-	if code, body, err := admin(adminAddr, "/healthz"); err != nil || code != 200 || body != "ok" {
+	if code, body, err := adminGet(adminAddr, "/healthz"); err != nil || code != 200 || body != "ok" {
 		t.Errorf("admin at %s: %d %q %v", adminAddr, code, body, err)
 	}
 	// No routes: the gateway itself answers 404.
-	if code, _, err := admin(listen, "/anything"); err != nil || code != 404 {
+	if code, _, err := adminGet(listen, "/anything"); err != nil || code != 404 {
 		t.Errorf("gateway at %s: %d %v", listen, code, err)
 	}
 	g.stop(t)
