@@ -7,7 +7,8 @@
 // crosses threads: the client's bytes are parsed, routed, written to a pooled
 // upstream connection, and the upstream's response is written back to the
 // client, all inside gnet callbacks of that loop. Only dialing leaves the
-// loop; its result returns through EventLoop.Execute.
+// loop, and the answer of a parked request may come from any goroutine
+// through its ticket (inbox.go); both return through EventLoop.Execute.
 //
 // The life of a request, as the driver in client.go and exchange.go runs it:
 //

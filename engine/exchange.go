@@ -42,12 +42,14 @@ type exchange struct {
 	saved    *pool.Buffer  // a parked request's head (see park)
 	req      codec.Request // the parsed saved head
 
-	filtering     bool // RunRequest is on the stack
-	parked        bool // suspended, waiting for resume
-	resumed       bool // resumed while filtering; resumeVerdict is pending
-	resumeVerdict filters.Verdict
-	resumeFn      func(filters.Verdict) // ex.resume, bound once
-	suspendTimer  wheel.Timer           // timeouts.suspend while parked
+	// Parking (inbox.go). gen survives recycling: a ticket of an earlier
+	// request never matches a later one's park.
+	node         *resumeNode // what this exchange's tickets post; nil until its first park
+	gen          uint64      // the park generation; bumped whenever a park ends
+	filtering    bool        // a request phase is on the stack: Park may issue a ticket
+	ticketOut    bool        // Park issued a ticket and the park has not ended
+	parked       bool        // the request phases wait for that ticket's resume
+	suspendTimer wheel.Timer // timeouts.suspend while parked
 
 	id    [24]byte
 	idLen int
@@ -106,7 +108,6 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.cc = cc
 	ex.snap, ex.route, ex.chain = nil, nil, nil
 	ex.headLen, ex.headGone, ex.hostPort = headLen, false, -1
-	ex.filtering, ex.parked, ex.resumed = false, false, false
 	ex.idLen = cc.loop.nextRequestID(&ex.id)
 	ex.minor = req.Minor
 	ex.isHEAD = string(req.Method) == "HEAD"

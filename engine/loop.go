@@ -55,6 +55,7 @@ type loop struct {
 	idSeq    uint64
 
 	stats loopStats // written by the loop, read by WriteMetrics
+	inbox inbox     // resumes of parked exchanges, from any goroutine (inbox.go)
 	log   loopLog   // this loop's end of the access and error logs
 }
 
@@ -103,6 +104,7 @@ func (l *loop) start(el gnet.EventLoop) {
 		Dir:       cfg.Limits.TempDir,
 	}
 	l.clients.init()
+	l.inbox.init(l)
 	var seed [6]byte
 	_, _ = rand.Read(seed[:])
 	hex.Encode(l.idPrefix[:], seed[:])
@@ -154,16 +156,25 @@ func (l *loop) stopTicker() {
 // enter and leave bracket every callback into our code. Closes that gnet
 // reports while we are inside one (a failed Write closes synchronously) are
 // queued and handled when the outermost callback returns, so no handler ever
-// sees its own state torn down under it.
+// sees its own state torn down under it. Resumes the loop posted itself (a
+// sub-request's answer) are delivered there too, after the closes, so a
+// resume for an exchange whose client just left is dropped.
 func (l *loop) enter() { l.depth++ }
 
 func (l *loop) leave() {
 	if l.depth == 1 {
-		for len(l.deferred) > 0 {
-			ev := l.deferred[0]
-			copy(l.deferred, l.deferred[1:])
-			l.deferred = l.deferred[:len(l.deferred)-1]
-			l.handleClose(ev)
+		for {
+			for len(l.deferred) > 0 {
+				ev := l.deferred[0]
+				copy(l.deferred, l.deferred[1:])
+				l.deferred = l.deferred[:len(l.deferred)-1]
+				l.handleClose(ev)
+			}
+			if !l.inbox.local {
+				break
+			}
+			l.inbox.local = false
+			l.drainInbox()
 		}
 	}
 	l.depth--
@@ -299,7 +310,6 @@ func (l *loop) getExchange() *exchange {
 	ex.call.Init(ex)
 	ex.sub.ex = ex
 	ex.sub.call.Init(&ex.sub)
-	ex.resumeFn = ex.resume
 	ex.suspendTimer.Init(ex.suspendExpired)
 	return ex
 }
@@ -311,12 +321,11 @@ const maxFreeExchanges = 1024
 // whichever way it ended (see clientConn.finish and release), so this is
 // where it is counted.
 func (l *loop) putExchange(ex *exchange) {
+	ex.endPark() // a resume still on its way is dropped: see inbox.go
 	ex.done()
 	ex.logEnd()
 	ex.record()
 	ex.cc, ex.snap = nil, nil
-	ex.parked = false
-	ex.suspendTimer.Stop()
 	ex.sub.abort()
 	ex.saved.SafeRelease()
 	ex.saved = nil

@@ -248,6 +248,8 @@ func (s *Server) writeSeries(w io.Writer) {
 	p.gauge("loopgate_buffered_bytes", "", s.buffered.Load())
 	p.family("loopgate_memory_returns_total", "counter", "Times memory was handed back to the OS after a burst of buffered bytes.")
 	p.sample("loopgate_memory_returns_total", "", s.memoryReturns.Load())
+	p.family("loopgate_stale_resumes_total", "counter", "Ticket resumes dropped, never run: a second resume, or one whose park had ended (timed out, client gone, recycled).")
+	p.sample("loopgate_stale_resumes_total", "", s.StaleResumes())
 	s.writeLogSeries(p)
 
 	// Per loop.

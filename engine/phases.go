@@ -1,5 +1,5 @@
 // The request phases, in the order the driver runs them: route, request
-// filters (which may suspend), build the upstream head, forward.
+// filters (which may park the request), build the upstream head, forward.
 
 package engine
 
@@ -84,7 +84,7 @@ func (ex *exchange) dispatch(req *codec.Request) {
 	}
 	ex.chain = ex.route.chain
 	fx := &ex.fx
-	fx.Reset(req, ex.id[:ex.idLen], cc.peer, l.index, ex.resumeFn)
+	fx.Reset(req, ex.id[:ex.idLen], cc.peer, l.index, ex)
 	fx.Start = ex.started
 	fx.RouteID = ex.route.id
 	fx.Sub = ex
@@ -124,57 +124,41 @@ func (ex *exchange) localReply(err error) {
 	ex.respond(e.Status, e.Code, e.Message)
 }
 
-// afterFilters acts on the request phases' verdict.
+// afterFilters acts on the request phases' verdict, from dispatch or from a
+// resume (see inbox.go).
+//
+// A ticket resumed before its filter even returned Suspend (a sub-request
+// that failed at once, a filter that resumes its own ticket) needs nothing
+// special: the resume is queued, and the loop delivers it after this
+// callback, to the park made here.
 func (ex *exchange) afterFilters(v filters.Verdict) {
-	for {
-		switch v {
-		case filters.Continue:
-			ex.proceed(ex.fx.Req)
-			return
-		case filters.Respond:
-			ex.discardHead()
-			if !ex.reqDone {
-				ex.cc.closeAfter = true
-			}
-			r := &ex.fx.Rejection
-			ex.respond(r.Status, r.Code, r.Message)
-			return
-		}
-		// Suspend. The filter may already have resumed, synchronously,
-		// from inside its own request phase (a sub-request that failed at
-		// once); then carry on here rather than re-entering.
-		if !ex.resumed {
-			ex.park()
-			return
-		}
-		ex.resumed = false
-		if v = ex.resumeVerdict; v == filters.Continue {
-			ex.filtering = true
-			v = ex.chain.RunRequest(&ex.fx)
-			ex.filtering = false
-		}
-	}
-}
-
-// resume is filters.Exchange's continuation after a Suspend; it runs on
-// the loop, from the suspended filter's callback.
-func (ex *exchange) resume(v filters.Verdict) {
-	if ex.filtering || !ex.parked {
-		ex.resumed, ex.resumeVerdict = true, v
+	if v == filters.Suspend && ex.ticketOut {
+		ex.park()
 		return
 	}
-	ex.parked = false
-	ex.suspendTimer.Stop()
-	if v == filters.Continue {
-		ex.filtering = true
-		v = ex.chain.RunRequest(&ex.fx)
-		ex.filtering = false
+	ex.endPark() // a filter that parked and then decided at once voided its ticket
+	switch v {
+	case filters.Continue:
+		ex.proceed(ex.fx.Req)
+		return
+	case filters.Respond:
+	case filters.Suspend:
+		// Nothing could ever resume it: answer now rather than at the
+		// suspend deadline.
+		ex.fx.Reject(500, 50001, "a filter suspended the request without parking it")
+	default:
+		ex.fx.Reject(500, 50001, "a filter returned an unknown verdict")
 	}
-	ex.afterFilters(v)
+	ex.discardHead()
+	if !ex.reqDone {
+		ex.cc.closeAfter = true
+	}
+	r := &ex.fx.Rejection
+	ex.respond(r.Status, r.Code, r.Message)
 }
 
-// park keeps a suspended request alive (see save); it may wait at most
-// timeouts.suspend.
+// park keeps a parked request alive (see save) until its ticket is resumed;
+// it may wait at most timeouts.suspend.
 func (ex *exchange) park() {
 	ex.parked = true
 	l := ex.loop
@@ -213,14 +197,14 @@ func (ex *exchange) save() {
 	ex.discardHead()
 }
 
-// suspendExpired: a filter kept the request suspended past
-// timeouts.suspend. Its pending work is cancelled (the sub-request
-// aborted) and the client gets a 504.
+// suspendExpired: a filter kept the request parked past timeouts.suspend.
+// The park ends, so a resume still on its way is dropped; its pending work
+// is cancelled (the sub-request aborted) and the client gets a 504.
 func (ex *exchange) suspendExpired() {
 	if !ex.parked || ex.cc == nil {
 		return
 	}
-	ex.parked = false
+	ex.endPark()
 	ex.sub.abort()
 	if !ex.reqDone {
 		ex.cc.closeAfter = true

@@ -1,11 +1,10 @@
 // subCall: the async client behind filters.SubRequester (external auth),
-// with its whole-call deadline and the recovery of its callback's panics.
+// with its whole-call deadline; its answers go through the park's ticket.
 
 package engine
 
 import (
-	"log"
-	"runtime/debug"
+	"errors"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/wheel"
@@ -23,12 +22,16 @@ var _ filters.SubRequester = (*exchange)(nil)
 // A call is active from Do until complete (or abort). complete is the one
 // place it stops being active: it runs for the response's last byte, a
 // failed call, or the deadline, whichever comes first, and the others then
-// find it inactive.
+// find it inactive. Its answer reaches the filter through the park's
+// ticket: complete posts deliver to the inbox, and the loop runs it after
+// the generation check (see inbox.go).
 type subCall struct {
 	ex      *exchange
 	call    upstream.Call
 	active  bool
-	done    func(*filters.SubResponse)
+	gen     uint64 // the park whose ticket Do was given
+	then    func(*filters.Exchange, *filters.SubResponse) filters.Verdict
+	resp    filters.SubResponse // the outcome, from complete until deliver
 	status  int
 	headers codec.Headers // copies in arena, valid until the next sub-request
 	arena   []byte
@@ -37,8 +40,9 @@ type subCall struct {
 	// The call's own timeouts restart at every read, so a service that
 	// drips its answer would otherwise hold the request for as long as it
 	// likes.
-	deadline      wheel.Timer
-	deadlineReady bool // deadline.Init has run (the exchange is recycled, so once)
+	deadline  wheel.Timer
+	deliverFn func(*filters.Exchange) filters.Verdict // deliver, bound once
+	ready     bool                                    // deadline and deliverFn are set up (the exchange is recycled, so once)
 }
 
 var _ upstream.Receiver = (*subCall)(nil)
@@ -51,22 +55,31 @@ func (subTimeout) Error() string   { return "sub-request deadline exceeded" }
 func (subTimeout) Timeout() bool   { return true }
 func (subTimeout) Temporary() bool { return true }
 
-// Do sends r to a node of its upstream group. When it returns nil, done
-// runs once, on the loop, after the whole response arrived, the call
-// failed, or r.Timeout passed since Do, whichever is first; it may run
-// before Do returns. A second Do while one is active returns
-// filters.ErrSubRequestActive and touches nothing: the active call, its
-// callback and the pool are left as they were.
-func (ex *exchange) Do(x *filters.Exchange, r *filters.SubRequest, done func(*filters.SubResponse)) error {
+// errForeignTicket is Do's refusal of a ticket that is not the exchange's
+// current park: the answer would have nowhere to go.
+var errForeignTicket = errors.New("engine: a sub-request needs the ticket of its exchange's current park")
+
+// Do sends r to a node of its upstream group for the exchange parked on t
+// (filters.SubRequester). The outcome reaches then through t once the whole
+// response arrived, the call failed, or r.Timeout passed since Do,
+// whichever is first; a call that fails at once is delivered after the
+// callback that started it, like any other. A second Do while one is
+// active returns filters.ErrSubRequestActive and touches nothing: the
+// active call, its continuation and the pool are left as they were.
+func (ex *exchange) Do(t filters.Ticket, r *filters.SubRequest, then func(*filters.Exchange, *filters.SubResponse) filters.Verdict) error {
 	s := &ex.sub
 	if s.active {
 		return filters.ErrSubRequestActive
 	}
-	if !s.deadlineReady {
-		s.deadline.Init(s.expire)
-		s.deadlineReady = true
+	if !ex.ticketOut || t != filters.NewTicket(ex.node, ex.gen) {
+		return errForeignTicket
 	}
-	s.active, s.done, s.status = true, done, 0
+	if !s.ready {
+		s.deadline.Init(s.expire)
+		s.deliverFn = s.deliver
+		s.ready = true
+	}
+	s.active, s.gen, s.then, s.status = true, ex.gen, then, 0
 	p := ex.loop.up.Group(r.Group).Pick()
 	head := pool.Get(256)
 	b := append(head.B, r.Method...)
@@ -122,13 +135,13 @@ func (s *subCall) ResponseHead(_ *upstream.Call, r *codec.Response) bool {
 
 func (s *subCall) ResponseBody(_ *upstream.Call, _, _ []byte, done bool) bool {
 	if done {
-		s.complete(&filters.SubResponse{Status: s.status, Headers: s.headers})
+		s.complete(filters.SubResponse{Status: s.status, Headers: s.headers})
 	}
 	return true
 }
 
 func (s *subCall) CallFailed(_ *upstream.Call, err *upstream.Error) {
-	s.complete(&filters.SubResponse{Err: err})
+	s.complete(filters.SubResponse{Err: err})
 }
 
 // expire is the deadline: the call is cut wherever it is (waiting for a
@@ -139,72 +152,37 @@ func (s *subCall) expire() {
 		return
 	}
 	s.call.Abort() // reports nothing back: complete below is the only answer
-	s.complete(&filters.SubResponse{Err: subTimeout{}})
+	s.complete(filters.SubResponse{Err: subTimeout{}})
 }
 
-// complete ends the active call and runs its callback.
-//
-// The callback is the filter's continuation (external auth resumes the
-// chain from it), running outside the chain's panic recovery. When it runs
-// inside a filter's request phase (a call that failed at once, from Do),
-// the chain's recovery is on the stack and answers for it; otherwise a
-// panic is recovered here, so it costs one request a 500, not the process.
-func (s *subCall) complete(resp *filters.SubResponse) {
+// complete ends the active call and posts its outcome to the park's ticket.
+func (s *subCall) complete(resp filters.SubResponse) {
 	if !s.active {
 		return
 	}
 	s.active = false
 	s.deadline.Stop()
-	done := s.done
-	s.done = nil
-	ex := s.ex
-	if ex.filtering {
-		done(resp)
-		return
-	}
-	// The request's ID tells whether the exchange still serves this
-	// request when the panic arrives: inside done it may finish and be
-	// reused for the connection's next one.
-	id := ex.id
-	defer func() {
-		if p := recover(); p != nil {
-			ex.callbackPanicked(p, id)
-		}
-	}()
-	done(resp)
+	s.resp = resp
+	s.ex.post(s.gen, s.deliverFn)
 }
 
-// callbackPanicked answers the request whose sub-request callback panicked
-// with 500/50001, unless it is already answered (then its connection is
-// cut if the answer is partial). The stack is logged, since the client
-// gets only the code.
-func (ex *exchange) callbackPanicked(p any, id [24]byte) {
-	log.Printf("engine: panic in a sub-request callback: %v\n%s", p, debug.Stack())
-	cc := ex.cc
-	if cc == nil || ex.id != id {
-		return // that request already ended; the exchange may serve another
-	}
-	// Whatever the callback got to, the request is no longer waiting on it.
-	ex.parked, ex.resumed, ex.filtering = false, false, false
-	ex.sub.abort()
-	ex.call.Abort() // if the callback got as far as forwarding
-	if ex.respStarted {
-		cc.close()
-		return
-	}
-	ex.discardHead()
-	if !ex.reqDone {
-		cc.closeAfter = true // the body was not read, so the framing is lost
-	}
-	ex.respond(500, 50001, "internal error in a filter callback")
+// deliver hands the outcome to the filter's continuation: the function the
+// ticket is resumed with, run by the loop once the park is known current.
+// A panic in it is the chain's to recover (Chain.Resume).
+func (s *subCall) deliver(x *filters.Exchange) filters.Verdict {
+	then := s.then
+	s.then = nil
+	return then(x, &s.resp)
 }
 
-// abort cancels a sub-request whose exchange is going away.
+// abort cancels a sub-request whose park ended (the exchange timed out or
+// is going away). An outcome already posted is dropped by the generation
+// check, so its continuation is let go too.
 func (s *subCall) abort() {
 	s.deadline.Stop()
+	s.then = nil
 	if s.active {
 		s.active = false
-		s.done = nil
 		s.call.Abort()
 	}
 }

@@ -23,17 +23,21 @@ type probe struct {
 }
 
 func (p *probe) Request(x *filters.Exchange) filters.Verdict {
-	err := x.Sub.Do(x, &filters.SubRequest{Group: 1, Method: "GET", Path: "/", Timeout: 2 * time.Second}, func(r *filters.SubResponse) {
+	t := x.Park()
+	err := x.Sub.Do(t, &filters.SubRequest{Group: 1, Method: "GET", Path: "/", Timeout: 2 * time.Second}, func(*filters.Exchange, *filters.SubResponse) filters.Verdict {
 		if p.mode == "panic" {
-			panic("boom in done")
+			panic("boom in then")
 		}
-		x.Resume(filters.Continue)
+		return filters.Continue
 	})
 	if err != nil {
 		return x.Reject(500, 50099, "first refused")
 	}
 	if p.mode == "double" {
-		err2 := x.Sub.Do(x, &filters.SubRequest{Group: 2, Method: "GET", Path: "/", Timeout: 2 * time.Second}, func(*filters.SubResponse) { p.secondDone.Add(1) })
+		err2 := x.Sub.Do(t, &filters.SubRequest{Group: 2, Method: "GET", Path: "/", Timeout: 2 * time.Second}, func(*filters.Exchange, *filters.SubResponse) filters.Verdict {
+			p.secondDone.Add(1)
+			return filters.Continue
+		})
 		p.secondErr.Store(fmt.Sprint(err2))
 	}
 	return filters.Suspend

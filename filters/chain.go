@@ -82,7 +82,8 @@ func (c *Chain) Stats(i int) *Stats { return c.stats[i] }
 
 // RunRequest runs request phases from the start, or from where a suspended
 // chain stopped. Continue means the request may be forwarded; Respond means
-// x.Rejection is the answer; Suspend means a filter will call x.Resume.
+// x.Rejection is the answer; Suspend means a filter parked the exchange
+// (x.Park) and its ticket will resume it (Resume).
 // A panicking filter is turned into a 500 rejection.
 func (c *Chain) RunRequest(x *Exchange) (v Verdict) {
 	defer func() {
@@ -109,6 +110,36 @@ func (c *Chain) RunRequest(x *Exchange) (v Verdict) {
 		}
 	}
 	return Continue
+}
+
+// Resume continues a chain that the filter before x's position suspended:
+// fn, the function its ticket was resumed with, finishes that filter's
+// request phase, and when it says Continue the request phases after it run
+// (RunRequest). fn's time counts in the filter's self time, and a panic in
+// it is a 500 rejection, as in RunRequest. A nil fn is Continue. The engine
+// calls it on the exchange's loop.
+func (c *Chain) Resume(x *Exchange, fn func(*Exchange) Verdict) Verdict {
+	v := Continue
+	if i := x.next - 1; fn != nil && i >= 0 {
+		start := nanotime()
+		v = c.runResumed(x, i, fn)
+		x.Timings[i].Self += time.Duration(nanotime() - start)
+	}
+	if v == Continue {
+		return c.RunRequest(x)
+	}
+	return v
+}
+
+// runResumed runs filter i's resume function with RunRequest's recovery.
+func (c *Chain) runResumed(x *Exchange, i int, fn func(*Exchange) Verdict) (v Verdict) {
+	defer func() {
+		if p := recover(); p != nil {
+			logPanic(c.filters[i].Name(), "resume", p)
+			v = x.Reject(500, 50001, "internal error in filter "+c.filters[i].Name())
+		}
+	}()
+	return fn(x)
 }
 
 // RunResponse runs the response phases of every filter whose request phase

@@ -10,10 +10,50 @@
 //	                                                every filter whose Request ran)
 //
 // Continue runs the next filter; Respond ends the request phase with the
-// rejection set through x.Reject; Suspend parks the exchange until the filter
-// calls x.Resume from the same loop (an auth sub-request, a Redis reply).
-// Filters never write to the connection and never signal through side
-// effects: the verdict is the whole answer.
+// rejection set through x.Reject; Suspend waits for an answer that comes
+// later (see Parking below). Filters never write to the connection and never
+// signal through side effects: the verdict is the whole answer.
+//
+// # Parking
+//
+// A filter whose answer comes later (an auth service, a Redis reply) parks
+// the request and returns Suspend:
+//
+//	func (f *limiter) Request(x *filters.Exchange) filters.Verdict {
+//		c := f.calls.Get().(*call) // per-request state, from a pool
+//		c.ticket = x.Park()
+//		select {
+//		case f.work <- c: // a worker asks Redis, keeps the reply in c, calls c.ticket.Resume(c.then)
+//			return filters.Suspend
+//		default: // the workers are saturated; a loop never waits for them
+//			f.calls.Put(c)
+//			return f.fallback(x) // Continue or Respond: the ticket is void
+//		}
+//	}
+//
+// The ticket is a small value that may travel to any goroutine. Whoever has
+// the answer calls t.Resume(fn), once, from any goroutine; it never blocks.
+// fn then runs on the exchange's own event loop, with the exchange, as the
+// rest of the filter's request phase: it reads the answer (kept somewhere
+// the filter owns), edits x, and returns the verdict the chain continues
+// with. Until then the loop serves other connections; the request waits at
+// most timeouts.suspend, then gets a 504.
+//
+// A resume is dropped, and fn never runs, when it comes too late: the
+// request timed out, its client left, or the filter returned something
+// other than Suspend after parking. A second Resume of a ticket is dropped
+// too. Each drop is counted (loopgate_stale_resumes_total). So fn must not
+// be the only place the filter gives back what the request took: Done runs
+// on every path and is that place.
+//
+// Sub-requests (Exchange.Sub) use the same tickets: the filter parks, passes
+// the ticket to Do, and its continuation runs like fn above, with the
+// response. A ticket resumed before the filter even returns Suspend (a
+// sub-request that failed at once) is fine: the resume waits for the park.
+//
+// fn is kept until it runs, so bind it once (c.then above is c's decide
+// method, bound into a field when the pool makes c) rather than making a
+// closure per request: then parking allocates nothing.
 //
 // The Exchange is the typed per-request context: the parsed request, the
 // client address, the identity established by auth, the edits to apply to

@@ -11,7 +11,7 @@ import (
 
 // Exchange carries one request through its chain. The engine owns it and
 // reuses it; a filter may keep nothing from it past the call, except across
-// a Suspend, when Req stays valid until Resume.
+// a park, when Req stays valid for the function the ticket resumes with.
 type Exchange struct {
 	// Req is the parsed request during the request phases. It is nil in
 	// the response phase: by then the bytes it viewed are released or
@@ -43,9 +43,9 @@ type Exchange struct {
 	End End
 
 	arena  []byte // backing store for bytes filters produce (Own)
-	resume func(Verdict)
-	next   int // chain position to continue from after Resume
-	began  int // filters whose request phase began: Done runs for these
+	parker Parker // the engine's side of Park
+	next   int    // chain position to continue from after a park
+	began  int    // filters whose request phase began: Done runs for these
 }
 
 // Now reads the monotonic clock in nanoseconds, the one Start is on: a
@@ -255,17 +255,27 @@ func (x *Exchange) Own(b []byte) []byte {
 	return x.arena[start:len(x.arena):len(x.arena)]
 }
 
-// Resume continues a suspended chain with the verdict of the suspended
-// filter. It must be called on the exchange's loop, once per Suspend.
-func (x *Exchange) Resume(v Verdict) {
-	if x.resume != nil {
-		x.resume(v)
+// Park parks the request: a filter whose answer comes later calls it in its
+// request phase, hands the ticket to whatever produces the answer, and
+// returns Suspend. The chain then waits, and the loop serves other
+// connections, until the ticket is resumed (see Ticket.Resume) or
+// timeouts.suspend passes (504). Calling Park again before returning gives
+// the same ticket. A filter that parks and then returns Continue or Respond
+// after all voids the ticket: its resume is dropped.
+//
+// Park is for the request phase, including the function a ticket resumes
+// with (to wait again). Without an engine (a nil Parker) it returns the
+// zero Ticket.
+func (x *Exchange) Park() Ticket {
+	if x.parker == nil {
+		return Ticket{}
 	}
+	return x.parker.Park()
 }
 
-// Reset prepares the exchange for a new request. resume is how the engine
-// continues after a Suspend.
-func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop int, resume func(Verdict)) {
+// Reset prepares the exchange for a new request. parker is how the engine
+// parks it (Park); nil when nothing can.
+func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop int, parker Parker) {
 	x.Req, x.RequestID, x.Peer, x.ClientIP = req, id, peer, peer
 	x.RouteID = ""
 	x.Loop = loop
@@ -277,6 +287,6 @@ func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop in
 	x.Rejection = Rejection{}
 	x.Status = 0
 	x.arena = x.arena[:0]
-	x.resume = resume
+	x.parker = parker
 	x.next, x.began = 0, 0
 }

@@ -8,7 +8,7 @@ type Verdict uint8
 const (
 	Continue Verdict = iota // run the next filter
 	Respond                 // stop: answer with x.Rejection
-	Suspend                 // stop until x.Resume is called on the loop
+	Suspend                 // wait for the ticket from x.Park to be resumed
 )
 
 var verdictNames = [...]string{"continue", "respond", "suspend"}

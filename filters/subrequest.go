@@ -25,10 +25,11 @@ type SubRequest struct {
 	Timeout time.Duration
 }
 
-// SubResponse is the outcome of a SubRequest. Headers are valid only during
-// the callback; copy what you keep (Exchange.Own). Err is set, and Status is
-// 0, when no complete response arrived (connect failure, reset, timeout);
-// an Err with a Timeout() bool method returning true is a deadline.
+// SubResponse is the outcome of a SubRequest. Headers are valid only while
+// the continuation runs, and only until it starts another sub-request; copy
+// what you keep (Exchange.Own). Err is set, and Status is 0, when no
+// complete response arrived (connect failure, reset, timeout); an Err with a
+// Timeout() bool method returning true is a deadline.
 type SubResponse struct {
 	Status  int
 	Headers codec.Headers
@@ -40,11 +41,20 @@ type SubResponse struct {
 var ErrSubRequestActive = errors.New("filters: a sub-request is already active on this exchange")
 
 // SubRequester sends sub-requests. The engine sets Exchange.Sub; it is used
-// only on the exchange's loop.
+// only on the exchange's loop, in a request phase.
 type SubRequester interface {
-	// Do starts r. When it returns nil, done runs exactly once, on the
-	// exchange's loop, possibly before Do returns (a call that fails at
-	// once). When it returns an error (ErrSubRequestActive), nothing was
-	// sent and done never runs; the caller decides the outcome itself.
-	Do(x *Exchange, r *SubRequest, done func(*SubResponse)) error
+	// Do starts r for the exchange parked on t, which must be the ticket
+	// its x.Park just returned. The answer comes back through t: when the
+	// whole response has arrived, the call failed, or r.Timeout passed,
+	// then runs on the exchange's loop with the outcome, exactly once, and
+	// its verdict continues the chain, as a function given to
+	// Ticket.Resume does. then never runs when the park ended first (the
+	// request timed out or its client left): the call is cancelled. When
+	// Do returns an error (ErrSubRequestActive, or a ticket that is not
+	// the exchange's current park), nothing was sent, then never runs, and
+	// the ticket is untouched: the filter decides the outcome itself.
+	//
+	// then is kept until it runs: bind it once, as for Ticket.Resume, to
+	// keep a sub-request free of allocations.
+	Do(t Ticket, r *SubRequest, then func(*Exchange, *SubResponse) Verdict) error
 }

@@ -32,8 +32,8 @@ var _ filters.Filter = (*externalFilter)(nil)
 // NewExternal is a route's "external_auth" filter. For each request it
 // sends GET cfg.Path to upstream group `group`, carrying the request's
 // cfg.ForwardHeaders plus X-Forwarded-Method, X-Forwarded-Uri,
-// X-Forwarded-Host and X-Forwarded-For (the client IP), and suspends the
-// chain until the answer:
+// X-Forwarded-Host and X-Forwarded-For (the client IP), and parks the
+// request until the answer, which comes back through the park's ticket:
 //
 //	2xx           continue; each cfg.CopyHeaders field the service sent is
 //	              set on the upstream request, and each it did not send is
@@ -72,20 +72,21 @@ func NewExternal(cfg *config.ExternalAuth, group int, order int) filters.Filter 
 	}
 	f.calls.New = func() any {
 		c := &extCall{f: f}
-		c.done = c.finish // bound once: handing it to Do does not allocate
+		c.then = c.decide // bound once: handing it to Do does not allocate
 		return c
 	}
 	return f
 }
 
 // extCall is one request's sub-request. It belongs to that request from
-// Request until the sub-request's done callback has resumed the chain.
+// Request until its continuation (decide) has run; a request whose park
+// ended first (timeout, client gone) never gives it back, and the pool
+// makes another.
 type extCall struct {
 	f          *externalFilter
-	x          *filters.Exchange
 	req        filters.SubRequest
 	credential bool // the request carried at least one forwarded header
-	done       func(*filters.SubResponse)
+	then       func(*filters.Exchange, *filters.SubResponse) filters.Verdict
 	ip         [64]byte // scratch for formatting the client IP
 	uri        []byte   // scratch for X-Forwarded-Uri
 }
@@ -113,7 +114,6 @@ func (f *externalFilter) Request(x *filters.Exchange) filters.Verdict {
 		return f.unavailable(x)
 	}
 	c := f.calls.Get().(*extCall)
-	c.x = x
 	c.credential = false
 	// Every value is copied into the exchange's arena: the call is
 	// asynchronous and the request's own buffer may move meanwhile.
@@ -137,37 +137,33 @@ func (f *externalFilter) Request(x *filters.Exchange) filters.Verdict {
 		h = append(h, filters.Header{Name: "X-Forwarded-For", Value: x.Own(x.ClientIP.AppendTo(c.ip[:0]))})
 	}
 	c.req = filters.SubRequest{Group: f.group, Method: "GET", Path: f.path, Headers: h, Timeout: f.timeout}
-	if err := x.Sub.Do(x, &c.req, c.done); err != nil {
-		// Refused (another sub-request is in flight): done never runs, so
-		// the call is given back here and the service counts as down.
+	if err := x.Sub.Do(x.Park(), &c.req, c.then); err != nil {
+		// Refused (another sub-request is in flight): then never runs, so
+		// the call is given back here and the service counts as down. The
+		// verdict below is not Suspend, so the park is void.
 		c.release()
 		return f.unavailable(x)
 	}
-	// c may already be finished and back in the pool: done can run inside
-	// Do when the call fails at once.
 	return filters.Suspend
 }
 
 // release returns c to the pool, dropping its views into the exchange.
 func (c *extCall) release() {
-	c.x = nil
 	clear(c.req.Headers) // drop views into the exchange's arena
 	c.f.calls.Put(c)
 }
 
-// finish is the sub-request's done callback, on the exchange's loop.
-func (c *extCall) finish(resp *filters.SubResponse) {
-	x, f := c.x, c.f
-	v := f.decide(x, resp, c.credential)
-	c.x = nil
-	clear(c.req.Headers) // drop views into the exchange's arena
-	x.Resume(v)
-	f.calls.Put(c) // only now: Resume may start other sub-requests on this loop
+// decide is the sub-request's continuation, on the exchange's loop: it
+// turns the service's answer into the verdict, with its edits or rejection
+// applied to x, and gives c back.
+func (c *extCall) decide(x *filters.Exchange, resp *filters.SubResponse) filters.Verdict {
+	v := c.f.judge(x, resp, c.credential)
+	c.release()
+	return v
 }
 
-// decide turns the service's answer into the verdict, with its edits or
-// rejection applied to x.
-func (f *externalFilter) decide(x *filters.Exchange, resp *filters.SubResponse, credential bool) filters.Verdict {
+// judge maps the service's answer to the verdict.
+func (f *externalFilter) judge(x *filters.Exchange, resp *filters.SubResponse, credential bool) filters.Verdict {
 	switch s := resp.Status; {
 	case resp.Err != nil || s == 0 || s >= 500:
 		return f.unavailable(x)

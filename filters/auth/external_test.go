@@ -17,8 +17,8 @@ import (
 )
 
 // fakeSub records sub-requests. With refuse set, Do refuses them; with
-// answer set it calls done inside Do; otherwise the test answers later
-// through pending.
+// answer set it resumes the ticket inside Do; otherwise the test answers
+// later through pending.
 type fakeSub struct {
 	refuse  error
 	answer  *filters.SubResponse
@@ -26,16 +26,19 @@ type fakeSub struct {
 	pending []func(*filters.SubResponse)
 }
 
-func (s *fakeSub) Do(x *filters.Exchange, r *filters.SubRequest, done func(*filters.SubResponse)) error {
+func (s *fakeSub) Do(t filters.Ticket, r *filters.SubRequest, then func(*filters.Exchange, *filters.SubResponse) filters.Verdict) error {
 	if s.refuse != nil {
 		return s.refuse
 	}
 	s.reqs = append(s.reqs, r)
+	answer := func(resp *filters.SubResponse) {
+		t.Resume(func(x *filters.Exchange) filters.Verdict { return then(x, resp) })
+	}
 	if s.answer != nil {
-		done(s.answer)
+		answer(s.answer)
 		return nil
 	}
-	s.pending = append(s.pending, done)
+	s.pending = append(s.pending, answer)
 	return nil
 }
 
@@ -259,16 +262,15 @@ func TestExternalAllocs(t *testing.T) {
 	if _, err := codec.ParseRequest(buf, req, nil); err != nil {
 		t.Fatal(err)
 	}
-	sub := &fakeSub{answer: &filters.SubResponse{Status: 200, Headers: headers("X-User-Id", "u-42")}, reqs: make([]*filters.SubRequest, 0, 1000)}
-	var got filters.Verdict
-	resume := func(v filters.Verdict) { got = v }
+	sub := newSyncSub(&filters.SubResponse{Status: 200, Headers: headers("X-User-Id", "u-42")})
 	x := new(filters.Exchange)
+	p := &syncParker{x: x}
 	peer := netip.MustParseAddr("192.0.2.7")
 	run := func() {
-		x.Reset(req, nil, peer, 0, resume)
+		x.Reset(req, nil, peer, 0, p)
 		x.Sub = sub
-		if f.Request(x) != filters.Suspend || got != filters.Continue {
-			t.Fatalf("%v %+v", got, x.Rejection)
+		if f.Request(x) != filters.Suspend || p.got != filters.Continue {
+			t.Fatalf("%v %+v", p.got, x.Rejection)
 		}
 	}
 	run() // warm the arena, the edit lists and the pool
@@ -283,26 +285,47 @@ func BenchmarkExternalAuth(b *testing.B) {
 	if _, err := codec.ParseRequest([]byte(withAuth("Bearer abc")), req, nil); err != nil {
 		b.Fatal(err)
 	}
-	resp := &filters.SubResponse{Status: 200, Headers: headers("X-User-Id", "u-42")}
-	sub := &syncSub{resp: resp}
-	resume := func(filters.Verdict) {}
+	sub := newSyncSub(&filters.SubResponse{Status: 200, Headers: headers("X-User-Id", "u-42")})
 	x := new(filters.Exchange)
+	p := &syncParker{x: x}
 	peer := netip.MustParseAddr("192.0.2.7")
 	b.ReportAllocs()
 	for b.Loop() {
-		x.Reset(req, nil, peer, 0, resume)
+		x.Reset(req, nil, peer, 0, p)
 		x.Sub = sub
 		f.Request(x)
 	}
 }
 
-// syncSub answers at once and records nothing.
-type syncSub struct{ resp *filters.SubResponse }
+// syncSub answers at once through the ticket and records nothing, without
+// allocating: its resume function is bound once.
+type syncSub struct {
+	resp    *filters.SubResponse
+	then    func(*filters.Exchange, *filters.SubResponse) filters.Verdict
+	deliver func(*filters.Exchange) filters.Verdict
+}
 
-func (s *syncSub) Do(_ *filters.Exchange, _ *filters.SubRequest, done func(*filters.SubResponse)) error {
-	done(s.resp)
+func newSyncSub(resp *filters.SubResponse) *syncSub {
+	s := &syncSub{resp: resp}
+	s.deliver = func(x *filters.Exchange) filters.Verdict { return s.then(x, s.resp) }
+	return s
+}
+
+func (s *syncSub) Do(t filters.Ticket, _ *filters.SubRequest, then func(*filters.Exchange, *filters.SubResponse) filters.Verdict) error {
+	s.then = then
+	t.Resume(s.deliver)
 	return nil
 }
+
+// syncParker runs a resume at once and keeps its verdict.
+type syncParker struct {
+	x   *filters.Exchange
+	got filters.Verdict
+}
+
+func (p *syncParker) Park() filters.Ticket { return filters.NewTicket(p, 1) }
+
+func (p *syncParker) Resume(_ uint64, fn func(*filters.Exchange) filters.Verdict) { p.got = fn(p.x) }
 
 // Two Authorization fields are refused before the service is asked: it
 // would judge one and the upstream might read the other.

@@ -170,8 +170,8 @@ func newVerifier(t testing.TB, cfg *config.Auth, loops int) (*Verifier, *time.Ti
 	return v, &now
 }
 
-// exchange parses raw and prepares an exchange on loop; the verdict a
-// suspended filter resumes with is sent to the returned channel.
+// exchange parses raw and prepares an exchange on loop; the verdict of the
+// function its ticket is resumed with is sent to the returned channel.
 func exchange(t testing.TB, raw string, loop int) (*filters.Exchange, chan filters.Verdict) {
 	return exchangeFrom(t, []byte(raw), loop)
 }
@@ -186,8 +186,35 @@ func exchangeFrom(t testing.TB, buf []byte, loop int) (*filters.Exchange, chan f
 	}
 	resumed := make(chan filters.Verdict, 1)
 	x := new(filters.Exchange)
-	x.Reset(req, []byte("req-1"), netip.MustParseAddr("192.0.2.7"), loop, func(v filters.Verdict) { resumed <- v })
+	p := &testParker{x: x, resumed: func(v filters.Verdict) { resumed <- v }}
+	x.Reset(req, []byte("req-1"), netip.MustParseAddr("192.0.2.7"), loop, p)
 	return x, resumed
+}
+
+// testParker stands in for the engine's parking: a ticket resumes once,
+// running its function at once on the caller's goroutine, and hands the
+// verdict to resumed.
+type testParker struct {
+	x       *filters.Exchange
+	gen     uint64
+	out     bool // a ticket for gen is out and unresumed
+	resumed func(filters.Verdict)
+}
+
+func (p *testParker) Park() filters.Ticket {
+	if !p.out {
+		p.gen++
+		p.out = true
+	}
+	return filters.NewTicket(p, p.gen)
+}
+
+func (p *testParker) Resume(gen uint64, fn func(*filters.Exchange) filters.Verdict) {
+	if gen != p.gen || !p.out {
+		return
+	}
+	p.out = false
+	p.resumed(fn(p.x))
 }
 
 func get(headers string) string {
