@@ -230,17 +230,20 @@ func TestWriterOddPaths(t *testing.T) {
 	w := startWriter(t, Options{Path: Stdout})
 	w.out = &buf
 	r := w.Access(0)
-	for _, p := range []string{"/" + strings.Repeat("a", 300), "/x\xff\x01\"y", `/a"},{"b\\",[`} {
+	for _, p := range []string{"/" + strings.Repeat("a", 300), "/x\xff\x01\"y", `/a"},{"b\\",[`, `/},{"time":"x"}`} {
 		rec := r.Reserve()
 		fill(rec, nil, p)
 		r.Commit()
 	}
 	w.Stop()
 	lines := readLines(t, []byte(buf.String()))
-	if len(lines) != 3 {
+	if len(lines) != 4 {
 		t.Fatalf("%d lines:\n%s", len(lines), buf.String())
 	}
 	if p := lines[2]["path"].(string); p != `/a"},{"b\\",[` {
+		t.Errorf("boundary-like path read back as %q", p)
+	}
+	if p := lines[3]["path"].(string); p != `/},{"time":"x"}` {
 		t.Errorf("boundary-like path read back as %q", p)
 	}
 	if p := lines[0]["path"].(string); len(p) != MaxPath || lines[0]["path_truncated"] != true {
@@ -319,6 +322,19 @@ func TestWriterReopen(t *testing.T) {
 	}
 }
 
+// The cached per-second prefix and the hand-made microseconds read the
+// same as time's own formatting.
+func TestFormatterTime(t *testing.T) {
+	var f formatter
+	var buf [40]byte
+	for _, ns := range []int64{0, 999, 1000, 1_700_000_000_000_001_000, 1_700_000_000_999_999_999, 1_700_000_001_000_000_000, 1_700_000_001_050_000_000} {
+		want := time.Unix(0, ns).UTC().Format(timeLayout)
+		if got := f.time(&buf, ns); got != want {
+			t.Errorf("time(%d) = %q, want %q", ns, got, want)
+		}
+	}
+}
+
 // A pass that formats and writes a hundred access lines allocates once
 // (one sonic call for the batch); an error line costs one.
 func TestWriterPassAllocs(t *testing.T) {
@@ -368,3 +384,51 @@ func (s *syncBuffer) String() string {
 }
 
 func TestMain(m *testing.M) { pooltest.Main(m) }
+
+// BenchmarkRecord is what a loop pays per request with the access log on:
+// reserve a slot, fill it as the engine does, publish it (the consumer
+// side only releases).
+func BenchmarkRecord(b *testing.B) {
+	r := NewRing(1024)
+	chain := testChain(b)
+	var req Request
+	req.Set([]byte("GET"), []byte("/api/users/7"))
+	var tm [filters.MaxChain]filters.Timing
+	id := []byte("6a1f0c2e9b3d000000000007")
+	client := netip.MustParseAddr("192.0.2.7")
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		rec := r.Reserve()
+		rec.Start, rec.Duration, rec.Upstream = 1, 2, 3
+		rec.BytesIn, rec.BytesOut = 80, 120
+		rec.Status, rec.Retries, rec.Code, rec.Suppressed = 200, 0, 0, 0
+		rec.End, rec.Node, rec.Message, rec.Route = "served", "10.0.0.1:80", "", "api"
+		rec.Req = req
+		rec.SetRequestID(id)
+		rec.Client = client
+		rec.SetFilters(chain, &tm)
+		r.Commit()
+		r.Release(1)
+	}
+}
+
+// BenchmarkWriterLine is what the writer goroutine pays per access line:
+// formatting in batches and writing to a file.
+func BenchmarkWriterLine(b *testing.B) {
+	w, err := New(Options{Path: filepath.Join(b.TempDir(), "a.log"), Loops: 1, RingSize: 1024})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Stop()
+	chain := testChain(b)
+	r := w.Access(0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i += 256 {
+		for j := 0; j < 256; j++ {
+			fill(r.Reserve(), chain, "/api/users/7")
+			r.Commit()
+		}
+		w.pass()
+	}
+}

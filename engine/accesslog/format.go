@@ -4,6 +4,7 @@
 package accesslog
 
 import (
+	"bytes"
 	"reflect"
 	"time"
 	"unsafe"
@@ -107,7 +108,10 @@ const batchLines = 128
 // access lines costs one allocation (see batchLines). Owned by the writer
 // goroutine.
 type formatter struct {
-	offset int64 // wall clock minus loopstat clock, read once per pass
+	offset  int64 // wall clock minus loopstat clock, read once per pass
+	sec     int64 // the second secText shows
+	secText []byte
+	secBuf  [32]byte
 
 	batch []accessLine // lines[:n], what sonic encodes
 	lines [batchLines]accessLine
@@ -127,8 +131,21 @@ type formatter struct {
 // record stays the writer's until it is released, after formatting).
 func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
+// time formats a loopstat time as UTC wall-clock time with microseconds.
+// The date and time to the second are formatted once per second and
+// reused; lines of one pass mostly share them.
 func (f *formatter) time(dst *[40]byte, mono int64) string {
-	return view(time.Unix(0, mono+f.offset).UTC().AppendFormat(dst[:0], timeLayout))
+	ns := mono + f.offset
+	sec := ns / 1e9
+	if sec != f.sec || f.secText == nil {
+		f.secText = time.Unix(sec, 0).UTC().AppendFormat(f.secBuf[:0], "2006-01-02T15:04:05")
+		f.sec = sec
+	}
+	b := append(dst[:0], f.secText...)
+	us := ns % 1e9 / 1e3
+	b = append(b, '.', byte('0'+us/1e5), byte('0'+us/1e4%10), byte('0'+us/1e3%10),
+		byte('0'+us/100%10), byte('0'+us/10%10), byte('0'+us%10), 'Z')
+	return view(b)
 }
 
 func client(dst *[64]byte, rec *Record) string {
@@ -176,42 +193,36 @@ func (f *formatter) appendAccess(dst []byte, r *Ring, n int) []byte {
 	return splitArray(dst, f.array)
 }
 
-// splitArray appends the elements of a compact JSON array of objects, one
-// per line. Element boundaries are the commas outside strings at depth 1.
+// splitArray appends the elements of the encoded batch, one per line.
+// Each element begins `{"time":`, and the sequence `},{"time":` cannot
+// occur inside a JSON string (a quote in a string is escaped, so a `{"`
+// there is always `{\"`), nor inside the filters array (its objects have
+// other keys): every occurrence is a boundary between two lines, and its
+// comma becomes the newline. Finding them with bytes.Index is much faster
+// than scanning the batch byte by byte.
 func splitArray(dst, array []byte) []byte {
 	if len(array) < 2 {
 		return dst
 	}
-	depth, inString, escaped := 0, false, false
 	start := len(dst)
-	for _, c := range array[1 : len(array)-1] {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-		case c == '}' || c == ']':
-			depth--
-		case c == ',' && depth == 0:
-			dst = append(dst, '\n')
-			continue
+	dst = append(dst, array[1:len(array)-1]...)
+	for rest := dst[start:]; ; {
+		i := bytes.Index(rest, lineBoundary)
+		if i < 0 {
+			break
 		}
-		dst = append(dst, c)
+		rest[i+1] = '\n'
+		rest = rest[i+len(lineBoundary):]
 	}
 	if len(dst) > start {
 		dst = append(dst, '\n')
 	}
 	return dst
 }
+
+// lineBoundary is where one encoded accessLine ends and the next begins;
+// accessLine's first field must stay Time.
+var lineBoundary = []byte(`},{"time":`)
 
 // appendError appends rec's error line to dst. It costs one allocation
 // (sonic's), which the error log's rate limit bounds.
