@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet bench bench-idle bench-go fuzz clean
+.PHONY: build run test vet redis bench bench-idle bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -16,9 +16,15 @@ run: build
 # *Allocs*) in a build without it, where their counts mean something; under
 # -race they skip themselves (pooltest.SkipAllocsUnderRace). The second step
 # builds only the packages that have such a test.
-test: vet
+test: vet redis
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run Allocs $$(grep -rlE --include='*_test.go' '^func Test[[:alnum:]_]*Allocs' . | xargs -r dirname | sort -u)
+
+# The cluster rate-limit tests (filters/ratelimit/cluster) start a real
+# redis-server; install it when it is missing (Debian/Ubuntu, as root). If
+# that cannot be done those tests skip themselves.
+redis:
+	@command -v redis-server >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || true
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

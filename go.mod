@@ -7,7 +7,8 @@ require (
 	github.com/bytedance/sonic v1.15.5
 	github.com/cloudwego/netpoll v0.7.2
 	github.com/panjf2000/gnet/v2 v2.9.7
-	golang.org/x/sys v0.38.0
+	github.com/redis/rueidis v1.0.79
+	golang.org/x/sys v0.47.0
 	gopkg.in/yaml.v3 v3.0.1
 )
 

@@ -158,22 +158,9 @@ func (cc *clientConn) logRejected(status, code int, msg string, start int64, id 
 }
 
 // applyLiveObservability applies what of cfg's observability may change
-// on a reload: metrics.per_request. Reload calls it when it swaps cfg in.
+// on a reload: metrics.per_request. Reload calls it when it swaps cfg in;
+// config.Compare refuses a change of access_log, whose rings and file are
+// made at start.
 func (s *Server) applyLiveObservability(cfg *config.Config) {
 	s.metrics.quiet.Store(!cfg.Metrics.RecordsRequests())
-}
-
-// restartOnlyLogSettings names the log settings that differ between the
-// running config and cfg and cannot change live (the rings and the file
-// are made at start), for Reload to refuse: "access_log.path",
-// "access_log.ring_size".
-func restartOnlyLogSettings(running, cfg *config.Config) []string {
-	var out []string
-	if running.AccessLog.Path != cfg.AccessLog.Path {
-		out = append(out, "access_log.path")
-	}
-	if running.AccessLog.RingSize != cfg.AccessLog.RingSize {
-		out = append(out, "access_log.ring_size")
-	}
-	return out
 }

@@ -1,8 +1,10 @@
-// The reload hooks of the observability settings.
+// The observability settings on a reload: metrics.per_request applies
+// live, access_log is refused.
 
 package engine
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/loopgate/loopgate/engine/config"
@@ -17,8 +19,7 @@ func TestObservabilityOnReload(t *testing.T) {
 		}
 		return c
 	}
-	running := parse("")
-	s, err := New(running)
+	s, err := New(parse(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,16 +27,15 @@ func TestObservabilityOnReload(t *testing.T) {
 	if s.metrics.quiet.Load() {
 		t.Fatal("per-request metrics off by default")
 	}
-	off := parse("metrics: {per_request: false}\n")
-	if got := restartOnlyLogSettings(running, off); len(got) != 0 {
-		t.Errorf("metrics.per_request reported as restart-only: %v", got)
+	changes, err := s.Reload(parse("metrics: {per_request: false}\n"))
+	if err != nil || !strings.Contains(changes, "metrics changed") {
+		t.Fatalf("reload turning metrics.per_request off: %q, %v", changes, err)
 	}
-	s.applyLiveObservability(off)
 	if !s.metrics.quiet.Load() {
 		t.Error("metrics.per_request: false did not apply")
 	}
-	logged := parse("access_log: {path: stdout, ring_size: 64}\n")
-	if got := restartOnlyLogSettings(running, logged); len(got) != 2 {
-		t.Errorf("restart-only settings %v, want access_log.path and access_log.ring_size", got)
+	if _, err := s.Reload(parse("metrics: {per_request: false}\naccess_log: {path: stdout}\n")); err == nil ||
+		!strings.Contains(err.Error(), "access_log") {
+		t.Errorf("reload turning the access log on: %v, want it refused naming access_log", err)
 	}
 }

@@ -4,8 +4,6 @@
 package engine
 
 import (
-	"time"
-
 	"github.com/loopgate/loopgate/codec"
 )
 
@@ -22,7 +20,7 @@ func (ex *exchange) wantsBuffer(req *codec.Request, limit int64) bool {
 	case codec.BodyLength:
 		return req.ContentLength <= limit
 	case codec.BodyChunked:
-		maxBody := int64(ex.loop.limits.MaxBodyBytes)
+		maxBody := ex.snap.limits.MaxBodyBytes
 		if ex.route.maxBody > 0 {
 			maxBody = ex.route.maxBody
 		}
@@ -78,7 +76,7 @@ func (ex *exchange) bufferBody() bool {
 		ex.save()
 		cc.setState(stateBufferingBody)
 	}
-	l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.Idle))
+	l.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
 	return false
 }
 

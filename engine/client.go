@@ -94,7 +94,7 @@ func (cc *clientConn) traffic() {
 	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
 		if ex := cc.ex; ex != nil && !ex.reqDone && !ex.bodyStalled {
 			if cc.state == stateReadingBody {
-				cc.loop.wheel.Arm(&cc.timer, time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
+				cc.loop.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
 			}
 			ex.pumpBody()
 		}
@@ -142,13 +142,16 @@ func (cc *clientConn) account() {
 	}
 }
 
-// inboundCap is how many unread bytes the connection may hold.
+// inboundCap is how many unread bytes the connection may hold: by the
+// running exchange's snapshot, else the loop's.
 func (cc *clientConn) inboundCap() int {
-	limits := &cc.loop.srv.cfg.Limits
-	if ex := cc.ex; ex != nil && !ex.reqDone {
-		return int(limits.MaxConnBuffer + limits.MaxBodyBytes)
+	if ex := cc.ex; ex != nil {
+		if !ex.reqDone {
+			return ex.snap.maxConnBuffer + int(ex.snap.limits.MaxBodyBytes)
+		}
+		return ex.snap.maxConnBuffer
 	}
-	return int(limits.MaxConnBuffer)
+	return cc.loop.state.snap.maxConnBuffer
 }
 
 // serve parses and starts requests while the connection is between
@@ -156,6 +159,7 @@ func (cc *clientConn) inboundCap() int {
 // out strictly in order.
 func (cc *clientConn) serve() {
 	l := cc.loop
+	l.current() // a new request takes the running config version
 	cc.serving = true
 	defer func() { cc.serving = false }()
 	for cc.state == stateIdle || cc.state == stateReadingHead {
@@ -165,7 +169,7 @@ func (cc *clientConn) serve() {
 		}
 		req := &l.req
 		req.Reset()
-		n, err := codec.ParseRequest(buf, req, &l.limits)
+		n, err := codec.ParseRequest(buf, req, &l.state.snap.limits)
 		if err != nil {
 			cc.reject(err)
 			return
@@ -178,7 +182,7 @@ func (cc *clientConn) serve() {
 				// accept for the first one (already running), else from
 				// its first byte, after the idle wait.
 				if !cc.headClock {
-					l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.HeaderRead))
+					l.wheel.Arm(&cc.timer, l.state.snap.timeouts.headerRead)
 				}
 			}
 			return
@@ -224,7 +228,7 @@ func (cc *clientConn) finish() {
 		cc.closeWhenFlushed()
 		return
 	}
-	cc.idle(time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
+	cc.idle(cc.loop.state.snap.timeouts.idle)
 	if !cc.serving { // else the serve loop up the stack takes the next request
 		cc.serve()
 	}
@@ -248,7 +252,7 @@ func (cc *clientConn) onTimer() {
 			// upstream is still behind, and gives up after the response
 			// timeout.
 			if cc.state == stateReadingBody {
-				cc.loop.wheel.Arm(&cc.timer, time.Duration(cc.loop.srv.cfg.Timeouts.Idle))
+				cc.loop.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
 			}
 			ex.pumpBody()
 			return
@@ -278,7 +282,7 @@ func (cc *clientConn) closeWhenFlushed() {
 		return
 	}
 	cc.setState(stateClosing)
-	cc.lingerUntil = time.Now().Add(time.Duration(cc.loop.srv.cfg.Timeouts.Drain))
+	cc.lingerUntil = time.Now().Add(cc.loop.state.snap.timeouts.drain)
 	cc.lingerCheck()
 }
 
@@ -315,7 +319,7 @@ func (cc *clientConn) writeBody(p []byte) bool {
 	}
 	l := cc.loop
 	was := cc.spool.Pending()
-	if err := cc.spool.Write(cc.gc, p, &l.spoolCfg, l.spoolBuf); err != nil || cc.peerGone {
+	if err := cc.spool.Write(cc.gc, p, cc.spoolConfig(), l.spoolBuf); err != nil || cc.peerGone {
 		cc.closeSoon()
 		return false
 	}
@@ -326,6 +330,15 @@ func (cc *clientConn) writeBody(p []byte) bool {
 		ex.bytesOut += int64(len(p))
 	}
 	return true
+}
+
+// spoolConfig is how the connection spools: by the running exchange's
+// snapshot, else the loop's.
+func (cc *clientConn) spoolConfig() *spool.Config {
+	if ex := cc.ex; ex != nil {
+		return &ex.snap.spool
+	}
+	return &cc.loop.state.snap.spool
 }
 
 // closeSoon closes after a failed write. The write may be this client's

@@ -30,7 +30,7 @@ type exchange struct {
 	loop  *loop
 	cc    *clientConn // nil once the exchange is finished
 	call  upstream.Call
-	snap  *snapshot // the routing state the request was matched with; set by dispatch
+	snap  *snapshot // the config version the request runs on, start to finish; set by begin
 	route *route    // nil until routed
 	chain *filters.Chain
 	fx    filters.Exchange // the filters' view of the request
@@ -106,7 +106,9 @@ var _ upstream.Receiver = (*exchange)(nil)
 // begin resets the exchange for a newly parsed request.
 func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.cc = cc
-	ex.snap, ex.route, ex.chain = nil, nil, nil
+	// The loop's running version (serve just brought it up to date)
+	// serves the request to its end, whatever reloads happen meanwhile.
+	ex.snap, ex.route, ex.chain = cc.loop.state.snap, nil, nil
 	ex.headLen, ex.headGone, ex.hostPort = headLen, false, -1
 	ex.idLen = cc.loop.nextRequestID(&ex.id)
 	ex.minor = req.Minor
@@ -134,7 +136,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	switch {
 	case req.Chunked:
 		ex.reqMode = codec.BodyChunked
-		ex.reqChunked.Reset(int64(cc.loop.limits.MaxBodyBytes))
+		ex.reqChunked.Reset(ex.snap.limits.MaxBodyBytes)
 	case req.ContentLength > 0:
 		ex.reqMode = codec.BodyLength
 		ex.reqRemaining = req.ContentLength
@@ -194,7 +196,7 @@ func (ex *exchange) CallReady(*upstream.Call) bool {
 // Bytes stay in the client's gnet buffer until the call can take them.
 func (ex *exchange) pumpBody() {
 	cc := ex.cc
-	high := int(ex.loop.srv.cfg.Limits.MaxConnBuffer)
+	high := ex.snap.maxConnBuffer
 	for cc != nil && !ex.reqDone && ex.callReady {
 		if ex.call.Backlog() > high {
 			// gnet cannot pause the client, so the body waits in its input

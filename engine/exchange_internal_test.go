@@ -44,8 +44,8 @@ func TestResponsePhaseHasNoStaleRequestView(t *testing.T) {
 	}
 	w := &reqWatcher{Base: filters.Base{FilterName: "watch", FilterOrder: 1}}
 	ch, _ := filters.NewChain([]filters.Filter{w}, 1)
-	for i := range srv.snap.Load().routes {
-		srv.snap.Load().routes[i].chain = ch
+	for i := range srv.state.Load().snap.routes {
+		srv.state.Load().snap.routes[i].chain = ch
 	}
 	addr := ServeForTest(t, srv)
 	// A proxied response and a gateway error (502 from a dead node).
@@ -104,8 +104,8 @@ func TestDonePhaseBalancesUnderClientAborts(t *testing.T) {
 	}
 	counter := &lifecycleCounter{Base: filters.Base{FilterName: "count", FilterOrder: 1}}
 	ch, _ := filters.NewChain([]filters.Filter{counter}, 2)
-	for i := range srv.snap.Load().routes {
-		srv.snap.Load().routes[i].chain = ch
+	for i := range srv.state.Load().snap.routes {
+		srv.state.Load().snap.routes[i].chain = ch
 	}
 	addr := ServeForTest(t, srv)
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
@@ -28,9 +27,16 @@ type loop struct {
 	el      atomic.Value // gnet.EventLoop, written once at claim
 	stop    chan struct{}
 
+	// refresh is posted by Apply so that a loop adopts a new config
+	// version (and retires the pools it no longer needs) even while no
+	// request arrives on it. Made by newLoop, before any goroutine runs.
+	refresh gnet.Runnable
+
+	// state is the config version the loop runs (see current); the
+	// scratch sizes follow it.
+	state   *state
 	wheel   *wheel.Wheel
 	up      *upstream.Loop
-	limits  codec.Limits
 	req     codec.Request // scratch: the head being parsed
 	scratch []byte        // router lowercasing
 	out     []byte        // response heads and error bodies being built
@@ -41,7 +47,6 @@ type loop struct {
 	// bytes from the same upstream read; flushed before OnTraffic returns.
 	pendingHead *clientConn
 
-	spoolCfg spool.Config
 	spoolBuf []byte        // read buffer for moving spooled bytes back out
 	spooling []*clientConn // clients with spooled bytes, pumped every tick
 	pumping  []*clientConn // spare slice for pumpSpools
@@ -72,43 +77,32 @@ func (l *loop) eventLoop() gnet.EventLoop {
 	return nil
 }
 
+// newLoop prepares the slot for loop index of s; start runs it.
+func newLoop(s *Server, index int) *loop {
+	l := &loop{srv: s, index: index}
+	l.refresh = gnet.RunnableFunc(func(context.Context) error {
+		l.enter()
+		l.current()
+		l.leave()
+		return nil
+	})
+	return l
+}
+
 // start initialises the loop on its own goroutine and starts its ticker.
 func (l *loop) start(el gnet.EventLoop) {
-	cfg := l.srv.cfg
 	l.wheel = wheel.New(wheel.DefaultTick, 1024)
-	l.limits = l.srv.snap.Load().limits
-	l.up = upstream.NewLoop(el, l.wheel, l.srv.snap.Load().respLimits, l.srv.groups)
-	l.up.Owner = l
-	// Each pool counts into the node's shard for this loop, which outlives
-	// the pool; before any traffic, so no outcome is counted elsewhere.
-	for gi, nodes := range l.srv.nodeMetrics {
-		for ni, p := range l.up.Group(gi).Pools() {
-			p.Stats = &nodes[ni].shards[l.index].NodeStats
-		}
-	}
-	l.up.Guard = func(f func()) {
-		l.enter()
-		f()
-		l.leave()
-	}
-	l.scratch = make([]byte, 0, 3*int(cfg.Limits.MaxURIBytes))
-	// A raw '\' grows to "%5C" when normalised: three bytes per URI byte
-	// at most, so normalising never allocates.
-	l.path = make([]byte, 0, 3*int(cfg.Limits.MaxURIBytes))
+	l.up = upstream.NewLoop(el, l, wheelClock{l.wheel}, l.srv.state.Load().snap.respLimits)
 	l.host = make([]byte, 0, 256)
 	l.out = make([]byte, 0, 4096)
 	l.spoolBuf = make([]byte, 256<<10)
-	l.spoolCfg = spool.Config{
-		HighWater: int(cfg.Limits.MaxConnBuffer),
-		MaxFile:   int64(cfg.Limits.MaxTempFileBytes),
-		Dir:       cfg.Limits.TempDir,
-	}
 	l.clients.init()
 	l.inbox.init(l)
+	l.current()
 	var seed [6]byte
 	_, _ = rand.Read(seed[:])
 	hex.Encode(l.idPrefix[:], seed[:])
-	if cfg.Pin {
+	if l.srv.pin {
 		if err := pinThread(l.index); err != nil {
 			log.Printf("engine: loop %d: cpu affinity: %v", l.index, err)
 		}
@@ -117,6 +111,74 @@ func (l *loop) start(el gnet.EventLoop) {
 	l.el.Store(el)
 	go l.tickLoop(el, l.stop)
 }
+
+// current returns the snapshot new work on the loop uses: the server's
+// running version, adopted first if the loop has not seen it yet. One
+// atomic load when nothing changed. On the loop only.
+func (l *loop) current() *snapshot {
+	if st := l.srv.state.Load(); st != l.state {
+		l.adopt(st)
+	}
+	return l.state.snap
+}
+
+// adopt makes st the loop's config version: each of its upstreams gets
+// this loop's group, built from the loop's pools (a node keeps its pool and
+// connections; the pools of nodes no longer configured drain and close),
+// and the loop's limits and scratch follow the new settings. Exchanges
+// already running keep the snapshot they began with, and its groups.
+func (l *loop) adopt(st *state) {
+	snap := st.snap
+	gcs := make([]*upstream.GroupConfig, len(snap.upstreams))
+	for i, d := range snap.upstreams {
+		gcs[i] = &d.group
+	}
+	for i, g := range l.up.Update(gcs) {
+		snap.upstreams[i].loops[l.index] = g
+	}
+	l.up.SetLimits(snap.respLimits)
+	// A raw '\' grows to "%5C" when normalised: three bytes per URI byte
+	// at most, so normalising and matching never allocate.
+	if n := 3 * snap.limits.MaxURIBytes; cap(l.path) < n {
+		l.path = make([]byte, 0, n)
+		l.scratch = make([]byte, 0, n)
+	}
+	l.state = st
+}
+
+// Index is the loop's index (upstream.Host): the shard it writes.
+func (l *loop) Index() int { return l.index }
+
+// Guard runs f as the loop runs its own callbacks (upstream.Host).
+func (l *loop) Guard(f func()) {
+	l.enter()
+	f()
+	l.leave()
+}
+
+var _ upstream.Host = (*loop)(nil)
+
+// wheelClock is the loop's timer wheel as the upstream side sees it.
+type wheelClock struct{ w *wheel.Wheel }
+
+var _ upstream.Clock = wheelClock{}
+
+func (c wheelClock) Now() time.Time { return c.w.Now() }
+
+func (c wheelClock) NewTimer(fire func()) upstream.Timer {
+	t := &wheelTimer{w: c.w}
+	t.t.Init(fire)
+	return t
+}
+
+// wheelTimer is a wheel.Timer with its wheel, as an upstream.Timer.
+type wheelTimer struct {
+	w *wheel.Wheel
+	t wheel.Timer
+}
+
+func (t *wheelTimer) Arm(d time.Duration) { t.w.Arm(&t.t, d) }
+func (t *wheelTimer) Stop()               { t.t.Stop() }
 
 // tickLoop drives the wheel: gnet has no timers, so a goroutine posts the
 // tick to the loop.
@@ -215,7 +277,7 @@ func (l *loop) accept(c gnet.Conn) {
 	l.clients.push(cc)
 	l.srv.clients.Add(1)
 	l.stats.conns.Add(1)
-	cc.idle(time.Duration(l.srv.cfg.Timeouts.HeaderRead))
+	cc.idle(l.current().timeouts.headerRead)
 	cc.headClock = true
 }
 
@@ -243,7 +305,7 @@ func (l *loop) pumpSpools() {
 			continue
 		}
 		before := cc.spool.Sent()
-		if err := cc.spool.Pump(cc.gc, &l.spoolCfg, l.spoolBuf); err != nil {
+		if err := cc.spool.Pump(cc.gc, cc.spoolConfig(), l.spoolBuf); err != nil {
 			cc.close()
 			continue
 		}
@@ -256,7 +318,7 @@ func (l *loop) pumpSpools() {
 				cc.spoolStuck = time.Time{}
 			case cc.spoolStuck.IsZero():
 				cc.spoolStuck = now
-			case now.Sub(cc.spoolStuck) > time.Duration(l.srv.cfg.Timeouts.Idle):
+			case now.Sub(cc.spoolStuck) > l.state.snap.timeouts.idle:
 				cc.close()
 				continue
 			}
@@ -325,7 +387,7 @@ func (l *loop) putExchange(ex *exchange) {
 	ex.done()
 	ex.logEnd()
 	ex.record()
-	ex.cc, ex.snap = nil, nil
+	ex.cc, ex.snap, ex.route, ex.chain = nil, nil, nil, nil
 	ex.sub.abort()
 	ex.saved.SafeRelease()
 	ex.saved = nil

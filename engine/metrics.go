@@ -56,8 +56,8 @@ type registry struct {
 	mu       sync.Mutex
 	routes   []*routeMetrics // in creation order, which is config order
 	routeIx  map[string]*routeMetrics
-	nodes    []*nodeMetrics
-	nodeIx   map[nodeKey]*nodeMetrics
+	nodes    []*upstream.Node
+	nodeIx   map[nodeKey]*upstream.Node
 	filters  []*filterMetrics
 	filterIx map[filterKey]*filterMetrics
 	unrouted *routeMetrics
@@ -68,7 +68,7 @@ type nodeKey struct{ upstream, addr string }
 type filterKey struct{ route, filter string }
 
 func newRegistry(loops int) *registry {
-	r := &registry{loops: loops, routeIx: map[string]*routeMetrics{}, nodeIx: map[nodeKey]*nodeMetrics{},
+	r := &registry{loops: loops, routeIx: map[string]*routeMetrics{}, nodeIx: map[nodeKey]*upstream.Node{},
 		filterIx: map[filterKey]*filterMetrics{}}
 	r.unrouted = r.route(unroutedID)
 	return r
@@ -88,19 +88,20 @@ func (r *registry) route(id string) *routeMetrics {
 	return m
 }
 
-// node returns the stats of one upstream node, making them the first time.
-// Off-loop only.
-func (r *registry) node(up, addr string) *nodeMetrics {
+// node returns the upstream node addr of upstream up, making it the first
+// time. The node outlives reloads that keep it: every loop's pool for it
+// shares it, and its stats are the node's metrics. Off-loop only.
+func (r *registry) node(up, addr string) *upstream.Node {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := nodeKey{up, addr}
-	if m := r.nodeIx[k]; m != nil {
-		return m
+	if n := r.nodeIx[k]; n != nil {
+		return n
 	}
-	m := &nodeMetrics{upstream: up, addr: addr, shards: make([]nodeShard, r.loops)}
-	r.nodeIx[k] = m
-	r.nodes = append(r.nodes, m)
-	return m
+	n := upstream.NewNode(up, addr, r.loops)
+	r.nodeIx[k] = n
+	r.nodes = append(r.nodes, n)
+	return n
 }
 
 // filter returns the timing stats of one filter on one route, making them
@@ -192,18 +193,6 @@ func (m *routeMetrics) count(loop int, status, code int, ns int64) {
 	}
 }
 
-// nodeMetrics are one upstream node's series: upstream.NodeStats per loop.
-type nodeMetrics struct {
-	upstream, addr string
-	shards         []nodeShard // by loop index
-}
-
-type nodeShard struct {
-	_ cacheLine
-	upstream.NodeStats
-	_ cacheLine
-}
-
 // filterMetrics name a filter's stats for the writer.
 type filterMetrics struct {
 	route, filter string
@@ -234,7 +223,7 @@ func (s *Server) writeSeries(w io.Writer) {
 	reg := s.metrics
 	reg.mu.Lock()
 	routes := append([]*routeMetrics(nil), reg.routes...)
-	nodes := append([]*nodeMetrics(nil), reg.nodes...)
+	nodes := append([]*upstream.Node(nil), reg.nodes...)
 	fms := append([]*filterMetrics(nil), reg.filters...)
 	reg.mu.Unlock()
 
@@ -323,13 +312,14 @@ func (s *Server) writeSeries(w io.Writer) {
 	type nodeSum struct {
 		connects, failures, resets, timeouts, exhausted, bad uint64
 		idle, active                                         int64
-		firstByte                                            loopstat.Sum
+		responses                                            [5]uint64
+		firstByte, duration                                  loopstat.Sum
 	}
 	ns := make([]nodeSum, len(nodes))
 	for i, m := range nodes {
 		n := &ns[i]
-		for j := range m.shards {
-			st := &m.shards[j].NodeStats
+		for j := 0; j < m.Loops(); j++ {
+			st := m.Stats(j)
 			n.connects += st.Connects.Load()
 			n.failures += st.ConnectFailures.Load()
 			n.resets += st.Resets.Load()
@@ -339,12 +329,16 @@ func (s *Server) writeSeries(w io.Writer) {
 			n.idle += st.Idle.Load()
 			n.active += st.Active.Load()
 			n.firstByte.Add(&st.FirstByte)
+			n.duration.Add(&st.Duration)
+			for c := range st.Responses {
+				n.responses[c] += st.Responses[c].Load()
+			}
 		}
 	}
 	nodeCounter := func(name, help string, v func(*nodeSum) uint64) {
 		p.family(name, "counter", help)
 		for i, m := range nodes {
-			p.sample(name, p.labels("upstream", m.upstream, "node", m.addr), v(&ns[i]))
+			p.sample(name, p.labels("upstream", m.Upstream, "node", m.Addr), v(&ns[i]))
 		}
 	}
 	nodeCounter("loopgate_upstream_connects_total", "Connections dialed to the node, successful or not.", func(n *nodeSum) uint64 { return n.connects })
@@ -356,14 +350,27 @@ func (s *Server) writeSeries(w io.Writer) {
 	nodeGauge := func(name, help string, v func(*nodeSum) int64) {
 		p.family(name, "gauge", help)
 		for i, m := range nodes {
-			p.gauge(name, p.labels("upstream", m.upstream, "node", m.addr), v(&ns[i]))
+			p.gauge(name, p.labels("upstream", m.Upstream, "node", m.Addr), v(&ns[i]))
 		}
 	}
 	nodeGauge("loopgate_upstream_pool_idle_connections", "Keep-alive connections to the node waiting in the pools.", func(n *nodeSum) int64 { return n.idle })
 	nodeGauge("loopgate_upstream_pool_active_connections", "Connections to the node carrying a call, or being dialed for one.", func(n *nodeSum) int64 { return n.active })
 	p.family("loopgate_upstream_first_byte_seconds", "histogram", "Time from a call's start (pool wait and connect included) to the node's first response head.")
 	for i, m := range nodes {
-		p.histogram("loopgate_upstream_first_byte_seconds", p.labels("upstream", m.upstream, "node", m.addr), &ns[i].firstByte)
+		p.histogram("loopgate_upstream_first_byte_seconds", p.labels("upstream", m.Upstream, "node", m.Addr), &ns[i].firstByte)
+	}
+	p.family("loopgate_upstream_responses_total", "counter", "Final responses from the node, by status class.")
+	for i, m := range nodes {
+		for c, n := range ns[i].responses {
+			if c == 0 && n == 0 {
+				continue // final 1xx statuses do not happen
+			}
+			p.sample("loopgate_upstream_responses_total", p.labels("upstream", m.Upstream, "node", m.Addr, "code", classNames[c]), n)
+		}
+	}
+	p.family("loopgate_upstream_call_duration_seconds", "histogram", "Time from a call's start to its end (last response byte, or failure), for calls the node or a deadline ended.")
+	for i, m := range nodes {
+		p.histogram("loopgate_upstream_call_duration_seconds", p.labels("upstream", m.Upstream, "node", m.Addr), &ns[i].duration)
 	}
 
 	// Per filter.

@@ -16,7 +16,7 @@ import (
 func BenchmarkMetricsPerRequest(b *testing.B) {
 	reg := newRegistry(2)
 	rm := reg.route("r")
-	node := &reg.node("u", "127.0.0.1:1").shards[1].NodeStats
+	node := reg.node("u", "127.0.0.1:1").Stats(1)
 	var ls loopStats
 	var self, total [3]loopstat.Histogram
 	b.ReportAllocs()

@@ -4,14 +4,12 @@
 package engine
 
 import (
-	"time"
 	"unsafe"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/pool"
-	"github.com/loopgate/loopgate/upstream"
 )
 
 // start takes a parsed head: it checks the process-wide buffer budget, then
@@ -28,8 +26,7 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 		cc.closeAfter = true
 	}
 	if ex.reqMode != codec.BodyNone {
-		snap := l.srv.snap.Load()
-		if l.srv.buffered.Load() >= snap.maxBuffered {
+		if l.srv.buffered.Load() >= ex.snap.maxBuffered {
 			ex.discardHead()
 			cc.closeAfter = true // the body is not read, so the framing is lost
 			ex.fx.Rejection.AddHeader("Retry-After", retryAfterOne)
@@ -45,9 +42,7 @@ func (cc *clientConn) start(req *codec.Request, headLen int) {
 // upstream: the normalised path (not the raw target) is forwarded.
 func (ex *exchange) dispatch(req *codec.Request) {
 	cc, l := ex.cc, ex.loop
-	// One snapshot serves the request from routing to the upstream head.
-	snap := l.srv.snap.Load()
-	ex.snap = snap
+	snap := ex.snap // the one config version the request runs on (see begin)
 	host, port, err := codec.NormalizeHost(l.host[:0], req.Host)
 	if err != nil {
 		ex.localReply(err)
@@ -162,7 +157,7 @@ func (ex *exchange) afterFilters(v filters.Verdict) {
 func (ex *exchange) park() {
 	ex.parked = true
 	l := ex.loop
-	l.wheel.Arm(&ex.suspendTimer, time.Duration(l.srv.cfg.Timeouts.Suspend))
+	l.wheel.Arm(&ex.suspendTimer, ex.snap.timeouts.suspend)
 	ex.save()
 	// Out of Idle/ReadingHead, so serve takes no pipelined request while
 	// this one waits; any body waits too, with no read deadline meanwhile.
@@ -180,7 +175,7 @@ func (ex *exchange) save() {
 	if ex.saved != nil {
 		return
 	}
-	cc, l := ex.cc, ex.loop
+	cc := ex.cc
 	head, _ := cc.gc.Peek(ex.headLen)
 	path, host := ex.fx.Req.Path, ex.fx.Req.Host
 	ex.saved = pool.Get(len(head) + len(path) + len(host))
@@ -188,7 +183,7 @@ func (ex *exchange) save() {
 	ex.saved.B = append(ex.saved.B, path...)
 	ex.saved.B = append(ex.saved.B, host...)
 	ex.req.Reset()
-	if _, err := codec.ParseRequest(ex.saved.B[:len(head)], &ex.req, &l.limits); err != nil {
+	if _, err := codec.ParseRequest(ex.saved.B[:len(head)], &ex.req, &ex.snap.limits); err != nil {
 		panic("engine: a parsed head failed to parse again: " + err.Error())
 	}
 	ex.req.Path = ex.saved.B[len(head) : len(head)+len(path)]
@@ -241,21 +236,7 @@ func (ex *exchange) proceed(req *codec.Request) {
 			return // waiting for the rest of the body, or answered
 		}
 	}
-	group := r.group
-	var hashKey []byte
-	if ex.chain != nil {
-		if g := ex.fx.Upstream.Group; g >= 0 {
-			group = g
-		}
-		hashKey = ex.fx.Upstream.HashKey
-	}
-	g := l.up.Group(group)
-	var node *upstream.Pool
-	if hashKey != nil {
-		node = g.PickHash(hashKey)
-	} else {
-		node = g.Pick()
-	}
+	node := ex.pickNode()
 	head, bad := ex.buildUpstreamHead(req, node.Addr)
 	if bad != nil { // a rewrite produced a path that does not normalise
 		ex.localReply(bad)
@@ -266,7 +247,7 @@ func (ex *exchange) proceed(req *codec.Request) {
 	ex.saved = nil
 	if ex.reqMode != codec.BodyNone {
 		cc.setState(stateReadingBody)
-		l.wheel.Arm(&cc.timer, time.Duration(l.srv.cfg.Timeouts.Idle))
+		l.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
 	} else {
 		cc.setState(stateWaitingUpstream)
 	}

@@ -1,17 +1,103 @@
-// Reload: compiling a new config off the loops and swapping it in.
+// Reload: compiling a new config off the loops, refusing what cannot
+// change live, and swapping it in.
 
 package engine
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/loopgate/loopgate/engine/config"
 )
 
+// errNotCompiledHere is Apply's answer to a Compiled from another server.
+var errNotCompiledHere = errors.New("engine: apply: the config was compiled for another server")
+
+// Compiled is a config compiled for one Server, ready for Apply.
+type Compiled struct {
+	srv  *Server
+	cfg  *config.Config
+	snap *snapshot
+}
+
+// Compile builds everything a config version needs (route table, filter
+// chains, upstream definitions) off the loops, from cfg as config.Parse
+// returned it. It reports every error it finds, on one line. Chains share
+// the server's durable state (bans, revocations, filter stats, metrics,
+// upstream nodes), so compiling changes nothing that runs; a Compiled
+// that is never applied is simply dropped. Safe for concurrent use.
+func (s *Server) Compile(cfg *config.Config) (*Compiled, error) {
+	snap, err := compile(cfg, len(s.loops), &s.durable)
+	if err != nil {
+		return nil, err
+	}
+	return &Compiled{srv: s, cfg: cfg, snap: snap}, nil
+}
+
+// Apply makes c the running config version and returns its number. New
+// requests use it at once: every loop compares versions per request and
+// adopts a new one on the loop, and Apply also posts the change to every
+// loop, so idle loops retire the pools they no longer need too. Requests
+// already running finish on the version they began with. It refuses a
+// config whose fixed settings (see config.Diff.Fixed) differ from the
+// running one's. Safe for concurrent use.
+func (s *Server) Apply(c *Compiled) (uint64, error) {
+	s.reloading.Lock()
+	defer s.reloading.Unlock()
+	if c.srv != s {
+		return 0, errNotCompiledHere
+	}
+	old := s.state.Load()
+	if d := config.Compare(old.cfg, c.cfg); len(d.Fixed) > 0 {
+		return 0, refusedFixed(old.version, d.Fixed)
+	}
+	return s.apply(old, c), nil
+}
+
+// apply stores c as the version after old. s.reloading must be held.
+func (s *Server) apply(old *state, c *Compiled) uint64 {
+	st := &state{version: old.version + 1, cfg: c.cfg, snap: c.snap}
+	s.applyLiveObservability(c.cfg) // metrics.per_request (accesslog.go)
+	s.state.Store(st)
+	for _, l := range s.loops {
+		if el := l.eventLoop(); el != nil {
+			_ = el.Execute(context.Background(), l.refresh) // fails only once the engine stopped
+		}
+	}
+	return st.version
+}
+
 // Reload compiles cfg and, when it compiles and changes nothing that cannot
 // change live, makes it the config every new request uses. It returns one
 // line saying what changed, or an error saying why the reload was refused;
-// a refused reload leaves the running config serving.
+// a refused reload leaves the running config serving. Safe for concurrent
+// use: reloads are applied one at a time.
 func (s *Server) Reload(cfg *config.Config) (string, error) {
-	return "", errors.New("engine: reload is not implemented yet")
+	s.reloading.Lock()
+	defer s.reloading.Unlock()
+	old := s.state.Load()
+	d := config.Compare(old.cfg, cfg)
+	if len(d.Fixed) > 0 {
+		return "", refusedFixed(old.version, d.Fixed)
+	}
+	c, err := s.Compile(cfg)
+	if err != nil {
+		return "", fmt.Errorf("engine: reload refused: %s; still serving config v%d",
+			strings.TrimPrefix(err.Error(), "engine: "), old.version)
+	}
+	v := s.apply(old, c)
+	return fmt.Sprintf("config v%d: %s", v, d.String()), nil
 }
+
+// refusedFixed is the error of a reload that changes settings only a
+// restart can change.
+func refusedFixed(running uint64, fixed []string) error {
+	return fmt.Errorf("engine: reload refused: %s cannot change while running (restart instead); still serving config v%d",
+		strings.Join(fixed, ", "), running)
+}
+
+// Version returns the number of the running config version: 1 for the
+// config the server was created with, one more for every applied reload.
+func (s *Server) Version() uint64 { return s.state.Load().version }

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"runtime"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -22,13 +22,19 @@ import (
 )
 
 // Server is a running data plane. Create it with New, start it with Run, and
-// stop it with Shutdown. Its methods are safe for concurrent use.
+// stop it with Shutdown; Reload changes its config while it runs. Its
+// methods are safe for concurrent use.
 type Server struct {
 	gnet.BuiltinEventEngine
+	durable // what outlives every reload, by stable name
 
-	cfg      *config.Config
-	snap     atomic.Pointer[snapshot] // read by loops per request
-	groups   []upstream.GroupConfig
+	// state is the running config version. Loops compare it with the
+	// version they run on every request (loop.current) and adopt a new one
+	// on the loop; an exchange keeps the snapshot it began with.
+	state     atomic.Pointer[state]
+	reloading sync.Mutex // serialises Reload and Apply, never taken by a loop
+	pin       bool       // pin: fixed at New, like listen and loops (see config.Compare)
+
 	loops    []*loop // one slot per gnet loop, claimed on first use
 	addr     string  // gnet protocol address
 	eng      atomic.Pointer[gnet.Engine]
@@ -42,31 +48,43 @@ type Server struct {
 	bufferedPeak  atomic.Int64  // highest buffered since returnMemory last looked
 	memoryReturns atomic.Uint64 // see returnMemory
 
-	verifier *auth.Verifier // token revocation, for the control plane
-	bans     *access.Bans   // runtime IP bans, for the control plane
-
-	metrics     *registry        // every metric object, by stable name
-	nodeMetrics [][]*nodeMetrics // by group, then node, as in groups
-	metricSet   *metrics.Set     // writes them out (WriteMetrics)
+	metricSet *metrics.Set // writes the registry out (WriteMetrics)
 
 	logs *accesslog.Writer // the access and error logs (accesslog.go)
 }
 
-// Verifier is the auth verifier; Revoke on it takes effect on every loop.
-func (s *Server) Verifier() *auth.Verifier { return s.verifier }
+// durable is the state the Server owns across reloads, keyed by stable
+// names (route id, route and filter name, upstream name and node address).
+// Compiled snapshots refer to it and never hold a copy of their own, so a
+// recompile keeps it whole.
+type durable struct {
+	bans    *access.Bans      // runtime IP bans
+	revoked *auth.Revocations // token and API key revocations
+	metrics *registry         // route, filter and loop metrics, and the upstream nodes
+}
 
-// Bans is the runtime IP ban list that every ip_access filter checks.
+// maxBans bounds the runtime ban list.
+const maxBans = 100_000
+
+// Verifier is the running config's auth verifier. Revoke on it takes
+// effect on every loop and lasts across reloads: the revocations are the
+// server's, shared by every config version's verifier.
+func (s *Server) Verifier() *auth.Verifier { return s.state.Load().snap.verifier }
+
+// Bans is the runtime IP ban list that every ip_access filter checks. It is
+// the server's and lasts across reloads.
 func (s *Server) Bans() *access.Bans { return s.bans }
 
 // New validates nothing itself (config.Parse already did) and prepares a
 // server for cfg.
 func New(cfg *config.Config) (*Server, error) {
-	n := cfg.Loops
-	if n <= 0 {
-		n = runtime.NumCPU()
+	n := cfg.EventLoops()
+	s := &Server{
+		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), metrics: newRegistry(n)},
+		pin:     cfg.Pin,
+		booted:  make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
 	}
-	reg := newRegistry(n)
-	snap, chains, err := compileSnapshot(cfg, n, reg)
+	snap, err := compile(cfg, n, &s.durable)
 	if err != nil {
 		return nil, err
 	}
@@ -74,22 +92,12 @@ func New(cfg *config.Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, groups: groupConfigs(cfg), addr: "tcp://" + listen, booted: make(chan struct{}),
-		stopped:  make(chan struct{}),
-		verifier: chains.verifier, bans: chains.bans,
-		metrics: reg, metricSet: metrics.NewSet()}
-	s.snap.Store(snap)
-	for _, g := range s.groups {
-		ms := make([]*nodeMetrics, len(g.Nodes))
-		for i, n := range g.Nodes {
-			ms[i] = reg.node(g.Name, n.Addr)
-		}
-		s.nodeMetrics = append(s.nodeMetrics, ms)
-	}
+	s.addr = "tcp://" + listen
+	s.state.Store(&state{version: 1, cfg: cfg, snap: snap})
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
-		s.loops[i] = &loop{srv: s, index: i}
+		s.loops[i] = newLoop(s, i)
 	}
 	if err := s.initLogs(cfg); err != nil {
 		return nil, err
@@ -122,7 +130,7 @@ func (s *Server) Run() error {
 	err := gnet.Run(s, s.addr,
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(len(s.loops)),
-		gnet.WithLockOSThread(s.cfg.Pin),
+		gnet.WithLockOSThread(s.pin),
 		gnet.WithReusePort(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReadBufferCap(64<<10),
@@ -222,7 +230,7 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 // by the context the dialer attached.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if uc, ok := c.Context().(*upstream.Conn); ok {
-		l := uc.Loop().Owner.(*loop)
+		l := uc.Loop().Host().(*loop)
 		l.enter()
 		uc.Opened(c)
 		l.leave()
@@ -231,7 +239,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if s.draining.Load() {
 		return nil, gnet.Close
 	}
-	if s.clients.Load() >= int64(s.cfg.Limits.MaxConnections) {
+	if s.clients.Load() >= s.state.Load().snap.maxConnections {
 		s.refused.Add(1)
 		return nil, gnet.Close
 	}
@@ -256,7 +264,7 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		v.traffic()
 		v.loop.leave()
 	case *upstream.Conn:
-		l := v.Loop().Owner.(*loop)
+		l := v.Loop().Host().(*loop)
 		l.enter()
 		v.Traffic()
 		if cc := l.pendingHead; cc != nil {
@@ -275,7 +283,7 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 	case *clientConn:
 		v.loop.closed(v, nil, err)
 	case *upstream.Conn:
-		v.Loop().Owner.(*loop).closed(nil, v, err)
+		v.Loop().Host().(*loop).closed(nil, v, err)
 	}
 	return gnet.None
 }

@@ -1,28 +1,46 @@
-// snapshot: the immutable, compiled routing state every loop reads.
+// snapshot: one configuration version compiled into the immutable state
+// every loop reads, and how an exchange finds its upstream in it.
 
 package engine
 
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/router"
+	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/auth"
 	"github.com/loopgate/loopgate/upstream"
 )
 
-// snapshot is compiled off-loop and never modified; loops load it through an
-// atomic pointer per request, so a request keeps the snapshot it started with.
+// state is one configuration version: its number, the config as loaded,
+// and the snapshot compiled from it. Immutable once stored in
+// Server.state; a reload stores a new one.
+type state struct {
+	version uint64
+	cfg     *config.Config
+	snap    *snapshot
+}
+
+// snapshot is compiled off the loops and never modified afterwards (but
+// for upstreamDef.loops, see there). A loop adopts it when it sees the new
+// version (loop.current), and an exchange takes the loop's snapshot when
+// it begins and uses it to the end: routing, filters, timeouts, limits
+// and its upstream all come from the one version.
 type snapshot struct {
 	table      *router.Table
-	routes     []route // by router index
+	routes     []route        // by router index
+	upstreams  []*upstreamDef // config order: filters name upstreams by this index (gray, external auth)
 	limits     codec.Limits
 	respLimits codec.Limits   // upstream response heads
 	trusted    []netip.Prefix // trusted_proxies
+	verifier   *auth.Verifier // the routes' auth filters use it; Server.Verifier returns it
 
 	// managed are the identity headers the gateway sets (auth's identity
 	// headers, external auth's copied ones); a client's copies of them are
@@ -31,12 +49,21 @@ type snapshot struct {
 	allowUnderscore bool  // allow_underscore_headers
 	requestBuffer   int64 // request_buffer_bytes; 0 = stream every body
 	maxBuffered     int64 // max_buffered_bytes
+	maxConnBuffer   int   // max_conn_buffer
+	maxConnections  int64 // max_connections
+	timeouts        clientTimeouts
+	spool           spool.Config
+}
+
+// clientTimeouts are the client-side deadlines (config.Timeouts).
+type clientTimeouts struct {
+	headerRead, idle, drain, suspend time.Duration
 }
 
 // route is a compiled route: where it goes and its timeouts.
 type route struct {
 	id              string
-	group           int            // index into the loop's upstream groups
+	upstream        *upstreamDef   // the route's upstream, in the same snapshot
 	chain           *filters.Chain // nil when the route runs no filters
 	maxBody         int64          // the route's body limit when tighter than the global one
 	connectTimeout  time.Duration
@@ -45,17 +72,65 @@ type route struct {
 	metrics         *routeMetrics
 }
 
-// compileSnapshot builds the snapshot for cfg, taking every route's and
-// filter's metrics from reg (made now if new), so no metric object is
-// made on a loop.
-func compileSnapshot(cfg *config.Config, loops int, reg *registry) (*snapshot, *chainBuilder, error) {
+// upstreamDef is one upstream as a snapshot defines it: its nodes (shared
+// upstream.Node objects, kept by the server across reloads), balancer and
+// pool settings.
+type upstreamDef struct {
+	name  string
+	group upstream.GroupConfig
+
+	// loops holds each loop's Group for this definition, built on that
+	// loop when it adopts the snapshot (loop.adopt) from its own pools.
+	// Slot i is written and read only by loop i.
+	loops []*upstream.Group
+}
+
+// on returns d's group on loop l. l has adopted d's snapshot: an exchange
+// holds only snapshots its loop adopted.
+func (d *upstreamDef) on(l *loop) *upstream.Group { return d.loops[l.index] }
+
+// pickNode chooses the node for the exchange's upstream call: from the
+// route's upstream, or the one a filter switched it to (gray), by the
+// filters' hash key when one is set. Both come from the exchange's own
+// snapshot, so a reload since it began changes nothing for it.
+func (ex *exchange) pickNode() *upstream.Pool {
+	def := ex.route.upstream
+	var hashKey []byte
+	if ex.chain != nil {
+		if g := ex.fx.Upstream.Group; g >= 0 {
+			def = ex.snap.upstreams[g]
+		}
+		hashKey = ex.fx.Upstream.HashKey
+	}
+	g := def.on(ex.loop)
+	if hashKey != nil {
+		return g.PickHash(hashKey, 0)
+	}
+	return g.Pick(0)
+}
+
+// compileErrors are every error one compile found, reported on one line.
+type compileErrors []error
+
+func (e compileErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = strings.TrimPrefix(err.Error(), "engine: ")
+	}
+	return "engine: " + strings.Join(msgs, "; ")
+}
+
+func (e compileErrors) Unwrap() []error { return e }
+
+// compile builds the snapshot for cfg off the loops. Everything that must
+// outlive it (bans, revocations, metrics and filter stats, upstream nodes)
+// comes from kept, by stable name, and none of it is made on a loop. It
+// reports every error it finds, not just the first.
+func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
+	var errs compileErrors
 	table, err := router.Compile(cfg.RouterSpecs())
 	if err != nil {
-		return nil, nil, fmt.Errorf("engine: routes: %w", err)
-	}
-	groupIndex := make(map[string]int, len(cfg.Upstreams))
-	for i, u := range cfg.Upstreams {
-		groupIndex[u.Name] = i
+		errs = append(errs, fmt.Errorf("engine: routes: %w", err))
 	}
 	s := &snapshot{table: table, limits: codec.Limits{
 		MaxURIBytes:    int(cfg.Limits.MaxURIBytes),
@@ -71,55 +146,78 @@ func compileSnapshot(cfg *config.Config, loops int, reg *registry) (*snapshot, *
 		allowUnderscore: cfg.AllowUnderscoreHeaders,
 		requestBuffer:   cfg.Limits.RequestBuffer(),
 		maxBuffered:     int64(cfg.Limits.MaxBufferedBytes),
+		maxConnBuffer:   int(cfg.Limits.MaxConnBuffer),
+		maxConnections:  int64(cfg.Limits.MaxConnections),
+		timeouts: clientTimeouts{
+			headerRead: time.Duration(cfg.Timeouts.HeaderRead),
+			idle:       time.Duration(cfg.Timeouts.Idle),
+			drain:      time.Duration(cfg.Timeouts.Drain),
+			suspend:    time.Duration(cfg.Timeouts.Suspend),
+		},
+		spool: spool.Config{
+			HighWater: int(cfg.Limits.MaxConnBuffer),
+			MaxFile:   int64(cfg.Limits.MaxTempFileBytes),
+			Dir:       cfg.Limits.TempDir,
+		},
 	}
-	b, err := newChainBuilder(cfg, loops, groupIndex, reg)
+	groupIndex := make(map[string]int, len(cfg.Upstreams))
+	for i := range cfg.Upstreams {
+		d := upstreamDefOf(&cfg.Upstreams[i], loops, kept.metrics)
+		groupIndex[d.name] = i
+		s.upstreams = append(s.upstreams, d)
+	}
+	b, err := newChainBuilder(cfg, loops, groupIndex, kept)
 	if err != nil {
-		return nil, nil, err
+		return nil, append(errs, err)
 	}
-	s.trusted = b.trusted
+	s.trusted, s.verifier = b.trusted, b.verifier
 	for i := range cfg.Routes {
 		r := &cfg.Routes[i]
 		g, ok := groupIndex[r.Upstream]
 		if !ok {
-			return nil, nil, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream)
+			errs = append(errs, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream))
+			continue
 		}
 		chain, err := b.chain(r)
 		if err != nil {
-			return nil, nil, err
+			errs = append(errs, err)
+			continue
 		}
 		// config.applyDefaults already copied the upstream's timeouts into
 		// routes that do not override them.
-		rt := route{id: r.ID, group: g, chain: chain,
+		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain,
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
-			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: reg.route(r.ID)}
+			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID)}
 		if r.Limits != nil {
 			rt.maxBody = access.RouteMaxBody(*r.Limits)
 		}
 		s.routes = append(s.routes, rt)
 	}
-	return s, b, nil
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return s, nil
 }
 
-// groupConfigs turns the upstream config into per-loop pool settings.
-func groupConfigs(cfg *config.Config) []upstream.GroupConfig {
-	out := make([]upstream.GroupConfig, 0, len(cfg.Upstreams))
-	for _, u := range cfg.Upstreams {
-		g := upstream.GroupConfig{
-			Name:     u.Name,
-			Weighted: u.Balancer == config.WeightedRoundRobin,
-			Pool: upstream.PoolConfig{
-				MaxIdle:        u.MaxIdle,
-				MaxConns:       u.MaxConns,
-				IdleTimeout:    time.Duration(u.IdleTimeout),
-				ConnectTimeout: time.Duration(u.ConnectTimeout),
-				AcquireTimeout: time.Duration(u.PoolAcquireTimeout),
-			},
-		}
-		for _, n := range u.Nodes {
-			g.Nodes = append(g.Nodes, upstream.NodeConfig{Addr: n.Addr, Weight: n.Weight})
-		}
-		g.Prepare()
-		out = append(out, g)
+// upstreamDefOf compiles one upstream. Its nodes are the registry's, by
+// upstream name and address, so pools and stats follow a node across
+// reloads.
+func upstreamDefOf(u *config.Upstream, loops int, reg *registry) *upstreamDef {
+	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops)}
+	d.group = upstream.GroupConfig{
+		Name:     u.Name,
+		Weighted: u.Balancer == config.WeightedRoundRobin,
+		Pool: upstream.PoolConfig{
+			MaxIdle:        u.MaxIdle,
+			MaxConns:       u.MaxConns,
+			IdleTimeout:    time.Duration(u.IdleTimeout),
+			ConnectTimeout: time.Duration(u.ConnectTimeout),
+			AcquireTimeout: time.Duration(u.PoolAcquireTimeout),
+		},
 	}
-	return out
+	for _, n := range u.Nodes {
+		d.group.Nodes = append(d.group.Nodes, upstream.NodeConfig{Node: reg.node(u.Name, n.Addr), Weight: n.Weight})
+	}
+	d.group.Prepare()
+	return d
 }

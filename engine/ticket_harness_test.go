@@ -120,8 +120,8 @@ func newTicketServer(t testing.TB, loops int, suspend, up string, f *parkingFilt
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range srv.snap.Load().routes {
-		srv.snap.Load().routes[i].chain = ch
+	for i := range srv.state.Load().snap.routes {
+		srv.state.Load().snap.routes[i].chain = ch
 	}
 	return srv
 }

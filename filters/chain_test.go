@@ -29,10 +29,10 @@ func parse(t testing.TB, raw string) *codec.Request {
 // defaultChain is request ID, IP allow list, JWT auth and forwarded headers.
 func defaultChain(t testing.TB) *filters.Chain {
 	t.Helper()
-	cfg := config.Default().Auth // identity headers on, as by default
+	cfg := config.Default().FilterGlobal(auth.Name).(*auth.Global).Auth // identity headers on, as by default
 	cfg.CacheSize = 1000
-	cfg.JWT = config.JWT{HS256Secret: "bench-secret", Issuer: "loopgate-bench", Audience: "api", RolesClaim: "roles", TenantClaim: "tenant"}
-	v, err := auth.NewVerifier(&cfg, 1)
+	cfg.JWT = auth.JWT{HS256Secret: "bench-secret", Issuer: "loopgate-bench", Audience: "api", RolesClaim: "roles", TenantClaim: "tenant"}
+	v, err := auth.NewVerifier(&cfg, 1, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

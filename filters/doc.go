@@ -62,6 +62,14 @@
 // after it, up to the end of its response phase, so a slow upstream shows in
 // total time and never in self time.
 //
+// Each kind of filter registers itself once (Register, registry.go): its
+// name and default order, the config keys it owns at the top level and in
+// a route, its config types, and its constructor. engine/config decodes,
+// provisions and validates those configs through the registry, reporting
+// to a Check (check.go); the engine builds each route's filters from them
+// with a Build (build.go). Adding a filter is a package that registers and
+// one blank import in filters/builtin.
+//
 // Chains are compiled per route when the config is loaded and are immutable;
 // every loop runs them concurrently. Per-loop state (caches) is indexed by
 // Exchange.Loop. A panic in a filter becomes a 500 with code 50001.

@@ -1,11 +1,13 @@
-// Balancers: round robin and smooth weighted round robin over a group's nodes.
+// Balancers: round robin and smooth weighted round robin over a group's
+// nodes, both able to pass over nodes already tried.
 
 package upstream
 
-// Balancer picks the index of the next node. A Balancer belongs to one loop
-// and is not safe for concurrent use.
+// Balancer picks the index of the next node, passing over the nodes in
+// exclude unless every node is in it. A Balancer belongs to one loop and
+// is not safe for concurrent use.
 type Balancer interface {
-	Pick() int
+	Pick(exclude NodeSet) int
 }
 
 var (
@@ -21,7 +23,23 @@ type RoundRobin struct {
 // NewRoundRobin returns a balancer over n nodes.
 func NewRoundRobin(n int) *RoundRobin { return &RoundRobin{n: n} }
 
-func (r *RoundRobin) Pick() int {
+func (r *RoundRobin) Pick(exclude NodeSet) int {
+	first := r.advance()
+	if exclude == 0 {
+		return first
+	}
+	for i, tries := first, 1; ; i, tries = r.advance(), tries+1 {
+		if !exclude.Has(i) {
+			return i
+		}
+		if tries >= r.n {
+			return first // every node is excluded: the turn is first's
+		}
+	}
+}
+
+// advance returns the node whose turn it is and moves the turn on.
+func (r *RoundRobin) advance() int {
 	i := r.next
 	r.next++
 	if r.next == r.n {
@@ -48,14 +66,24 @@ func NewSmoothWeighted(weights []int) *SmoothWeighted {
 	return s
 }
 
-func (s *SmoothWeighted) Pick() int {
-	best := 0
+// Pick passes over excluded nodes as nginx passes over the peers a request
+// already tried: they take no part in the round, so the weights of the
+// others decide.
+func (s *SmoothWeighted) Pick(exclude NodeSet) int {
+	best, total := -1, 0
 	for i, w := range s.weights {
+		if exclude.Has(i) {
+			continue
+		}
 		s.current[i] += w
-		if s.current[i] > s.current[best] {
+		total += w
+		if best < 0 || s.current[i] > s.current[best] {
 			best = i
 		}
 	}
-	s.current[best] -= s.total
+	if best < 0 {
+		return s.Pick(0) // every node is excluded
+	}
+	s.current[best] -= total
 	return best
 }

@@ -12,7 +12,7 @@ func TestRoundRobinCycles(t *testing.T) {
 	rr := NewRoundRobin(3)
 	var got []int
 	for i := 0; i < 7; i++ {
-		got = append(got, rr.Pick())
+		got = append(got, rr.Pick(0))
 	}
 	want := []int{0, 1, 2, 0, 1, 2, 0}
 	for i := range want {
@@ -29,7 +29,7 @@ func TestSmoothWeightedMatchesNginx(t *testing.T) {
 	want := []int{0, 0, 1, 0, 2, 0, 0}
 	for round := 0; round < 3; round++ {
 		for i, w := range want {
-			if got := s.Pick(); got != w {
+			if got := s.Pick(0); got != w {
 				t.Fatalf("round %d pick %d = %d, want %d", round, i, got, w)
 			}
 		}
@@ -41,7 +41,7 @@ func TestSmoothWeightedShares(t *testing.T) {
 	s := NewSmoothWeighted(weights)
 	counts := make([]int, len(weights))
 	for i := 0; i < 600; i++ {
-		counts[s.Pick()]++
+		counts[s.Pick(0)]++
 	}
 	for i, w := range weights {
 		if counts[i] != w*100 {
@@ -65,18 +65,18 @@ func BenchmarkSmoothWeighted(b *testing.B) {
 	s := NewSmoothWeighted([]int{5, 3, 2, 1})
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		s.Pick()
+		s.Pick(0)
 	}
 }
 
 func TestHashRingIsStableAndSpreads(t *testing.T) {
-	nodes := []NodeConfig{{Addr: "10.0.0.1:80", Weight: 1}, {Addr: "10.0.0.2:80", Weight: 1}, {Addr: "10.0.0.3:80", Weight: 1}}
+	nodes := nodes("10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")
 	r := newHashRing(nodes)
 	counts := make([]int, 3)
 	owner := map[string]int{}
 	for i := 0; i < 3000; i++ {
 		k := []byte("user-" + string(rune('a'+i%26)) + string(rune('0'+i%10)) + string(rune(i)))
-		n := r.lookup(k)
+		n := r.lookup(k, 0)
 		counts[n]++
 		owner[string(k)] = n
 	}
@@ -88,17 +88,17 @@ func TestHashRingIsStableAndSpreads(t *testing.T) {
 	// Removing a node moves only that node's keys.
 	r2 := newHashRing(nodes[:2])
 	for k, n := range owner {
-		if n < 2 && r2.lookup([]byte(k)) != n {
+		if n < 2 && r2.lookup([]byte(k), 0) != n {
 			t.Fatalf("key %q moved from node %d though its node stayed", k, n)
 		}
 	}
 }
 
 func BenchmarkHashRingLookup(b *testing.B) {
-	r := newHashRing([]NodeConfig{{Addr: "a:1", Weight: 1}, {Addr: "b:1", Weight: 1}, {Addr: "c:1", Weight: 1}})
+	r := newHashRing(nodes("a:1", "b:1", "c:1"))
 	key := []byte("user-12345")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		r.lookup(key)
+		r.lookup(key, 0)
 	}
 }

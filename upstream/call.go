@@ -8,7 +8,6 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/loopstat"
-	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/pool"
 )
 
@@ -49,7 +48,8 @@ type Call struct {
 	recv       Receiver
 	opts       Options
 	head       *pool.Buffer // request head; kept until a response byte arrives, for a retry
-	timer      wheel.Timer  // acquire, then response deadline
+	timer      Timer        // acquire, then response deadline; made by the loop's Clock at the first Start
+	timerLoop  *Loop        // the loop timer belongs to
 	waiting    *Pool        // pool whose waiter queue holds the call
 	dialing    *Conn        // connection being dialed for the call
 	retried    bool
@@ -67,14 +67,14 @@ type Call struct {
 	vec       [3][]byte // writev scratch for SendChunk
 
 	connectTimeout time.Duration
-	started        int64 // loopstat.Now at Start, for the pool's FirstByte histogram
+	started        int64 // loopstat.Now at Start, for the node's histograms
+	firstByte      int64 // loopstat.Now at the first response head; 0 before
+	status         int   // the final response status; 0 before
 }
 
-// Init binds the call to its receiver. Call it once.
-func (c *Call) Init(recv Receiver) {
-	c.recv = recv
-	c.timer.Init(c.onTimer)
-}
+// Init binds the call to its receiver. Call it once. A call may serve any
+// number of exchanges, all on one loop.
+func (c *Call) Init(recv Receiver) { c.recv = recv }
 
 // Retries returns how many times the request was resent on a fresh
 // connection (0 or 1).
@@ -99,8 +99,13 @@ func (c *Call) Node() string {
 // Start begins an exchange on a node of p. head is the complete request head
 // as it goes on the wire; the call owns it from now on and releases it.
 func (c *Call) Start(p *Pool, head *pool.Buffer, opts Options) {
-	*c = Call{recv: c.recv, timer: c.timer, loop: p.loop, pool: p, head: head, opts: opts, connectTimeout: opts.ConnectTimeout,
-		started: loopstat.Now()}
+	timer := c.timer
+	if c.timerLoop != p.loop { // the first Start (a call stays on its loop)
+		c.stopTimer()
+		timer = p.loop.clock.NewTimer(c.onTimer)
+	}
+	*c = Call{recv: c.recv, timer: timer, timerLoop: p.loop, loop: p.loop, pool: p, head: head, opts: opts,
+		connectTimeout: opts.ConnectTimeout, started: loopstat.Now()}
 	if c.connectTimeout <= 0 {
 		c.connectTimeout = p.cfg.ConnectTimeout
 	}
@@ -185,14 +190,14 @@ func (c *Call) SendDone() {
 	c.sendDone = true
 	if c.state == Sending {
 		c.setState(Sent)
-		c.loop.wheel.Arm(&c.timer, c.opts.ResponseTimeout)
+		c.timer.Arm(c.opts.ResponseTimeout)
 	}
 }
 
 // Abort ends the call from the owner's side (the client went away). The
 // connection is closed unless the exchange was complete.
 func (c *Call) Abort() {
-	c.timer.Stop()
+	c.stopTimer()
 	if c.waiting != nil {
 		c.waiting.dequeue(c)
 	}
@@ -226,7 +231,7 @@ func (c *Call) onData(buf []byte) int {
 			continue
 		}
 		if consumed == len(buf) && c.mode != codec.BodyNone {
-			c.loop.wheel.Arm(&c.timer, c.opts.ResponseTimeout)
+			c.timer.Arm(c.opts.ResponseTimeout)
 			return consumed
 		}
 		raw, data, done, bad := c.nextBody(buf[consumed:])
@@ -257,7 +262,7 @@ func (c *Call) parseHead(buf []byte) int {
 			// CSP): say so in the log, since the client only sees a 502.
 			// At most once a second: a bad upstream must not turn every
 			// request into a synchronous log write on the loop.
-			if c.loop.logLimit.Allow(c.loop.wheel.Now()) {
+			if c.loop.logLimit.Allow(c.loop.clock.Now()) {
 				log.Printf("upstream %s: response head over max_response_header_count/bytes (%d fields, %d bytes); answered 502",
 					c.pool.Addr, c.loop.limits.MaxHeaderCount, c.loop.limits.MaxHeaderBytes)
 			}
@@ -274,7 +279,8 @@ func (c *Call) parseHead(buf []byte) int {
 		c.gotBytes = true
 		c.head.SafeRelease()
 		c.head = nil
-		c.pool.Stats.FirstByte.Observe(loopstat.Now() - c.started)
+		c.firstByte = loopstat.Now()
+		c.pool.stats.FirstByte.Observe(c.firstByte - c.started)
 	}
 	if r.Status == 101 { // no Upgrade was forwarded, so none may be accepted
 		c.abort(ErrBadResponse)
@@ -286,6 +292,7 @@ func (c *Call) parseHead(buf []byte) int {
 		}
 		return n
 	}
+	c.status = r.Status
 	c.mode = r.BodyMode(c.opts.HEAD)
 	c.remaining = r.ContentLength
 	c.keepAlive = r.KeepAlive && c.mode != codec.BodyUntilClose
@@ -327,6 +334,7 @@ func (c *Call) nextBody(buf []byte) (raw, data []byte, done, bad bool) {
 func (c *Call) finish(trailing bool) {
 	c.timer.Stop()
 	c.setState(Done)
+	c.report(nil)
 	uc := c.conn
 	c.conn = nil
 	if uc == nil {
@@ -350,7 +358,7 @@ func (c *Call) onConnClosed(orderly bool) {
 		c.recv.ResponseBody(c, nil, nil, true)
 	case !c.gotBytes && c.opts.Retryable && !c.retried && c.attemptReused():
 		c.retried = true
-		c.timer.Stop()
+		c.stopTimer()
 		c.setState(Init)
 		c.pool.acquire(c, true)
 	default:
@@ -397,12 +405,30 @@ func (c *Call) abort(err *Error) {
 
 // fail ends the call and tells the receiver.
 func (c *Call) fail(err *Error) {
-	c.timer.Stop()
+	c.stopTimer()
 	c.head.SafeRelease()
 	c.head = nil
 	if c.state != Timeout {
 		c.setState(Failed)
 	}
-	c.pool.Stats.failed(err)
+	c.report(err)
 	c.recv.CallFailed(c, err)
+}
+
+// report tells the node how the call ended (see Outcome); err is nil for
+// a complete response.
+func (c *Call) report(err *Error) {
+	now := loopstat.Now()
+	o := Outcome{Err: err, Status: c.status, Total: time.Duration(now - c.started)}
+	if c.firstByte != 0 {
+		o.FirstByte = time.Duration(c.firstByte - c.started)
+	}
+	c.pool.node.report(c.pool.stats, &o)
+}
+
+// stopTimer stops the call's deadline, if it ever had one.
+func (c *Call) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
 }

@@ -232,7 +232,7 @@ func TestCallResponseTimeout(t *testing.T) {
 	uc, fc := tl.open()
 	fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
 	uc.Traffic()
-	if !c.timer.Armed() {
+	if !c.timer.(*fakeTimer).armed() {
 		t.Fatal("no response timer between body reads")
 	}
 	tl.advance(2 * getOpts.ResponseTimeout)

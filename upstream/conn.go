@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 
-	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -41,7 +40,7 @@ type Conn struct {
 	dialFor  *Call // the call that caused the dial, while it still waits for it
 	served   int   // completed exchanges: a reused connection may be stale
 	held     int   // bytes of the read being handled (see reusable)
-	idleTime wheel.Timer
+	idleTime Timer // made at the dial; closes the connection after the pool's idle_timeout
 }
 
 // Opened is called by the gnet handler from OnOpen once the dialed socket is

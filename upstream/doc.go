@@ -2,12 +2,28 @@
 // load balancers and the asynchronous call that carries one request to an
 // upstream node and its response back.
 //
-// Everything here is owned by one gnet event loop. A Loop holds, for every
-// upstream node, a Pool of keep-alive connections enrolled on that same loop,
-// so taking and returning a connection is a free-list operation with no
-// synchronisation. Only dialing leaves the loop: a goroutine dials with a
-// connect timeout, enrolls the socket with EventLoop.Enroll, and the result
-// returns through OnOpen or EventLoop.Execute.
+// Everything here but a Node is owned by one gnet event loop. A Loop holds,
+// for every upstream node, a Pool of keep-alive connections enrolled on that
+// same loop, so taking and returning a connection is a free-list operation
+// with no synchronisation. Only dialing leaves the loop: a goroutine dials
+// with a connect timeout, enrolls the socket with EventLoop.Enroll, and the
+// result returns through OnOpen or EventLoop.Execute.
+//
+// A Node is one upstream address, shared by every loop's pool for it and
+// kept by the engine across config reloads. Every call reports how it
+// ended to its node (Outcome), each loop into its own shard of atomics:
+// metrics read it, and health and breakers are meant to.
+//
+// Loop.Update installs a config version's groups: a node that stays keeps
+// its pool and connections, and the pools of nodes that left are retired,
+// closing idle connections at once and busy ones after their calls.
+// Groups of older versions stay usable for the requests that began on
+// them. Balancers take an exclusion set (NodeSet), so a retry can go to
+// another node.
+//
+// The engine is reached only through two small interfaces: Host (the
+// loop's index and how it runs callbacks) and Clock (timers and time),
+// which the engine implements over its timer wheel.
 //
 // A Call is the async client context for one exchange. Its state moves
 //

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/panjf2000/gnet/v2"
 )
@@ -103,12 +102,90 @@ func (e *fakeEL) Enroll(ctx context.Context, nc net.Conn) (<-chan gnet.Registere
 	return res, nil
 }
 
-// testLoop is one upstream Loop on a fake event loop.
+// testLoop is one upstream Loop on a fake event loop, with its groups.
 type testLoop struct {
-	t  *testing.T
-	el *fakeEL
-	w  *wheel.Wheel
-	l  *Loop
+	t      *testing.T
+	el     *fakeEL
+	clock  *fakeClock
+	host   *testHost
+	l      *Loop
+	gc     *GroupConfig // the group the loop was built with
+	groups []*Group
+}
+
+// testHost is the engine's side of the fake loop: loop 0, counting the
+// callbacks it guards.
+type testHost struct{ guarded int }
+
+func (*testHost) Index() int       { return 0 }
+func (h *testHost) Guard(f func()) { h.guarded++; f() }
+
+// fakeClock is a Clock whose time moves only when the test advances it.
+type fakeClock struct {
+	now    time.Time
+	timers []*fakeTimer // armed ones
+}
+
+type fakeTimer struct {
+	c    *fakeClock
+	due  time.Time
+	fire func()
+}
+
+func (c *fakeClock) NewTimer(fire func()) Timer { return &fakeTimer{c: c, fire: fire} }
+func (c *fakeClock) Now() time.Time             { return c.now }
+
+func (t *fakeTimer) Arm(d time.Duration) {
+	t.Stop()
+	t.due = t.c.now.Add(d)
+	t.c.timers = append(t.c.timers, t)
+}
+
+// armed reports whether t waits to fire.
+func (t *fakeTimer) armed() bool {
+	for _, x := range t.c.timers {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+func (t *fakeTimer) Stop() {
+	for i, x := range t.c.timers {
+		if x == t {
+			t.c.timers = append(t.c.timers[:i], t.c.timers[i+1:]...)
+			return
+		}
+	}
+}
+
+// advance moves the clock on by d and fires every timer due by then,
+// earliest first; a callback may arm timers, which fire too if due.
+func (c *fakeClock) advance(d time.Duration) {
+	c.now = c.now.Add(d)
+	for {
+		var next *fakeTimer
+		for _, t := range c.timers {
+			if !t.due.After(c.now) && (next == nil || t.due.Before(next.due)) {
+				next = t
+			}
+		}
+		if next == nil {
+			return
+		}
+		next.Stop()
+		next.fire()
+	}
+}
+
+// nodes makes group nodes of weight 1 at addrs.
+func nodes(addrs ...string) []NodeConfig {
+	var out []NodeConfig
+	for _, a := range addrs {
+		out = append(out, NodeConfig{Node: NewNode("g", a, 1), Weight: 1})
+	}
+	return out
 }
 
 // listenAddr returns the address of a listener that accepts and holds every
@@ -151,7 +228,7 @@ func refusedAddr(t *testing.T) string {
 }
 
 // testPool is the pool config of these tests: small and with timeouts the
-// test fires itself by advancing the wheel.
+// test fires itself by advancing the clock.
 var testPool = PoolConfig{
 	MaxIdle:        2,
 	MaxConns:       2,
@@ -160,17 +237,16 @@ var testPool = PoolConfig{
 	AcquireTimeout: 100 * time.Millisecond, // shorter than getOpts.ResponseTimeout
 }
 
-// newTestLoop builds a loop with one group over nodes.
-func newTestLoop(t *testing.T, pc PoolConfig, nodes ...string) *testLoop {
+// newTestLoop builds a loop with one group over addrs.
+func newTestLoop(t *testing.T, pc PoolConfig, addrs ...string) *testLoop {
 	t.Helper()
-	gc := GroupConfig{Name: "g", Pool: pc}
-	for _, n := range nodes {
-		gc.Nodes = append(gc.Nodes, NodeConfig{Addr: n, Weight: 1})
-	}
+	gc := &GroupConfig{Name: "g", Pool: pc, Nodes: nodes(addrs...)}
 	gc.Prepare()
 	el := &fakeEL{tasks: make(chan gnet.Runnable, 16), enrolls: make(chan enrollment, 16)}
-	w := wheel.New(wheel.DefaultTick, 64)
-	tl := &testLoop{t: t, el: el, w: w, l: NewLoop(el, w, codec.Limits{}.WithDefaults(), []GroupConfig{gc})}
+	clock := &fakeClock{now: time.Now()}
+	host := &testHost{}
+	tl := &testLoop{t: t, el: el, clock: clock, host: host, gc: gc, l: NewLoop(el, host, clock, codec.Limits{}.WithDefaults())}
+	tl.groups = tl.l.Update([]*GroupConfig{gc})
 	t.Cleanup(func() {
 		for {
 			select {
@@ -185,7 +261,7 @@ func newTestLoop(t *testing.T, pc PoolConfig, nodes ...string) *testLoop {
 	return tl
 }
 
-func (tl *testLoop) pool(i int) *Pool { return tl.l.Group(0).Pools()[i] }
+func (tl *testLoop) pool(i int) *Pool { return tl.groups[0].Pools()[i] }
 
 // enrolled waits for a dial to reach Enroll.
 func (tl *testLoop) enrolled() enrollment {
@@ -224,7 +300,7 @@ func (tl *testLoop) runTask() {
 }
 
 // advance fires the timers due within d from now.
-func (tl *testLoop) advance(d time.Duration) { tl.w.Advance(time.Now().Add(d)) }
+func (tl *testLoop) advance(d time.Duration) { tl.clock.advance(d) }
 
 // head returns a pooled request head, as the engine hands one to Start.
 func head(s string) *pool.Buffer {

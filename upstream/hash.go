@@ -28,7 +28,7 @@ func newHashRing(nodes []NodeConfig) *hashRing {
 	for i, n := range nodes {
 		w := max(n.Weight, 1)
 		for j := 0; j < pointsPerWeight*w; j++ {
-			pts = append(pts, point{fnv1a([]byte(n.Addr + "#" + strconv.Itoa(j))), i})
+			pts = append(pts, point{fnv1a([]byte(n.Node.Addr + "#" + strconv.Itoa(j))), i})
 		}
 	}
 	sort.Slice(pts, func(a, b int) bool { return pts[a].h < pts[b].h })
@@ -39,12 +39,22 @@ func newHashRing(nodes []NodeConfig) *hashRing {
 	return r
 }
 
-// lookup returns the node owning key: the first point at or after its hash.
-func (r *hashRing) lookup(key []byte) int {
+// lookup returns the node owning key: the first point at or after its
+// hash whose node is not in exclude. When every node is, the key's own
+// node.
+func (r *hashRing) lookup(key []byte, exclude NodeSet) int {
 	h := fnv1a(key)
 	i := sort.Search(len(r.points), func(i int) bool { return r.points[i] >= h })
 	if i == len(r.points) {
 		i = 0
+	}
+	if exclude == 0 || !exclude.Has(r.nodes[i]) {
+		return r.nodes[i]
+	}
+	for k := 1; k < len(r.points); k++ {
+		if n := r.nodes[(i+k)%len(r.points)]; !exclude.Has(n) {
+			return n
+		}
 	}
 	return r.nodes[i]
 }

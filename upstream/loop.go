@@ -1,4 +1,5 @@
-// Loop: the upstream state one event loop owns, its groups and pools.
+// Loop: the upstream side of one event loop, the interfaces it needs from
+// the engine (Host, Clock), and its groups of pools.
 
 package upstream
 
@@ -6,13 +7,38 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/panjf2000/gnet/v2"
 )
 
-// NodeConfig is one upstream node.
+// Host is the engine's side of the event loop the upstream side runs on.
+type Host interface {
+	// Index is the loop's index: the shard of every Node it writes.
+	Index() int
+	// Guard runs f, a callback that arrived through EventLoop.Execute,
+	// the way the host runs its own callbacks (see engine loop.enter).
+	Guard(f func())
+}
+
+// Clock is the timer service of the loop. The engine's timer wheel
+// implements it; this package needs nothing more of it.
+type Clock interface {
+	// NewTimer returns a stopped timer that runs fire on the loop once it
+	// expires. Made once per owner (a Call, a connection) and re-armed.
+	NewTimer(fire func()) Timer
+	// Now is the loop's current time, at the clock's resolution.
+	Now() time.Time
+}
+
+// Timer is one deadline made by a Clock. Arm and Stop run on the loop and
+// do not allocate.
+type Timer interface {
+	Arm(d time.Duration) // (re)start: fire after d, never before
+	Stop()               // disarm; stopping a stopped timer does nothing
+}
+
+// NodeConfig is one node of a group: its shared Node and its weight.
 type NodeConfig struct {
-	Addr   string
+	Node   *Node
 	Weight int
 }
 
@@ -28,7 +54,7 @@ type GroupConfig struct {
 }
 
 // Prepare builds what all loops share for the group. Call it once before
-// NewLoop.
+// the group is handed to Loop.Update.
 func (gc *GroupConfig) Prepare() { gc.ring = newHashRing(gc.Nodes) }
 
 // PoolConfig bounds one node's connections on one loop.
@@ -44,45 +70,76 @@ type PoolConfig struct {
 // goroutine; nothing in it is safe for concurrent use.
 type Loop struct {
 	el     gnet.EventLoop
-	wheel  *wheel.Wheel
+	host   Host
+	clock  Clock
+	shard  int          // host.Index()
 	limits codec.Limits // bounds on response heads (max_response_header_*)
-	groups []*Group
+	pools  map[*Node]*Pool
 	resp   codec.Response // scratch: valid only while a response head is handled
 
 	logLimit logLimiter // upstream trouble logged from this loop
-	// Owner is the engine's per-loop state, so a connection event can find
-	// its loop without a lookup.
-	Owner any
-
-	// Guard runs a callback that arrived through EventLoop.Execute the way
-	// the engine runs its own callbacks (see engine loop.enter). Nil runs it
-	// bare.
-	Guard func(func())
 }
 
-// run calls f under Guard.
-func (l *Loop) run(f func()) {
-	if l.Guard != nil {
-		l.Guard(f)
-		return
+// NewLoop prepares the upstream side of the loop el. limits bound the
+// upstreams' response heads. It has no pools until Update.
+func NewLoop(el gnet.EventLoop, host Host, clock Clock, limits codec.Limits) *Loop {
+	return &Loop{el: el, host: host, clock: clock, shard: host.Index(), limits: limits, pools: map[*Node]*Pool{}}
+}
+
+// Host returns the engine's side of the loop, for the gnet handler that
+// finds a connection's loop through it.
+func (l *Loop) Host() Host { return l.host }
+
+// SetLimits changes the bounds on response heads read from now on.
+func (l *Loop) SetLimits(limits codec.Limits) { l.limits = limits }
+
+// run calls f under the host's guard.
+func (l *Loop) run(f func()) { l.host.Guard(f) }
+
+// Update makes groups the loop's upstreams and returns one Group for each,
+// in order. A node that already has a pool on the loop keeps it, with its
+// connections, under the new pool settings; a new node gets a new pool.
+// The pools of nodes no longer in any group are retired (see Pool.retire):
+// they close their idle connections now and the others as their calls end.
+// Groups returned by earlier Updates stay usable, so a request that began
+// under an older configuration finishes on it.
+func (l *Loop) Update(groups []*GroupConfig) []*Group {
+	live := make(map[*Node]*Pool, len(l.pools))
+	out := make([]*Group, len(groups))
+	for i, gc := range groups {
+		g := &Group{Name: gc.Name, ring: gc.ring, pools: make([]*Pool, len(gc.Nodes))}
+		weights := make([]int, len(gc.Nodes))
+		for j, n := range gc.Nodes {
+			p := live[n.Node]
+			if p == nil {
+				p = l.pools[n.Node]
+			}
+			if p == nil {
+				p = newPool(l, n.Node, gc.Pool)
+			}
+			p.cfg = gc.Pool
+			live[n.Node] = p
+			g.pools[j] = p
+			weights[j] = n.Weight
+		}
+		if gc.Weighted {
+			g.balancer = NewSmoothWeighted(weights)
+		} else {
+			g.balancer = NewRoundRobin(len(gc.Nodes))
+		}
+		out[i] = g
 	}
-	f()
-}
-
-// NewLoop builds the pools for every group on the loop el. limits bound the
-// upstreams' response heads.
-func NewLoop(el gnet.EventLoop, w *wheel.Wheel, limits codec.Limits, groups []GroupConfig) *Loop {
-	l := &Loop{el: el, wheel: w, limits: limits}
-	for _, gc := range groups {
-		l.groups = append(l.groups, newGroup(l, gc))
+	for n, p := range l.pools {
+		if live[n] == nil {
+			p.retire()
+		}
 	}
-	return l
+	l.pools = live
+	return out
 }
 
-// Group returns the i-th group, in configuration order.
-func (l *Loop) Group(i int) *Group { return l.groups[i] }
-
-// Group is one upstream's nodes on one loop.
+// Group is one upstream's nodes on one loop, as one configuration version
+// defines it. Owned by the loop.
 type Group struct {
 	Name     string
 	pools    []*Pool
@@ -90,27 +147,42 @@ type Group struct {
 	ring     *hashRing // for PickHash; shared by every loop's group
 }
 
-func newGroup(l *Loop, gc GroupConfig) *Group {
-	g := &Group{Name: gc.Name, ring: gc.ring}
-	weights := make([]int, len(gc.Nodes))
-	for i, n := range gc.Nodes {
-		g.pools = append(g.pools, newPool(l, n.Addr, gc.Pool))
-		weights[i] = n.Weight
+// NodeSet is a set of a group's nodes by index, for a pick that must avoid
+// nodes already tried: bit i stands for node i. Nodes past the 64th cannot
+// be excluded.
+type NodeSet uint64
+
+// Has reports whether node i is in the set.
+func (s NodeSet) Has(i int) bool { return i < 64 && s&(1<<uint(i)) != 0 }
+
+// With returns the set with node i added.
+func (s NodeSet) With(i int) NodeSet {
+	if i < 0 || i >= 64 {
+		return s
 	}
-	if gc.Weighted {
-		g.balancer = NewSmoothWeighted(weights)
-	} else {
-		g.balancer = NewRoundRobin(len(gc.Nodes))
-	}
-	return g
+	return s | 1<<uint(i)
 }
 
-// Pick chooses the node pool for the next call.
-func (g *Group) Pick() *Pool { return g.pools[g.balancer.Pick()] }
+// Pick chooses the node pool for the next call, passing over the nodes in
+// exclude (so a retry can go elsewhere) unless every node is in it.
+func (g *Group) Pick(exclude NodeSet) *Pool { return g.pools[g.balancer.Pick(exclude)] }
 
 // PickHash chooses the node for key by consistent hashing: the same key gets
-// the same node on every loop and every gateway with the same nodes.
-func (g *Group) PickHash(key []byte) *Pool { return g.pools[g.ring.lookup(key)] }
+// the same node on every loop and every gateway with the same nodes. A key
+// whose node is in exclude goes to the next node on the ring that is not.
+func (g *Group) PickHash(key []byte, exclude NodeSet) *Pool {
+	return g.pools[g.ring.lookup(key, exclude)]
+}
+
+// Exclude returns s with p's node added, for the next Pick.
+func (g *Group) Exclude(s NodeSet, p *Pool) NodeSet {
+	for i, q := range g.pools {
+		if q == p {
+			return s.With(i)
+		}
+	}
+	return s
+}
 
 // Pools returns the group's node pools, for stats and tests.
 func (g *Group) Pools() []*Pool { return g.pools }

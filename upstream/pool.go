@@ -14,7 +14,8 @@ import (
 // MaxConns, and a FIFO of calls waiting for a connection. Owned by the loop.
 type Pool struct {
 	loop *Loop
-	Addr string
+	node *Node
+	Addr string // node.Addr
 	cfg  PoolConfig
 
 	idle    []*Conn
@@ -22,30 +23,50 @@ type Pool struct {
 	waiters []*Call
 	reuses  int // idle connections taken, for tests
 
-	// Stats are written by the loop and read by metrics. Set it (to a
-	// shard that outlives the pool) only before the loop serves traffic.
-	Stats *NodeStats
-	// shownIdle and shownActive are the gauges last stored in Stats, so
-	// publish writes them only when they change.
+	// retired: the node left the loop's upstreams (see retire). Owned by
+	// the loop, as everything here.
+	retired bool
+
+	// stats is the node's shard for this loop. shownIdle and shownActive
+	// are what this pool last added to its gauges, so publish adds only
+	// the change, and pools of one node on one loop count together.
+	stats                  *NodeStats
 	shownIdle, shownActive int
 }
 
-func newPool(l *Loop, addr string, cfg PoolConfig) *Pool {
-	return &Pool{loop: l, Addr: addr, cfg: cfg, Stats: new(NodeStats)}
+func newPool(l *Loop, n *Node, cfg PoolConfig) *Pool {
+	return &Pool{loop: l, node: n, Addr: n.Addr, cfg: cfg, stats: n.shard(l.shard)}
 }
+
+// Node returns the node the pool connects to.
+func (p *Pool) Node() *Node { return p.node }
 
 // publish brings the Idle and Active gauges up to date. Every function
 // that changes the free list or the total calls it last, so the gauges
 // hold the pool's state whenever the loop is between callbacks.
 func (p *Pool) publish() {
 	idle, active := len(p.idle), p.total-len(p.idle)
-	if idle != p.shownIdle {
+	if d := idle - p.shownIdle; d != 0 {
 		p.shownIdle = idle
-		p.Stats.Idle.Store(int64(idle))
+		p.stats.Idle.Add(int64(d))
 	}
-	if active != p.shownActive {
+	if d := active - p.shownActive; d != 0 {
 		p.shownActive = active
-		p.Stats.Active.Store(int64(active))
+		p.stats.Active.Add(int64(d))
+	}
+}
+
+// retire takes the pool out of service: its node left the loop's
+// upstreams in a reload. Idle connections close now. A connection carrying
+// a call closes when the call ends, after serving the calls still waiting.
+// A request that began under the older configuration may still start a
+// call here; it gets a connection of its own, closed after it. Once its
+// last call has ended the pool holds no connection, and nothing refers to
+// it once the last such request is gone.
+func (p *Pool) retire() {
+	p.retired = true
+	for len(p.idle) > 0 {
+		p.idle[len(p.idle)-1].Close() // Close takes it off the list
 	}
 }
 
@@ -81,7 +102,7 @@ func (p *Pool) acquire(c *Call, fresh bool) {
 	}
 	p.waiters = append(p.waiters, c)
 	c.waiting = p
-	p.loop.wheel.Arm(&c.timer, p.cfg.AcquireTimeout)
+	c.timer.Arm(p.cfg.AcquireTimeout)
 }
 
 // dequeue removes c from the waiters.
@@ -98,7 +119,8 @@ func (p *Pool) dequeue(c *Call) {
 }
 
 // release returns a healthy connection after a complete exchange: to the
-// first waiter, else to the free list, else closed when the list is full.
+// first waiter, else to the free list, else closed when the list is full
+// or the pool retired.
 func (p *Pool) release(uc *Conn) {
 	uc.call = nil
 	if len(p.waiters) > 0 {
@@ -108,14 +130,14 @@ func (p *Pool) release(uc *Conn) {
 		c.attach(uc)
 		return
 	}
-	if len(p.idle) >= p.cfg.MaxIdle {
+	if p.retired || len(p.idle) >= p.cfg.MaxIdle {
 		uc.Close()
 		return
 	}
 	uc.state = connIdle
 	p.idle = append(p.idle, uc)
 	p.publish()
-	p.loop.wheel.Arm(&uc.idleTime, p.cfg.IdleTimeout)
+	uc.idleTime.Arm(p.cfg.IdleTimeout)
 }
 
 // remove forgets a closed connection and lets a waiter dial in its place.
@@ -144,10 +166,10 @@ func (p *Pool) remove(uc *Conn) {
 // Conn.Opened (on success) or onDialFailed (through Execute).
 func (p *Pool) dial(c *Call) {
 	uc := &Conn{pool: p, state: connDialing, dialFor: c}
-	uc.idleTime.Init(uc.Close)
+	uc.idleTime = p.loop.clock.NewTimer(uc.Close)
 	c.dialing = uc
 	p.total++
-	p.Stats.Connects.Add(1)
+	p.stats.Connects.Add(1)
 	p.publish()
 	el, addr, timeout := p.loop.el, p.Addr, c.connectTimeout
 	go func() {
@@ -195,7 +217,7 @@ func (p *Pool) onDialFailed(uc *Conn, err error) {
 	if uc.state == connClosed {
 		return
 	}
-	p.Stats.ConnectFailures.Add(1)
+	p.stats.ConnectFailures.Add(1)
 	c := uc.dialFor
 	uc.dialFor = nil
 	uc.state = connClosed

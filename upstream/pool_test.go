@@ -93,21 +93,19 @@ func TestPoolDialFailures(t *testing.T) {
 		p := tl.pool(0)
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
-		tl.runTask() // without Guard: the callback runs bare
-		if r.err != ErrConnect || p.Stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed {
-			t.Fatalf("err %v, failures %d, total %d, state %s", r.err, p.Stats.ConnectFailures.Load(), p.total, c.State())
+		tl.runTask()
+		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed {
+			t.Fatalf("err %v, failures %d, total %d, state %s", r.err, p.stats.ConnectFailures.Load(), p.total, c.State())
 		}
 	})
 	t.Run("enroll refused", func(t *testing.T) {
 		tl := newTestLoop(t, testPool, listenAddr(t))
 		tl.el.enrollErr = errors.New("engine stopping")
-		guarded := 0
-		tl.l.Guard = func(f func()) { guarded++; f() }
 		c, r := newCall()
 		c.Start(tl.pool(0), head(getHead), getOpts)
 		tl.runTask()
-		if r.err != ErrConnect || guarded != 1 {
-			t.Fatalf("err %v, guarded %d", r.err, guarded)
+		if r.err != ErrConnect || tl.host.guarded != 1 {
+			t.Fatalf("err %v, guarded %d", r.err, tl.host.guarded)
 		}
 	})
 	t.Run("registration fails", func(t *testing.T) {
@@ -128,7 +126,7 @@ func TestPoolDialFailures(t *testing.T) {
 		c.Start(p, head(getHead), getOpts)
 		c.Abort()
 		tl.runTask()
-		if r.err != nil || p.total != 0 || p.Stats.ConnectFailures.Load() != 1 {
+		if r.err != nil || p.total != 0 || p.stats.ConnectFailures.Load() != 1 {
 			t.Fatalf("err %v (the owner already left), total %d", r.err, p.total)
 		}
 	})
@@ -176,8 +174,8 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	c2.Start(p2, head(getHead), getOpts)
 	c2.dialing.Close()
 	tl2.runTask()
-	if p2.Stats.ConnectFailures.Load() != 0 || p2.total != 0 || r2.err != nil {
-		t.Fatalf("failed dial of a closed connection: failures %d, total %d", p2.Stats.ConnectFailures.Load(), p2.total)
+	if p2.stats.ConnectFailures.Load() != 0 || p2.total != 0 || r2.err != nil {
+		t.Fatalf("failed dial of a closed connection: failures %d, total %d", p2.stats.ConnectFailures.Load(), p2.total)
 	}
 	c2.Abort()
 }
@@ -224,15 +222,15 @@ func TestPoolSkipsUnusableIdle(t *testing.T) {
 // key on its node; Pick balances without a key.
 func TestGroupPicks(t *testing.T) {
 	tl := newTestLoop(t, testPool, "10.0.0.1:80", "10.0.0.2:80", "10.0.0.3:80")
-	g := tl.l.Group(0)
+	g := tl.groups[0]
 	if len(g.Pools()) != 3 || g.Name != "g" {
 		t.Fatalf("group %q with %d pools", g.Name, len(g.Pools()))
 	}
 	used := map[*Pool]int{}
 	for i := 0; i < 30; i++ {
 		key := []byte(fmt.Sprintf("user-%d", i))
-		p := g.PickHash(key)
-		if g.PickHash(key) != p {
+		p := g.PickHash(key, 0)
+		if g.PickHash(key, 0) != p {
 			t.Fatalf("key %s moved", key)
 		}
 		used[p]++
@@ -241,18 +239,19 @@ func TestGroupPicks(t *testing.T) {
 		t.Fatalf("30 keys on %d of 3 nodes", len(used))
 	}
 	for i := 0; i < 6; i++ {
-		if got, want := g.Pick(), g.Pools()[i%3]; got != want {
+		if got, want := g.Pick(0), g.Pools()[i%3]; got != want {
 			t.Fatalf("pick %d: %s, want %s", i, got.Addr, want.Addr)
 		}
 	}
 
-	gc := GroupConfig{Name: "w", Weighted: true, Pool: testPool,
-		Nodes: []NodeConfig{{Addr: "a:1", Weight: 3}, {Addr: "b:1", Weight: 1}}}
+	gc := &GroupConfig{Name: "w", Weighted: true, Pool: testPool, Nodes: nodes("a:1", "b:1")}
+	gc.Nodes[0].Weight = 3
 	gc.Prepare()
-	wl := NewLoop(tl.el, tl.w, tl.l.limits, []GroupConfig{gc})
+	wl := NewLoop(tl.el, tl.host, tl.clock, tl.l.limits)
+	wg := wl.Update([]*GroupConfig{gc})[0]
 	counts := map[string]int{}
 	for i := 0; i < 8; i++ {
-		counts[wl.Group(0).Pick().Addr]++
+		counts[wg.Pick(0).Addr]++
 	}
 	if counts["a:1"] != 6 || counts["b:1"] != 2 {
 		t.Fatalf("weighted picks %v, want a:1 x6, b:1 x2", counts)
@@ -263,13 +262,13 @@ func TestBalancerEdgeCases(t *testing.T) {
 	one := NewRoundRobin(1)
 	sw := NewSmoothWeighted([]int{7})
 	for i := 0; i < 3; i++ {
-		if one.Pick() != 0 || sw.Pick() != 0 {
+		if one.Pick(0) != 0 || sw.Pick(0) != 0 {
 			t.Fatal("a single node is not always picked")
 		}
 	}
 	eq := NewSmoothWeighted([]int{2, 2, 2})
 	for i := 0; i < 6; i++ {
-		if got := eq.Pick(); got != i%3 {
+		if got := eq.Pick(0); got != i%3 {
 			t.Fatalf("equal weights pick %d = %d, want round robin", i, got)
 		}
 	}

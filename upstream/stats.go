@@ -1,4 +1,4 @@
-// NodeStats: what happened on one node's pool on one loop, for metrics.
+// NodeStats: what happened to one node's calls and connections on one loop.
 
 package upstream
 
@@ -8,10 +8,8 @@ import (
 	"github.com/loopgate/loopgate/engine/loopstat"
 )
 
-// NodeStats counts one node's connections and call outcomes on one loop.
-// The pool's loop writes them; any goroutine may read them. Every Pool
-// starts with stats of its own; the engine replaces Pool.Stats with its
-// long-lived, per-loop shard before the loop serves traffic.
+// NodeStats counts one node's connections and call outcomes on one loop:
+// a shard of its Node. The loop writes them; any goroutine may read them.
 type NodeStats struct {
 	Connects        atomic.Uint64 // dials started
 	ConnectFailures atomic.Uint64 // dials (or enrolls) that failed
@@ -20,13 +18,24 @@ type NodeStats struct {
 	PoolExhausted   atomic.Uint64 // calls failed waiting for a connection (ErrPoolFull, ErrQueueFull)
 	BadResponses    atomic.Uint64 // calls failed by a malformed or oversized response head (ErrBadResponse, ErrHeadTooLarge)
 
-	Idle   atomic.Int64 // connections in the free list
-	Active atomic.Int64 // connections carrying or being dialed for a call
+	// Responses counts final response heads by status class, 1xx to 5xx
+	// (a final 1xx cannot happen; its slot stays 0).
+	Responses [5]atomic.Uint64
+
+	// Idle and Active are the node's connections on this loop: in the free
+	// lists, and carrying or being dialed for a call. Every pool of the
+	// node on the loop adds its changes, so a pool draining after a reload
+	// and its successor count together.
+	Idle   atomic.Int64
+	Active atomic.Int64
 
 	// FirstByte is the time from Call.Start (pool wait and connect
 	// included, a retry too) to the first complete response head, interim
 	// (1xx) heads included.
 	FirstByte loopstat.Histogram
+	// Duration is the time from Call.Start to the end of every call that
+	// reported an outcome: its last response byte, or its failure.
+	Duration loopstat.Histogram
 }
 
 // failed counts a call's failure by its cause. Connect failures are

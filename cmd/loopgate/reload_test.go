@@ -101,15 +101,22 @@ func TestSIGHUPReloads(t *testing.T) {
 	g := startReloadable(t, okRoute, okUpstream(t))
 	g.cmd.Process.Signal(syscall.SIGHUP)
 	first := g.waitReloadLine(t, 1)
-	// Applied (level info) or refused (an error): either is an attempt.
-	if first["trigger"] != "SIGHUP" || first["triggers"] != 1.0 || first["level"] != "info" && first["error"] == nil {
-		t.Errorf("reload line after SIGHUP: %v", first)
+	if first["trigger"] != "SIGHUP" || first["triggers"] != 1.0 || first["level"] != "info" ||
+		!strings.Contains(fmt.Sprint(first["changes"]), "no changes") {
+		t.Errorf("reload line after SIGHUP on the same file: %v", first)
 	}
 	g.expectServing(t)
 
+	body, _ := os.ReadFile(g.config)
+	g.rewrite(t, string(body)+"  - {id: two, path: /two, upstream: backend}\n")
+	g.cmd.Process.Signal(syscall.SIGHUP)
+	if added := g.waitReloadLine(t, 2); added["level"] != "info" || !strings.Contains(fmt.Sprint(added["changes"]), "routes added [two]") {
+		t.Errorf("reload line after adding a route: %v", added)
+	}
+
 	g.rewrite(t, g.head()+"routes:\n  - {id: all, prefix: /, upstream: nosuch}\n")
 	g.cmd.Process.Signal(syscall.SIGHUP)
-	bad := g.waitReloadLine(t, 2)
+	bad := g.waitReloadLine(t, 3)
 	if bad["level"] != "error" || !strings.Contains(fmt.Sprint(bad["error"]), `line 5: routes[0] (id "all").upstream`) {
 		t.Errorf("reload line for a bad file: %v", bad)
 	}

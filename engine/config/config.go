@@ -8,11 +8,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/router"
+	"github.com/loopgate/loopgate/filters"
 )
 
 // AdminOff as the Admin address disables the admin listener.
@@ -47,24 +50,29 @@ type Config struct {
 	AllowUnderscoreHeaders bool `yaml:"allow_underscore_headers"`
 
 	// Filters is the default chain every route runs (see filters.go for
-	// names and orders). Default [request_id, ip_access, forwarded]: ip_access
-	// is in it so runtime bans apply to every route.
+	// how a route's chain is made). Default: the registered filters marked
+	// as default, [request_id, ip_access, forwarded]; ip_access is in it
+	// so runtime bans apply to every route.
 	Filters      []string       `yaml:"filters"`
-	FilterOrders map[string]int `yaml:"filter_orders,omitempty"` // override built-in orders; orders must stay unique
+	FilterOrders map[string]int `yaml:"filter_orders,omitempty"` // override registered orders; orders must stay unique
 
 	// TrustedProxies are the peers (IPs or CIDRs) whose X-Forwarded-For and
 	// X-Real-IP are believed. Default none: the client IP is the peer.
 	TrustedProxies []string `yaml:"trusted_proxies,omitempty"`
-	IPAllow        []string `yaml:"ip_allow,omitempty"` // global allow list (CIDRs or IPs); default empty = all allowed
-	IPDeny         []string `yaml:"ip_deny,omitempty"`  // global deny list; checked before ip_allow; 403, code 40302
 
-	Auth Auth `yaml:"auth"`
+	// The top-level keys a filter owns (auth, ip_allow, ip_deny, ...) are
+	// decoded into that filter's own config type (see FilterGlobal).
 
 	AccessLog AccessLog `yaml:"access_log"` // default off (see accesslog.go)
 	Metrics   Metrics   `yaml:"metrics"`    // per-request series on by default
 
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
+
+	// filterGlobals holds each registered filter's top-level config, by
+	// filter name: decoded from the keys it owns, then provisioned.
+	filterGlobals map[string]filters.GlobalConfig
+	trusted       []netip.Prefix // TrustedProxies, parsed by Validate
 }
 
 // Limits bound what one client connection may send or queue.
@@ -180,20 +188,20 @@ type Route struct {
 	ConnectTimeout  Duration `yaml:"connect_timeout"`
 	ResponseTimeout Duration `yaml:"response_timeout"`
 
-	// Filters (see filters.go).
-	Filters         []string     `yaml:"filters,omitempty"`          // added to the global chain
-	DisableFilters  []string     `yaml:"disable_filters,omitempty"`  // removed from the global chain
-	Auth            string       `yaml:"auth,omitempty"`             // "none" (default) or "required"
-	Roles           []string     `yaml:"roles,omitempty"`            // with auth: required, the identity needs one of these; 403, code 40301
-	ExternalAuth    bool         `yaml:"external_auth,omitempty"`    // ask auth.external before forwarding
-	IPAllow         []string     `yaml:"ip_allow,omitempty"`         // route allow list, after the global lists
-	IPDeny          []string     `yaml:"ip_deny,omitempty"`          // route deny list
-	Limits          *RouteLimits `yaml:"limits,omitempty"`           // tighter limits for this route
-	RequestHeaders  *HeaderOps   `yaml:"request_headers,omitempty"`  // edits to the upstream request
-	ResponseHeaders *HeaderOps   `yaml:"response_headers,omitempty"` // edits to the response
-	Rewrite         *Rewrite     `yaml:"rewrite,omitempty"`
-	Gray            *Gray        `yaml:"gray,omitempty"`
-	Hash            *Hash        `yaml:"hash,omitempty"`
+	// Filters (see filters.go). The route keys a filter owns (auth,
+	// roles, ip_allow, gray, ...) are decoded into that filter's own
+	// config type (see FilterConfig).
+	Filters        []string `yaml:"filters,omitempty"`         // added to the global chain
+	DisableFilters []string `yaml:"disable_filters,omitempty"` // removed from the global chain
+
+	// Limits are the route's request limits tighter than the global ones,
+	// as its filters set them (the limits filter's limits key; see
+	// filters.RequestLimiter), collected when defaults are applied; nil
+	// when none. A zero field inherits. The engine enforces the body limit
+	// itself while a chunked body streams.
+	Limits *codec.Limits `yaml:"-"`
+
+	filterConfigs map[string]filters.RouteConfig // each registered filter's route config, by name
 }
 
 //go:embed default.yaml
@@ -246,12 +254,14 @@ func Parse(data []byte) (*Config, error) {
 	return c, nil
 }
 
-// decodeStrict decodes one YAML document into c, rejecting unknown keys and
-// the scalars yaml.v3 would coerce (strictScalar).
+// decodeStrict decodes one YAML document into c. Every key and scalar is
+// vetted first (checkNode), so an unknown key, a filter's included, and a
+// scalar yaml.v3 would coerce (strictScalar) are refused with their path
+// and line before anything is decoded.
 func decodeStrict(data []byte, c *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(c); err != nil {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil // empty document
 		}
@@ -260,12 +270,22 @@ func decodeStrict(data []byte, c *Config) error {
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
-		return checkScalars(data)
 	case err != nil:
 		return explainDecodeError(data, err)
 	default:
 		return fmt.Errorf("config: line %d: a second YAML document; the file must hold exactly one", extra.Line)
 	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if err := checkNode(root, configType, ""); err != nil {
+		return err
+	}
+	if err := decodeDocument(root, c); err != nil {
+		return explainDecodeError(data, err)
+	}
+	return nil
 }
 
 // RouterSpecs returns the routes' match criteria in route order, so

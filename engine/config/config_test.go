@@ -12,7 +12,12 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/router"
+	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/auth"
+	"github.com/loopgate/loopgate/filters/transform"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
@@ -51,27 +56,30 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			Suspend:    Duration(5 * time.Second),
 		},
 		Filters:   []string{"request_id", "ip_access", "forwarded"},
-		Auth:      documentedAuth(),
 		AccessLog: AccessLog{RingSize: 4096},
 	}
-	if got := Default(); !reflect.DeepEqual(got, want) {
+	wantGlobals := map[string]filters.GlobalConfig{
+		auth.Name:           &auth.Global{Auth: documentedAuth()},
+		access.NameIPAccess: &access.IPLists{},
+	}
+	if got := Default(); !reflect.DeepEqual(withoutFilters(got), want) || !reflect.DeepEqual(got.filterGlobals, wantGlobals) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)
 	}
 	for _, empty := range []string{"", "# nothing here\n", "---\n"} {
-		if got := mustParse(t, empty); !reflect.DeepEqual(got, want) {
+		if got := mustParse(t, empty); !reflect.DeepEqual(withoutFilters(got), want) || !reflect.DeepEqual(got.filterGlobals, wantGlobals) {
 			t.Errorf("Parse(%q) = %+v, want the defaults", empty, got)
 		}
 	}
 }
 
 // documentedAuth is the auth section with only its documented defaults.
-func documentedAuth() Auth {
-	return Auth{
+func documentedAuth() auth.Config {
+	return auth.Config{
 		Header:    "Authorization",
-		JWT:       JWT{RolesClaim: "roles", TenantClaim: "tenant"},
+		JWT:       auth.JWT{RolesClaim: "roles", TenantClaim: "tenant"},
 		CacheTTL:  Duration(30 * time.Second),
 		CacheSize: 10000,
-		External: ExternalAuth{
+		External: auth.ExternalAuth{
 			Path:           "/auth",
 			Timeout:        Duration(time.Second),
 			ForwardHeaders: []string{"Authorization", "Cookie"},
@@ -199,32 +207,7 @@ func TestSampleParses(t *testing.T) {
 		Filters:        []string{"request_id", "forwarded", "limits"},
 		FilterOrders:   map[string]int{"forwarded": 50},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1", "::1"},
-		IPAllow:        []string{"0.0.0.0/0", "::/0"},
-		IPDeny:         []string{"203.0.113.7"},
-		Auth: Auth{
-			Header: "X-Credentials",
-			JWT: JWT{
-				HS256Secret:        "0123456789abcdef0123456789abcdef",
-				RS256PublicKey:     "-----BEGIN PUBLIC KEY-----\n(inline PEM; the config does not parse it)",
-				ES256PublicKeyFile: "testdata/es256.pub.pem", // rs256_public_key_file and es256_public_key: TestFilterOptionsAccepted
-				JWKSFile:           "testdata/jwks.json",
-				Issuer:             "https://issuer.example", Audience: "api",
-				RolesClaim: "groups", TenantClaim: "org",
-				Leeway: Duration(5 * time.Second),
-			},
-			APIKeys: []APIKey{
-				{Key: "k-1", Consumer: "ci", Tenant: "t1", Roles: []string{"deployer"}},
-				{Key: "k-2", Consumer: "ci"},
-			},
-			CacheTTL:  Duration(10 * time.Second),
-			CacheSize: 500,
-			External: ExternalAuth{
-				Upstream: "users", Path: "/check?scope=api", Timeout: Duration(300 * time.Millisecond),
-				ForwardHeaders: []string{"Authorization"}, CopyHeaders: []string{"X-User-Id"}, FailOpen: true,
-			},
-			IdentityHeaders: defaultIdentityHeaders(),
-		},
-		AccessLog: AccessLog{RingSize: 4096},
+		AccessLog:      AccessLog{RingSize: 4096},
 		Upstreams: []Upstream{{
 			Name:               "users",
 			Nodes:              []Node{{Addr: "10.0.0.1:8080", Weight: 1}, {Addr: "10.0.0.2:8080", Weight: 3}},
@@ -253,37 +236,75 @@ func TestSampleParses(t *testing.T) {
 			ConnectTimeout:  Duration(250 * time.Millisecond), // inherited from users
 			ResponseTimeout: Duration(2 * time.Second),        // own override
 			DisableFilters:  []string{"forwarded"},
-			Auth:            AuthRequired,
-			Roles:           []string{"reader", "admin"},
-			ExternalAuth:    true,
-			IPAllow:         []string{"10.1.0.0/16"},
-			IPDeny:          []string{"10.1.2.3"},
-			Limits:          &RouteLimits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10},
-			RequestHeaders: &HeaderOps{
-				Set: map[string]string{"X-Env": "prod"}, Add: map[string]string{"X-Via": "loopgate"}, Remove: []string{"X-Debug"},
-			},
-			ResponseHeaders: &HeaderOps{Set: map[string]string{"Cache-Control": "no-store"}, Remove: []string{"Server"}},
-			Rewrite:         &Rewrite{StripPrefix: "/api", Regex: "^/users/(.*)$", Replacement: "/u/$1", AddPrefix: "/v1"},
-			Gray:            &Gray{Upstream: "static", Header: "X-Gray", Cookie: "gray", Value: "yes", Weight: 10},
-			Hash:            &Hash{Header: "X-Session"},
+			Limits:          &codec.Limits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10},
 		}, {
 			ID: "route-1", Path: "/assets/**", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(100 * time.Millisecond),
 			ResponseTimeout: Duration(30 * time.Second),
 			Filters:         []string{"ip_access"},
-			Auth:            AuthNone, // default
-			Hash:            &Hash{Cookie: "sid"},
 		}, {
 			ID: "site", Prefix: "/", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(time.Second),
 			ResponseTimeout: Duration(30 * time.Second),
-			Auth:            AuthNone,
-			Gray:            &Gray{Upstream: "users", Value: "true", Weight: 5}, // value defaulted
-			Hash:            &Hash{User: true},
 		}},
 	}
-	if !reflect.DeepEqual(c, want) {
+	if !reflect.DeepEqual(withoutFilters(c), want) {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", c, want)
+	}
+	wantGlobals := globalsWith(map[string]filters.GlobalConfig{
+		access.NameIPAccess: &access.IPLists{Allow: []string{"0.0.0.0/0", "::/0"}, Deny: []string{"203.0.113.7"}},
+		auth.Name: &auth.Global{Auth: auth.Config{
+			Header: "X-Credentials",
+			JWT: auth.JWT{
+				HS256Secret:        "0123456789abcdef0123456789abcdef",
+				RS256PublicKey:     "-----BEGIN PUBLIC KEY-----\n(inline PEM; the config does not parse it)",
+				ES256PublicKeyFile: "testdata/es256.pub.pem", // rs256_public_key_file and es256_public_key: TestFilterOptionsAccepted
+				JWKSFile:           "testdata/jwks.json",
+				Issuer:             "https://issuer.example", Audience: "api",
+				RolesClaim: "groups", TenantClaim: "org",
+				Leeway: Duration(5 * time.Second),
+			},
+			APIKeys: []auth.APIKey{
+				{Key: "k-1", Consumer: "ci", Tenant: "t1", Roles: []string{"deployer"}},
+				{Key: "k-2", Consumer: "ci"},
+			},
+			CacheTTL:  Duration(10 * time.Second),
+			CacheSize: 500,
+			External: auth.ExternalAuth{
+				Upstream: "users", Path: "/check?scope=api", Timeout: Duration(300 * time.Millisecond),
+				ForwardHeaders: []string{"Authorization"}, CopyHeaders: []string{"X-User-Id"}, FailOpen: true,
+			},
+			IdentityHeaders: defaultIdentityHeaders(),
+		}},
+	})
+	wantRoutes := []map[string]filters.RouteConfig{
+		routeConfigsWith(map[string]filters.RouteConfig{
+			auth.Name:           &auth.Route{Auth: auth.LevelRequired, Roles: []string{"reader", "admin"}},
+			auth.NameExternal:   &auth.ExternalRoute{ExternalAuth: true},
+			access.NameIPAccess: &access.IPLists{Allow: []string{"10.1.0.0/16"}, Deny: []string{"10.1.2.3"}},
+			access.NameLimits:   &access.LimitsRoute{Limits: &access.RouteLimits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10}},
+			transform.NameHeaders: &transform.HeadersRoute{
+				Request: &transform.HeaderOps{
+					Set: map[string]string{"X-Env": "prod"}, Add: map[string]string{"X-Via": "loopgate"}, Remove: []string{"X-Debug"},
+				},
+				Response: &transform.HeaderOps{Set: map[string]string{"Cache-Control": "no-store"}, Remove: []string{"Server"}},
+			},
+			transform.NameRewrite: &transform.RewriteRoute{Rewrite: &transform.Rewrite{StripPrefix: "/api", Regex: "^/users/(.*)$", Replacement: "/u/$1", AddPrefix: "/v1"}},
+			transform.NameGray:    &transform.GrayRoute{Gray: &transform.Gray{Upstream: "static", Header: "X-Gray", Cookie: "gray", Value: "yes", Weight: 10}},
+			transform.NameHash:    &transform.HashRoute{Hash: &transform.Hash{Header: "X-Session"}},
+		}),
+		routeConfigsWith(map[string]filters.RouteConfig{
+			auth.Name:          &auth.Route{Auth: auth.LevelNone}, // default
+			transform.NameHash: &transform.HashRoute{Hash: &transform.Hash{Cookie: "sid"}},
+		}),
+		routeConfigsWith(map[string]filters.RouteConfig{
+			transform.NameGray: &transform.GrayRoute{Gray: &transform.Gray{Upstream: "users", Value: "true", Weight: 5}}, // value defaulted
+			transform.NameHash: &transform.HashRoute{Hash: &transform.Hash{User: true}},
+		}),
+	}
+	sameOptions(t, "top level", c.filterGlobals, wantGlobals)
+	for i, r := range c.Routes {
+		sameOptions(t, r.ID, r.filterConfigs, wantRoutes[i])
 	}
 }
 
@@ -462,39 +483,6 @@ func TestExplicitBalancerWins(t *testing.T) {
 	}
 }
 
-func TestByteSize(t *testing.T) {
-	good := map[string]ByteSize{
-		"0": 0, "4096": 4096, "512B": 512, "8KiB": 8192, "16 KiB": 16384,
-		"10MiB": 10 << 20, "1GiB": 1 << 30,
-	}
-	for text, want := range good {
-		if got, err := parseByteSize(text); err != nil || got != want {
-			t.Errorf("parseByteSize(%q) = %d, %v; want %d", text, got, err, want)
-		}
-	}
-	for _, text := range []string{"", "KiB", "1.5MiB", "-1KiB", "10MB", "10 mib", "9999999999999GiB"} {
-		if _, err := parseByteSize(text); err == nil {
-			t.Errorf("parseByteSize(%q) succeeded, want an error", text)
-		}
-	}
-	for size, want := range map[ByteSize]string{0: "0B", 1000: "1000B", 1024: "1KiB", 3 << 20: "3MiB", 1<<20 + 1: "1048577B"} {
-		if got := size.String(); got != want {
-			t.Errorf("ByteSize(%d).String() = %q, want %q", int64(size), got, want)
-		}
-	}
-}
-
-func TestDurationString(t *testing.T) {
-	for d, want := range map[Duration]string{
-		Duration(time.Minute): "1m", Duration(2 * time.Hour): "2h",
-		Duration(90 * time.Second): "1m30s", Duration(500 * time.Millisecond): "500ms", 0: "0s",
-	} {
-		if got := d.String(); got != want {
-			t.Errorf("Duration(%d).String() = %q, want %q", int64(d), got, want)
-		}
-	}
-}
-
 // TestDocsExampleParses keeps the annotated example in docs/configuration.md
 // valid and in step with the defaults it claims.
 func TestDocsExampleParses(t *testing.T) {
@@ -520,17 +508,18 @@ func TestDocsExampleParses(t *testing.T) {
 	if !reflect.DeepEqual(users, want) {
 		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
 	}
-	if !reflect.DeepEqual(c.Filters, d.Filters) || len(c.FilterOrders)+len(c.TrustedProxies)+len(c.IPAllow)+len(c.IPDeny) > 0 {
+	ips := ipListsOf(c)
+	if !reflect.DeepEqual(c.Filters, d.Filters) || len(c.FilterOrders)+len(c.TrustedProxies)+len(ips.Allow)+len(ips.Deny) > 0 {
 		t.Errorf("the example's filter options differ from the defaults: filters %v, filter_orders %v, trusted_proxies %v, ip_allow %v, ip_deny %v",
-			c.Filters, c.FilterOrders, c.TrustedProxies, c.IPAllow, c.IPDeny)
+			c.Filters, c.FilterOrders, c.TrustedProxies, ips.Allow, ips.Deny)
 	}
 	// The example sets these three, which have no default.
-	auth := c.Auth
-	if auth.JWT.HS256Secret == "" || len(auth.APIKeys) == 0 || auth.External.Upstream == "" {
-		t.Errorf("the example no longer shows a secret, an API key and an external upstream: %+v", auth)
+	a := *authOf(c)
+	if a.JWT.HS256Secret == "" || len(a.APIKeys) == 0 || a.External.Upstream == "" {
+		t.Errorf("the example no longer shows a secret, an API key and an external upstream: %+v", a)
 	}
-	auth.JWT.HS256Secret, auth.APIKeys, auth.External.Upstream = "", nil, ""
-	if !reflect.DeepEqual(auth, d.Auth) {
-		t.Errorf("the example's auth values differ from the defaults:\n%+v\n%+v", auth, d.Auth)
+	a.JWT.HS256Secret, a.APIKeys, a.External.Upstream = "", nil, ""
+	if !reflect.DeepEqual(a, *authOf(d)) {
+		t.Errorf("the example's auth values differ from the defaults:\n%+v\n%+v", a, *authOf(d))
 	}
 }

@@ -1,5 +1,6 @@
-// Turning YAML decode errors into messages that name the field path, and
-// the scalar rules yaml.v3 does not enforce (checkScalars).
+// Vetting a document against the Config type before it is decoded
+// (checkNode), with the scalar rules yaml.v3 does not enforce, and turning
+// YAML errors into messages that name the field path.
 
 package config
 
@@ -31,16 +32,6 @@ func explainDecodeError(data []byte, decodeErr error) error {
 }
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
-
-// checkScalars re-walks a document that decoded without error and reports
-// the first scalar yaml.v3 accepted by coercion (see strictScalar).
-func checkScalars(data []byte) error {
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return nil // the decoder accepted it; nothing to re-check
-	}
-	return checkNode(doc.Content[0], reflect.TypeFor[Config](), "")
-}
 
 // strictScalar refuses what yaml.v3 would coerce into an int or bool field:
 // a float (it truncates 1.5 to 1 and reads 1e3 as 1000), a leading-zero
@@ -130,6 +121,9 @@ func checkMapping(n *yaml.Node, t reflect.Type, path string) error {
 			continue
 		}
 		field, ok := fieldByTag(t, key.Value)
+		if !ok {
+			field, ok = filterField(t, key.Value) // a key a filter owns
+		}
 		if !ok {
 			return located(joinPath(path, key.Value), key.Line, "unknown field")
 		}

@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// Defaults, as stated in the field comments of the Config types.
+// Defaults, as stated in the field comments of the Config types. Each
+// filter's defaults are its own package's (filters.GlobalConfig.Provision).
 const (
 	defaultListen = "127.0.0.1:8080"
 	defaultAdmin  = "127.0.0.1:9901"
@@ -36,9 +37,6 @@ const (
 	defaultMaxIdle            = 256
 	defaultMaxConns           = 1024
 	defaultIdleTimeout        = Duration(30 * time.Second)
-
-	defaultAuthCacheTTL    = Duration(30 * time.Second)
-	defaultExternalTimeout = Duration(time.Second)
 )
 
 // applyDefaults replaces every zero-valued field with its default. Routes

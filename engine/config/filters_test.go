@@ -4,10 +4,17 @@ package config
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/auth"
+	"github.com/loopgate/loopgate/filters/transform"
 )
 
 // issueSample is the filter configuration from the feature request.
@@ -41,19 +48,22 @@ routes:
 
 func TestIssueSampleParses(t *testing.T) {
 	c := mustParse(t, issueSample)
-	if c.Auth.JWT.HS256Secret != "change-me" || c.Auth.JWT.Issuer != "loopgate-test" ||
-		!reflect.DeepEqual(c.Auth.APIKeys, []APIKey{{Key: "k-123", Consumer: "alice", Roles: []string{"admin"}}}) {
-		t.Errorf("auth = %+v", c.Auth)
+	a := authOf(c)
+	if a.JWT.HS256Secret != "change-me" || a.JWT.Issuer != "loopgate-test" ||
+		!reflect.DeepEqual(a.APIKeys, []auth.APIKey{{Key: "k-123", Consumer: "alice", Roles: []string{"admin"}}}) {
+		t.Errorf("auth = %+v", a)
 	}
 	if !reflect.DeepEqual(c.TrustedProxies, []string{"127.0.0.1/32"}) {
 		t.Errorf("trusted_proxies = %v", c.TrustedProxies)
 	}
 	admin, public := &c.Routes[0], &c.Routes[1]
-	if admin.Auth != AuthRequired || !reflect.DeepEqual(admin.Roles, []string{"admin"}) ||
-		!reflect.DeepEqual(admin.IPDeny, []string{"10.0.0.0/8"}) {
+	adminAuth := routeConfig[*auth.Route](admin, auth.Name)
+	if adminAuth.Auth != auth.LevelRequired || !reflect.DeepEqual(adminAuth.Roles, []string{"admin"}) ||
+		!reflect.DeepEqual(routeConfig[*access.IPLists](admin, access.NameIPAccess).Deny, []string{"10.0.0.0/8"}) {
 		t.Errorf("admin route = %+v", admin)
 	}
-	if public.Auth != AuthNone || *public.Gray != (Gray{Upstream: "backend-v2", Header: "X-Gray", Value: "true"}) {
+	if routeConfig[*auth.Route](public, auth.Name).Auth != auth.LevelNone ||
+		*grayOf(public) != (transform.Gray{Upstream: "backend-v2", Header: "X-Gray", Value: "true"}) {
 		t.Errorf("public route = %+v", public)
 	}
 	for i, want := range [][]string{
@@ -103,7 +113,7 @@ func TestFilterOrder(t *testing.T) {
 	if _, ok := c.FilterOrder("nope"); ok {
 		t.Error("FilterOrder(nope) reported a known filter")
 	}
-	if n := len(DefaultFilterOrders); n != 10 {
+	if n := len(filters.Registered()); n != 10 {
 		t.Errorf("%d built-in filters; update docs/filters.md and this test", n)
 	}
 }
@@ -345,7 +355,8 @@ func TestFiltersDocCoversEveryFilter(t *testing.T) {
 		if !strings.Contains(text, "\n### `"+name+"`\n") {
 			t.Errorf("docs/filters.md has no section \"### `%s`\"", name)
 		}
-		row := fmt.Sprintf("\n| `%s` | %d |", name, DefaultFilterOrders[name])
+		order, _ := (&Config{}).FilterOrder(name)
+		row := fmt.Sprintf("\n| `%s` | %d |", name, order)
 		if !strings.Contains(text, row) {
 			t.Errorf("docs/filters.md's order table lacks %q", row)
 		}
@@ -353,13 +364,13 @@ func TestFiltersDocCoversEveryFilter(t *testing.T) {
 }
 
 // defaultIdentityHeaders is auth.identity_headers as documented.
-func defaultIdentityHeaders() IdentityHeaders {
+func defaultIdentityHeaders() auth.IdentityHeaders {
 	name := func(s string) *string { return &s }
-	return IdentityHeaders{Subject: name("X-User-Id"), Tenant: name("X-User-Tenant"), Roles: name("X-User-Roles"), Kind: name("X-Auth-Kind")}
+	return auth.IdentityHeaders{Subject: name("X-User-Id"), Tenant: name("X-User-Tenant"), Roles: name("X-User-Roles"), Kind: name("X-Auth-Kind")}
 }
 
 func TestIdentityHeadersDefaults(t *testing.T) {
-	if got := Default().Auth.IdentityHeaders; !reflect.DeepEqual(got, defaultIdentityHeaders()) {
+	if got := authOf(Default()).IdentityHeaders; !reflect.DeepEqual(got, defaultIdentityHeaders()) {
 		t.Errorf("Default() identity headers %s, want the documented ones", showIdentity(got))
 	}
 	// A field left out keeps its default; an explicit "" turns it off.
@@ -367,7 +378,7 @@ func TestIdentityHeadersDefaults(t *testing.T) {
 	want := defaultIdentityHeaders()
 	sub, none := "X-Sub", ""
 	want.Subject, want.Tenant = &sub, &none
-	if got := c.Auth.IdentityHeaders; !reflect.DeepEqual(got, want) {
+	if got := authOf(c).IdentityHeaders; !reflect.DeepEqual(got, want) {
 		t.Errorf("parsed %s, want %s", showIdentity(got), showIdentity(want))
 	}
 	if err := func() error { _, err := Parse([]byte("auth:\n  identity_headers: {user: X}\n")); return err }(); err == nil ||
@@ -376,9 +387,12 @@ func TestIdentityHeadersDefaults(t *testing.T) {
 	}
 }
 
-func showIdentity(h IdentityHeaders) string {
+func showIdentity(h auth.IdentityHeaders) string {
 	var parts []string
-	for _, f := range h.fields() {
+	for _, f := range []struct {
+		key  string
+		name *string
+	}{{"subject", h.Subject}, {"tenant", h.Tenant}, {"roles", h.Roles}, {"kind", h.Kind}} {
 		if f.name == nil {
 			parts = append(parts, f.key+"=<unset>")
 		} else {
@@ -407,5 +421,71 @@ func TestIdentityHeaderNames(t *testing.T) {
 	cfg.IdentityHeaderNames()[0] = "changed"
 	if cfg.IdentityHeaderNames()[0] != "X-User-Id" {
 		t.Error("IdentityHeaderNames shares its result")
+	}
+}
+
+// TestFormerDuplicatesCheckedOnce: what engine/config and the filters used
+// to check each on their own (header names, the rewrite regex, IP lists,
+// the header edit count) is checked once, by the filter's Validate through
+// Parse, with the message Parse always gave: one line per problem, never
+// two. Each filter package's tests show its filter is built from what its
+// Validate compiled (TestRewriteRegexCompiledOnce, TestHeaderEditsCheckedOnce,
+// TestIPListsParsedOnce).
+func TestFormerDuplicatesCheckedOnce(t *testing.T) {
+	for _, c := range []struct{ yaml, want string }{
+		{withRoute("", "request_headers: {set: {Bad Name: x}}\n"), `config: line 7: routes[0].request_headers.set: "Bad Name" is not a valid header name`},
+		{withRoute("", "hash: {header: \"X;User\"}\n"), `config: line 7: routes[0].hash.header: "X;User" is not a valid header name`},
+		{"auth:\n  external: {forward_headers: [\"a:b\"]}\n", `config: line 2: auth.external.forward_headers[0]: "a:b" is not a valid header name`},
+		{withRoute("", "rewrite: {regex: \"(\"}\n"), "config: line 7: routes[0].rewrite.regex: error parsing regexp: missing closing ): `(`"},
+		{"trusted_proxies: [10.0.0.0/33]\n", `config: line 1: trusted_proxies[0]: "10.0.0.0/33" is not an IP address or CIDR prefix`},
+		{"ip_allow: [1.2.3.4, localhost]\n", `config: line 1: ip_allow[1]: "localhost" is not an IP address or CIDR prefix`},
+		{withRoute("", "ip_deny: [\"fe80::1%eth0\"]\n"), `config: line 7: routes[0].ip_deny[0]: "fe80::1%eth0" is not an IP address or CIDR prefix`},
+		{withRoute("", "request_headers: {remove: [A, B, C, D, E, F, G, H, I, J, K, L, M, N, O, P, Q]}\n"),
+			"config: line 7: routes[0].request_headers.remove: 17 entries, at most 16"},
+		{withRoute("", "rewrite: {strip_prefix: \"/a%zz\"}\n"), `config: line 7: routes[0].rewrite.strip_prefix: "/a%zz": ` + badEscape(t)},
+	} {
+		_, err := Parse([]byte(c.yaml))
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Parse(%q)\n got: %v\nwant: %s", c.yaml, err, c.want)
+		}
+	}
+	// The lists are parsed once, by Validate, and kept for the engine.
+	c := mustParse(t, "trusted_proxies: [\" 10.1.2.3/8 \", \"::ffff:192.0.2.1\"]\n")
+	if got, want := c.TrustedPrefixes(), []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.1/32")}; !reflect.DeepEqual(got, want) {
+		t.Errorf("TrustedPrefixes() = %v, want %v", got, want)
+	}
+}
+
+// badEscape is how codec.NormalizePath refuses "%zz".
+func badEscape(t *testing.T) string {
+	_, _, err := codec.NormalizePath(nil, []byte("/a%zz"))
+	if err == nil {
+		t.Fatal("NormalizePath accepted %zz")
+	}
+	return err.Error()
+}
+
+// TestFilterKeysThroughMerges: a filter's keys reached through a YAML merge
+// (<<) go to the filter like written ones, and a written key overrides a
+// merged one, as for the gateway's own keys.
+func TestFilterKeysThroughMerges(t *testing.T) {
+	c := mustParse(t, creds+twoUpstreams+`routes:
+  - &base
+    path: /z
+    upstream: u
+    auth: required
+    gray: {upstream: v, header: X-Gray}
+  - <<: *base
+    path: /a
+    gray: {upstream: v, cookie: canary}
+`)
+	if a := routeConfig[*auth.Route](&c.Routes[1], auth.Name); a.Auth != auth.LevelRequired {
+		t.Errorf("merged auth: %q, want required", a.Auth)
+	}
+	if g := grayOf(&c.Routes[1]); g.Cookie != "canary" || g.Header != "" {
+		t.Errorf("gray %+v: the route's own gray should override the merged one", g)
+	}
+	if got, want := c.RouteFilters(1), []string{"request_id", "ip_access", "auth", "gray", "forwarded"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("RouteFilters(1) = %v, want %v", got, want)
 	}
 }

@@ -17,11 +17,15 @@ import (
 // errors.Join, each reading "config: <field path>: <reason>"; a route's
 // path names its id too when it has one of its own:
 // `config: routes[2] (id "admin").upstream: unknown upstream "x"`. (Parse
-// adds the YAML line as well: "config: line 14: routes[2] ...".) It changes
-// nothing and expects defaults to be applied already, as Parse does. It
-// touches the file system only to check that limits.temp_dir is a directory
-// and the JWT key files can be opened; parsing keys is the auth filter's job.
-// Safe for concurrent use on a Config nobody is modifying.
+// adds the YAML line as well: "config: line 14: routes[2] ...".) Each
+// filter validates its own configs (filters.GlobalConfig.Validate). It
+// expects defaults to be applied already, as Parse does, and changes no
+// option; what it parses or compiles to judge (trusted_proxies, IP lists,
+// regular expressions) is kept for building, so nothing is parsed twice.
+// It touches the file system only to check that limits.temp_dir is a
+// directory and the JWT key files can be opened; parsing keys is the auth
+// filter's job. Not safe for concurrent use, since it keeps what it
+// compiled; the result is safe to share read-only afterwards.
 func (c *Config) Validate() error {
 	return c.problems().err(c, nil)
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/loopgate/loopgate/filters"
 )
 
 // DefaultMaxBans is the ban capacity NewBans uses for max <= 0.
@@ -70,7 +72,7 @@ func (b *Bans) Ban(p netip.Prefix, ttl time.Duration) error {
 	if ttl <= 0 {
 		return fmt.Errorf("access: ban of %v needs a positive TTL, not %v", p, ttl)
 	}
-	p = normalizePrefix(p)
+	p = filters.NormalizePrefix(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	now := b.clock()
@@ -89,7 +91,7 @@ func (b *Bans) Unban(p netip.Prefix) bool {
 	if !p.IsValid() {
 		return false
 	}
-	p = normalizePrefix(p)
+	p = filters.NormalizePrefix(p)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	next := b.live(b.clock())

@@ -5,9 +5,9 @@ package access
 import (
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/filters"
 )
 
 // ClientIP returns the client's address as the trusted proxies in front of
@@ -82,50 +82,23 @@ func Contains(prefixes []netip.Prefix, ip netip.Addr) bool {
 	return false
 }
 
-// ParsePrefixes parses CIDRs ("10.0.0.0/8", "2001:db8::/32") and bare
-// addresses (a single-address prefix) as written in the config. Surrounding
-// spaces are ignored, host bits are cleared ("10.1.2.3/8" is 10.0.0.0/8),
-// 4in6 prefixes become IPv4 prefixes, and zones are refused. An empty list
-// gives nil.
+// ParsePrefixes parses an IP list as the config writes it, for programs
+// and tests that build filters without a config: each entry as
+// filters.ParsePrefix reads it (an address or a CIDR prefix, host bits
+// cleared, 4in6 unmapped, zones refused). An empty list gives nil.
 func ParsePrefixes(list []string) ([]netip.Prefix, error) {
 	if len(list) == 0 {
 		return nil, nil
 	}
 	out := make([]netip.Prefix, 0, len(list))
 	for _, s := range list {
-		p, err := parsePrefix(strings.TrimSpace(s))
+		p, err := filters.ParsePrefix(s)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("access: %w", err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
-}
-
-func parsePrefix(s string) (netip.Prefix, error) {
-	var p netip.Prefix
-	if strings.Contains(s, "/") {
-		var err error
-		if p, err = netip.ParsePrefix(s); err != nil {
-			return netip.Prefix{}, fmt.Errorf("access: %q is not an IP address or CIDR", s)
-		}
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			return netip.Prefix{}, fmt.Errorf("access: %q is not an IP address or CIDR", s)
-		}
-		p = netip.PrefixFrom(a, a.BitLen())
-	}
-	return normalizePrefix(p), nil
-}
-
-// normalizePrefix clears host bits and turns a 4in6 prefix (::ffff:a.b.c.d/96
-// or longer) into the IPv4 prefix it stands for.
-func normalizePrefix(p netip.Prefix) netip.Prefix {
-	if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
-		p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
-	}
-	return p.Masked()
 }
 
 func lastIndexByte(b []byte, c byte) int {

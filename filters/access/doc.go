@@ -8,7 +8,7 @@
 // The engine computes the client address once per request, before the
 // chain runs, and stores it in Exchange.ClientIP:
 //
-//	trusted, err := access.ParsePrefixes(cfg.TrustedProxies) // at load time
+//	trusted := cfg.TrustedPrefixes() // parsed once, when the config was validated
 //	...
 //	x.ClientIP = access.ClientIP(peer, req.Headers, trusted) // per request, no allocation
 //
@@ -21,7 +21,16 @@
 //
 // NewIPFilter ("ip_access", 403 / 40302) checks bans, then the deny lists,
 // then the allow lists; NewLimitsFilter ("limits", 414 / 431 / 413) applies
-// a route's config.RouteLimits. Both are immutable and shared by every loop.
+// a route's own, tighter request limits. Both are immutable and shared by
+// every loop.
+//
+// # Configuration
+//
+// Both filters register themselves (config.go): ip_access owns the keys
+// ip_allow and ip_deny, at the top level and in a route (IPLists), and
+// limits owns a route's limits key (LimitsRoute). engine/config decodes
+// those keys into these types; Validate parses the IP lists once and New
+// builds the filter from the parsed prefixes.
 //
 // # Bans
 //

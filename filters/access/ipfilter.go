@@ -30,7 +30,7 @@ var _ filters.Filter = (*ipFilter)(nil)
 // unmap 4in6 addresses.
 func NewIPFilter(order int, globalAllow, globalDeny, routeAllow, routeDeny []netip.Prefix, bans *Bans) filters.Filter {
 	f := &ipFilter{
-		Base: filters.Base{FilterName: "ip_access", FilterOrder: order},
+		Base: filters.Base{FilterName: NameIPAccess, FilterOrder: order},
 		bans: bans,
 		deny: newPrefixSet(append(append([]netip.Prefix(nil), globalDeny...), routeDeny...)),
 	}

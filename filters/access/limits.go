@@ -4,7 +4,6 @@ package access
 
 import (
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -27,19 +26,20 @@ var _ filters.Filter = (*limitsFilter)(nil)
 // Request.HeadLen) 431/43101, a larger Content-Length 413/41301. Zero fields
 // inherit the global limit and are not checked here. A chunked body is
 // checked as it streams: pass RouteMaxBody(l) to its decoder.
-func NewLimitsFilter(order int, l config.RouteLimits) filters.Filter {
+func NewLimitsFilter(order int, l codec.Limits) filters.Filter {
 	return &limitsFilter{
-		Base:        filters.Base{FilterName: "limits", FilterOrder: order},
-		uriBytes:    int(l.MaxURIBytes),
+		Base:        filters.Base{FilterName: NameLimits, FilterOrder: order},
+		uriBytes:    l.MaxURIBytes,
 		headerCount: l.MaxHeaderCount,
-		headerBytes: int(l.MaxHeaderBytes),
-		bodyBytes:   int64(l.MaxBodyBytes),
+		headerBytes: l.MaxHeaderBytes,
+		bodyBytes:   l.MaxBodyBytes,
 	}
 }
 
 // RouteMaxBody is the body limit a route's chunked decoder must enforce, or
-// 0 when the route inherits the global limit.
-func RouteMaxBody(l config.RouteLimits) int64 { return int64(l.MaxBodyBytes) }
+// 0 when the route inherits the global limit. l is a route's own limits
+// (config.Route.Limits), zero fields inheriting.
+func RouteMaxBody(l codec.Limits) int64 { return l.MaxBodyBytes }
 
 // Request checks the parsed head against the route limits. It does not
 // allocate.

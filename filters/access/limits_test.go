@@ -6,12 +6,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
 )
 
 func TestLimitsFilter(t *testing.T) {
-	l := config.RouteLimits{MaxURIBytes: 10, MaxHeaderCount: 3, MaxHeaderBytes: 80, MaxBodyBytes: 100}
+	l := codec.Limits{MaxURIBytes: 10, MaxHeaderCount: 3, MaxHeaderBytes: 80, MaxBodyBytes: 100}
 	for _, tc := range []struct {
 		name         string
 		lines        []string
@@ -43,7 +43,7 @@ func TestLimitsFilter(t *testing.T) {
 }
 
 func TestLimitsFilterZeroInherits(t *testing.T) {
-	f := NewLimitsFilter(150, config.RouteLimits{})
+	f := NewLimitsFilter(150, codec.Limits{})
 	x := exchange(parse(t, "POST /"+strings.Repeat("a", 4000)+" HTTP/1.1", "Host: a", "Content-Length: 5000000"), "127.0.0.1", "")
 	if v := f.Request(x); v != filters.Continue {
 		t.Fatalf("verdict %v (%+v), want continue", v, x.Rejection)
@@ -54,10 +54,10 @@ func TestLimitsFilterZeroInherits(t *testing.T) {
 }
 
 func TestRouteMaxBody(t *testing.T) {
-	if got := RouteMaxBody(config.RouteLimits{MaxBodyBytes: 1 << 20}); got != 1<<20 {
+	if got := RouteMaxBody(codec.Limits{MaxBodyBytes: 1 << 20}); got != 1<<20 {
 		t.Errorf("RouteMaxBody = %d", got)
 	}
-	if got := RouteMaxBody(config.RouteLimits{}); got != 0 {
+	if got := RouteMaxBody(codec.Limits{}); got != 0 {
 		t.Errorf("RouteMaxBody of zero limits = %d, want 0 (inherit)", got)
 	}
 }

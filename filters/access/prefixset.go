@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"slices"
+
+	"github.com/loopgate/loopgate/filters"
 )
 
 // prefixSet answers "is this address in any of these prefixes" in
@@ -59,7 +61,7 @@ func newPrefixSet(prefixes []netip.Prefix) prefixSet {
 		if !p.IsValid() {
 			continue
 		}
-		p = normalizePrefix(p)
+		p = filters.NormalizePrefix(p)
 		a := p.Addr()
 		if a.Is4() {
 			lo := addr4(a)

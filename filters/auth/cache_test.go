@@ -7,8 +7,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/loopgate/loopgate/engine/config"
 )
 
 // cached reports whether token is in loop 0's cache, by its hash.
@@ -168,7 +166,7 @@ func TestRevokeCachedJWT(t *testing.T) {
 // Loops verify while the admin goroutine revokes: run with -race.
 func TestRevokeConcurrent(t *testing.T) {
 	const loops = 4
-	v, err := NewVerifier(baseConfig(), loops)
+	v, err := NewVerifier(baseConfig(), loops, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +273,7 @@ func TestRevokeByJTI(t *testing.T) {
 // Revoke takes an API key as the key even when it is shaped like a token.
 func TestRevokeDottedAPIKey(t *testing.T) {
 	cfg := baseConfig()
-	cfg.APIKeys = []config.APIKey{{Key: "e30.e30.sig", Consumer: "svc"}} // "{}" twice: JSON objects
+	cfg.APIKeys = []APIKey{{Key: "e30.e30.sig", Consumer: "svc"}} // "{}" twice: JSON objects
 	v, _ := newVerifier(t, cfg, 1)
 	if _, fail := verify(t, v, "e30.e30.sig"); fail != nil {
 		t.Fatal(fail)

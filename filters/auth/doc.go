@@ -4,12 +4,21 @@
 //
 // # Building
 //
-// One Verifier serves every route and every loop. Build it when the config
-// is loaded, from the defaulted config.Auth and the number of event loops:
+// Both filters register themselves (config.go): auth owns the top-level
+// auth section (Global) and a route's auth and roles keys (Route);
+// external_auth owns a route's external_auth key and reads its settings
+// from auth.external. engine/config decodes those keys into these types,
+// Provision applies their defaults and Validate checks them; the engine
+// then builds the filters through the registry.
 //
-//	v, err := auth.NewVerifier(&cfg.Auth, loops)  // loads keys; errors name the field
-//	f := auth.NewFilter(v, order, route.Roles)      // a route with auth: required
-//	g := auth.NewExternal(&cfg.Auth.External, group, order) // external_auth: true
+// One Verifier serves every route and every loop. The registry's Prepare
+// builds it once per compiled config, from the validated auth section and
+// the number of event loops and the revocation set that outlives config
+// versions (a service the engine provides):
+//
+//	v, err := auth.NewVerifier(&g.Auth, loops, revoked)    // loads keys; errors name the field
+//	f := auth.NewFilter(v, order, route.Roles)             // a route with auth: required
+//	x := auth.NewExternal(&g.Auth.External, group, order) // external_auth: true
 //
 // # Credentials
 //
@@ -49,7 +58,7 @@
 // # Identity headers
 //
 // An admitted request gets the verified identity on its upstream request,
-// in the headers config.IdentityHeaders names (default X-User-Id,
+// in the headers IdentityHeaders names (default X-User-Id,
 // X-User-Tenant, X-User-Roles, X-Auth-Kind): subject, tenant, roles joined
 // with "," and the credential kind ("jwt" or "api_key"). Each is set,
 // replacing the client's fields, or removed when the value is empty. The
@@ -74,7 +83,10 @@
 // request on every loop; loops never wait on a lock. A JWT is revoked by
 // its jti claim when it has one, else by a digest of its signed part
 // (header and payload): never by its signature bytes, which a client could
-// re-encode. An API key is revoked by its SHA-256.
+// re-encode. An API key is revoked by its SHA-256. None of these keys
+// depends on the config, so the set (Revocations) is owned outside the
+// Verifier: a reload builds a new Verifier on the same set, and every
+// revocation stays in force.
 //
 // # External auth
 //

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -55,9 +54,9 @@ var _ filters.Filter = (*externalFilter)(nil)
 //
 // A request costs no allocations beyond its roles: when the service sends
 // X-User-Roles, the identity's role strings are allocated.
-func NewExternal(cfg *config.ExternalAuth, group int, order int) filters.Filter {
+func NewExternal(cfg *ExternalAuth, group int, order int) filters.Filter {
 	f := &externalFilter{
-		Base:     filters.Base{FilterName: "external_auth", FilterOrder: order},
+		Base:     filters.Base{FilterName: NameExternal, FilterOrder: order},
 		group:    group,
 		path:     cfg.Path,
 		timeout:  time.Duration(cfg.Timeout),

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
@@ -42,11 +42,11 @@ func (s *fakeSub) Do(t filters.Ticket, r *filters.SubRequest, then func(*filters
 	return nil
 }
 
-func externalConfig() *config.ExternalAuth {
-	return &config.ExternalAuth{
+func externalConfig() *ExternalAuth {
+	return &ExternalAuth{
 		Upstream:       "authsvc",
 		Path:           "/auth",
-		Timeout:        config.Duration(time.Second),
+		Timeout:        units.Duration(time.Second),
 		ForwardHeaders: []string{"Authorization", "Cookie"},
 		CopyHeaders:    []string{"X-User-Id", "X-User-Name", "X-User-Roles"},
 	}

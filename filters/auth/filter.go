@@ -40,7 +40,7 @@ var _ filters.Filter = (*authFilter)(nil)
 // credential.
 func NewFilter(v *Verifier, order int, roles []string) filters.Filter {
 	return &authFilter{
-		Base:  filters.Base{FilterName: "auth", FilterOrder: order},
+		Base:  filters.Base{FilterName: Name, FilterOrder: order},
 		v:     v,
 		roles: append([]string(nil), roles...),
 	}

@@ -7,14 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 func TestFilter(t *testing.T) {
 	cfg := baseConfig()
-	cfg.APIKeys = []config.APIKey{{Key: "k-ops", Consumer: "ops", Roles: []string{"ops"}}}
+	cfg.APIKeys = []APIKey{{Key: "k-ops", Consumer: "ops", Roles: []string{"ops"}}}
 	v, _ := newVerifier(t, cfg, 1)
 	open := NewFilter(v, 300, nil)
 	admins := NewFilter(v, 300, []string{"admin", "root"})
@@ -64,7 +63,7 @@ func TestFilter(t *testing.T) {
 func TestFilterCustomHeader(t *testing.T) {
 	cfg := baseConfig()
 	cfg.Header = "X-Api-Key"
-	cfg.APIKeys = []config.APIKey{{Key: "k1", Consumer: "c1"}}
+	cfg.APIKeys = []APIKey{{Key: "k1", Consumer: "c1"}}
 	v, _ := newVerifier(t, cfg, 1)
 	f := NewFilter(v, 300, nil)
 	x, _ := exchange(t, get("Authorization: k1\r\nX-Api-Key: k1\r\n"), 0)
@@ -120,7 +119,7 @@ func TestFilterWarmCacheAllocs(t *testing.T) {
 func TestFilterAPIKeyAllocs(t *testing.T) {
 	pooltest.SkipAllocsUnderRace(t)
 	cfg := baseConfig()
-	cfg.APIKeys = []config.APIKey{{Key: "k-ops", Consumer: "ops", Roles: []string{"ops", "dev"}}}
+	cfg.APIKeys = []APIKey{{Key: "k-ops", Consumer: "ops", Roles: []string{"ops", "dev"}}}
 	v, _ := newVerifier(t, cfg, 1)
 	f := NewFilter(v, 300, nil)
 	x, _ := exchange(t, withAuth("k-ops"), 0)
@@ -153,7 +152,7 @@ func setEdit(x *filters.Exchange, name string) (string, int) {
 // value removed rather than left to the client.
 func TestFilterIdentityHeaders(t *testing.T) {
 	cfg := baseConfig()
-	cfg.APIKeys = []config.APIKey{{Key: "k-billing", Consumer: "billing", Roles: []string{"svc"}}}
+	cfg.APIKeys = []APIKey{{Key: "k-billing", Consumer: "billing", Roles: []string{"svc"}}}
 	v, _ := newVerifier(t, cfg, 1)
 	f := NewFilter(v, 300, nil)
 	forged := "X-User-Id: root\r\nX-User-Tenant: evil\r\nX-User-Roles: admin\r\nX-Auth-Kind: api_key\r\n"
@@ -196,7 +195,7 @@ func TestFilterIdentityHeaders(t *testing.T) {
 // identity_headers names are configurable, and "" turns one off.
 func TestFilterIdentityHeaderNames(t *testing.T) {
 	cfg := baseConfig()
-	cfg.IdentityHeaders = config.IdentityHeaders{Subject: ptr("X-Sub"), Tenant: ptr(""), Roles: ptr("X-Groups"), Kind: ptr("")}
+	cfg.IdentityHeaders = IdentityHeaders{Subject: ptr("X-Sub"), Tenant: ptr(""), Roles: ptr("X-Groups"), Kind: ptr("")}
 	v, _ := newVerifier(t, cfg, 1)
 	x, _ := exchange(t, withAuth("Bearer "+hsToken(t, m{"sub": "alice", "roles": "a b"})), 0)
 	if NewFilter(v, 300, nil).Request(x) != filters.Continue {
@@ -217,7 +216,7 @@ func TestFilterIdentityHeaderNames(t *testing.T) {
 // which one counts would be a guess another proxy could make differently.
 func TestFilterDuplicateCredential(t *testing.T) {
 	cfg := baseConfig()
-	cfg.APIKeys = []config.APIKey{{Key: "k1", Consumer: "c1"}}
+	cfg.APIKeys = []APIKey{{Key: "k1", Consumer: "c1"}}
 	v, _ := newVerifier(t, cfg, 1)
 	f := NewFilter(v, 300, nil)
 	good := "Bearer " + hsToken(t, m{"sub": "alice"})
@@ -267,7 +266,7 @@ func BenchmarkAuthWarmCache(b *testing.B) {
 
 func BenchmarkAuthAPIKey(b *testing.B) {
 	cfg := baseConfig()
-	cfg.APIKeys = []config.APIKey{{Key: strings.Repeat("k", 40), Consumer: "c"}}
+	cfg.APIKeys = []APIKey{{Key: strings.Repeat("k", 40), Consumer: "c"}}
 	v, _ := newVerifier(b, cfg, 1)
 	f := NewFilter(v, 300, nil)
 	x, _ := exchange(b, withAuth(strings.Repeat("k", 40)), 0)

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -135,23 +135,23 @@ func hsToken(t testing.TB, claims m) string {
 	return makeToken(t, m{"alg": "HS256", "typ": "JWT"}, claims, hs256([]byte(testSecret)))
 }
 
-// baseConfig is config.Auth as config.Parse defaults it, with an HS256
+// baseConfig is the auth section as Global.Provision defaults it, with an HS256
 // secret.
-func baseConfig() *config.Auth {
-	return &config.Auth{
+func baseConfig() *Config {
+	return &Config{
 		Header:    "Authorization",
-		CacheTTL:  config.Duration(30 * time.Second),
+		CacheTTL:  units.Duration(30 * time.Second),
 		CacheSize: 100,
-		JWT: config.JWT{
+		JWT: JWT{
 			HS256Secret: testSecret,
 			RolesClaim:  "roles",
 			TenantClaim: "tenant",
 		},
-		IdentityHeaders: config.IdentityHeaders{
-			Subject: ptr(config.DefaultSubjectHeader),
-			Tenant:  ptr(config.DefaultTenantHeader),
-			Roles:   ptr(config.DefaultRolesHeader),
-			Kind:    ptr(config.DefaultKindHeader),
+		IdentityHeaders: IdentityHeaders{
+			Subject: ptr(DefaultSubjectHeader),
+			Tenant:  ptr(DefaultTenantHeader),
+			Roles:   ptr(DefaultRolesHeader),
+			Kind:    ptr(DefaultKindHeader),
 		},
 	}
 }
@@ -159,9 +159,9 @@ func baseConfig() *config.Auth {
 func ptr(s string) *string { return &s }
 
 // newVerifier builds a Verifier on a clock the test controls.
-func newVerifier(t testing.TB, cfg *config.Auth, loops int) (*Verifier, *time.Time) {
+func newVerifier(t testing.TB, cfg *Config, loops int) (*Verifier, *time.Time) {
 	t.Helper()
-	v, err := NewVerifier(cfg, loops)
+	v, err := NewVerifier(cfg, loops, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,6 @@ import (
 	"log"
 	"math/big"
 	"os"
-
-	"github.com/loopgate/loopgate/engine/config"
 )
 
 // minHS256Secret is the shortest HS256 secret RFC 7518 3.2 allows (the hash
@@ -44,7 +42,7 @@ type jwk struct {
 
 // loadKeys reads and checks every configured key. Errors name the config
 // field at fault.
-func loadKeys(c *config.JWT) (*keySet, error) {
+func loadKeys(c *JWT) (*keySet, error) {
 	ks := &keySet{}
 	if c.HS256Secret != "" {
 		if len(c.HS256Secret) < minHS256Secret {

@@ -1,5 +1,8 @@
 // Revocation: a copy-on-write set of revocation keys, written by the admin
 // API and read lock-free by every loop, and how a credential maps to its key.
+// The set is owned by whoever keeps it across config reloads (the engine's
+// Server), not by a Verifier: every Verifier compiled from a new config is
+// handed the same set.
 
 package auth
 
@@ -10,17 +13,24 @@ import (
 	"time"
 )
 
-// revocations maps revocation keys (see revocationKey) to the instant
+// Revocations maps revocation keys (see revocationKey) to the instant
 // (unix ns) the revocation ends, 0 meaning never. Readers load the current
-// map atomically and never block; writers copy it under mu and swap.
-type revocations struct {
+// map atomically and never block; writers copy it under mu and swap. Its
+// keys depend on the credential alone (a jti, a token's signed part, an
+// API key's digest), never on the config, so a set outlives the Verifiers
+// that use it. Safe for concurrent use; it is written through a
+// Verifier's Revoke methods.
+type Revocations struct {
 	set atomic.Pointer[map[[16]byte]int64] // immutable once stored
 	mu  sync.Mutex                         // serialises writers only
 }
 
+// NewRevocations returns an empty set, to hand to NewVerifier.
+func NewRevocations() *Revocations { return &Revocations{} }
+
 // has reports whether key is revoked at nowNs. Loops call it on every
 // Verify, cache hits included.
-func (r *revocations) has(key [16]byte, nowNs int64) bool {
+func (r *Revocations) has(key [16]byte, nowNs int64) bool {
 	m := r.set.Load()
 	if m == nil {
 		return false
@@ -31,7 +41,7 @@ func (r *revocations) has(key [16]byte, nowNs int64) bool {
 
 // update copies the set without entries that have lapsed, lets edit change
 // the copy, and publishes it.
-func (r *revocations) update(nowNs int64, edit func(map[[16]byte]int64)) {
+func (r *Revocations) update(nowNs int64, edit func(map[[16]byte]int64)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := map[[16]byte]int64{}

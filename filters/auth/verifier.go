@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -58,7 +57,7 @@ type Verifier struct {
 
 	caches []*cache // one per loop, each touched only by its loop
 
-	revoked revocations
+	revoked *Revocations // shared with the Verifiers of other config versions
 
 	// now is the clock; tests replace it before the Verifier is used.
 	now func() time.Time
@@ -132,7 +131,7 @@ func fieldSafe(s string) bool {
 }
 
 // identityHeaders are the upstream request headers the auth filter sets
-// for an admitted request (config.IdentityHeaders); "" leaves one out.
+// for an admitted request (IdentityHeaders); "" leaves one out.
 type identityHeaders struct {
 	subject, tenant, roles, kind string
 }
@@ -158,9 +157,11 @@ func setOrRemove(e *filters.HeaderEdits, name string, value []byte) bool {
 }
 
 // NewVerifier loads and checks cfg's keys and sizes one verification cache
-// per event loop. cfg must already be defaulted by config.Parse. Errors
-// name the config field at fault.
-func NewVerifier(cfg *config.Auth, loops int) (*Verifier, error) {
+// per event loop. cfg must be provisioned and validated (Global), as
+// engine/config does. Errors name the config field at fault. Revocations
+// go to revoked, which outlives the Verifier (the engine keeps one set
+// across reloads); nil gives the Verifier a set of its own.
+func NewVerifier(cfg *Config, loops int, revoked *Revocations) (*Verifier, error) {
 	if loops < 1 {
 		return nil, fmt.Errorf("auth: %d loops, at least 1 required", loops)
 	}
@@ -180,7 +181,11 @@ func NewVerifier(cfg *config.Auth, loops int) (*Verifier, error) {
 		rolesClaim:  cfg.JWT.RolesClaim,
 		tenantClaim: cfg.JWT.TenantClaim,
 		leeway:      time.Duration(cfg.JWT.Leeway),
+		revoked:     revoked,
 		now:         time.Now,
+	}
+	if v.revoked == nil {
+		v.revoked = NewRevocations()
 	}
 	if v.header == "" {
 		return nil, fmt.Errorf("auth.header: empty")

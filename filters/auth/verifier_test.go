@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/config/units"
 )
 
 func TestHS256Valid(t *testing.T) {
@@ -40,10 +40,10 @@ func TestHS256Valid(t *testing.T) {
 func TestRS256Valid(t *testing.T) {
 	k := rsaKeys()[0]
 	pkcs1 := string(pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(&k.PublicKey)}))
-	cases := map[string]func(*config.JWT){
-		"pkix inline":  func(j *config.JWT) { j.RS256PublicKey = pkixPEM(t, &k.PublicKey) },
-		"pkcs1 inline": func(j *config.JWT) { j.RS256PublicKey = pkcs1 },
-		"pkix file":    func(j *config.JWT) { j.RS256PublicKeyFile = writeFile(t, "rsa.pem", pkixPEM(t, &k.PublicKey)) },
+	cases := map[string]func(*JWT){
+		"pkix inline":  func(j *JWT) { j.RS256PublicKey = pkixPEM(t, &k.PublicKey) },
+		"pkcs1 inline": func(j *JWT) { j.RS256PublicKey = pkcs1 },
+		"pkix file":    func(j *JWT) { j.RS256PublicKeyFile = writeFile(t, "rsa.pem", pkixPEM(t, &k.PublicKey)) },
 	}
 	tok := makeToken(t, m{"alg": "RS256"}, m{"sub": "bob", "exp": t0.Unix() + 60}, rs256(k))
 	for name, set := range cases {
@@ -177,7 +177,7 @@ func TestTimeClaims(t *testing.T) {
 	cfg := baseConfig()
 	v, _ := newVerifier(t, cfg, 1)
 	lenient := baseConfig()
-	lenient.JWT.Leeway = config.Duration(10 * time.Second)
+	lenient.JWT.Leeway = units.Duration(10 * time.Second)
 	lv, _ := newVerifier(t, lenient, 1)
 
 	now := t0.Unix()
@@ -324,28 +324,28 @@ func TestNewVerifierErrors(t *testing.T) {
 	rsaPEM := pkixPEM(t, &rsaKeys()[0].PublicKey)
 	cases := []struct {
 		field string
-		set   func(*config.Auth)
+		set   func(*Config)
 	}{
-		{"auth.jwt.rs256_public_key_file", func(c *config.Auth) { c.JWT.RS256PublicKeyFile = "/nonexistent/key.pem" }},
-		{"auth.jwt.rs256_public_key", func(c *config.Auth) { c.JWT.RS256PublicKey = "not pem" }},
-		{"auth.jwt.rs256_public_key", func(c *config.Auth) { c.JWT.RS256PublicKey = pkixPEM(t, &p384.PublicKey) }},
-		{"set one, not both", func(c *config.Auth) { c.JWT.RS256PublicKey, c.JWT.RS256PublicKeyFile = rsaPEM, "/x" }},
-		{"auth.jwt.es256_public_key", func(c *config.Auth) { c.JWT.ES256PublicKey = pkixPEM(t, &p384.PublicKey) }},
-		{"auth.jwt.es256_public_key", func(c *config.Auth) { c.JWT.ES256PublicKey = rsaPEM }},
-		{"auth.jwt.jwks_file", func(c *config.Auth) { c.JWT.JWKSFile = writeFile(t, "j.json", `{"keys":[`) }},
-		{"appears twice", func(c *config.Auth) {
+		{"auth.jwt.rs256_public_key_file", func(c *Config) { c.JWT.RS256PublicKeyFile = "/nonexistent/key.pem" }},
+		{"auth.jwt.rs256_public_key", func(c *Config) { c.JWT.RS256PublicKey = "not pem" }},
+		{"auth.jwt.rs256_public_key", func(c *Config) { c.JWT.RS256PublicKey = pkixPEM(t, &p384.PublicKey) }},
+		{"set one, not both", func(c *Config) { c.JWT.RS256PublicKey, c.JWT.RS256PublicKeyFile = rsaPEM, "/x" }},
+		{"auth.jwt.es256_public_key", func(c *Config) { c.JWT.ES256PublicKey = pkixPEM(t, &p384.PublicKey) }},
+		{"auth.jwt.es256_public_key", func(c *Config) { c.JWT.ES256PublicKey = rsaPEM }},
+		{"auth.jwt.jwks_file", func(c *Config) { c.JWT.JWKSFile = writeFile(t, "j.json", `{"keys":[`) }},
+		{"appears twice", func(c *Config) {
 			c.JWT.JWKSFile = writeFile(t, "j.json", `{"keys":[{"kty":"RSA","kid":"a","n":"AQAB","e":"AQAB"},{"kty":"RSA","kid":"a","n":"AQAB","e":"AQAB"}]}`)
 		}},
-		{"bad coordinates", func(c *config.Auth) {
+		{"bad coordinates", func(c *Config) {
 			c.JWT.JWKSFile = writeFile(t, "j.json", `{"keys":[{"kty":"EC","crv":"P-256","kid":"a","x":"AQAB","y":"AQAB"}]}`)
 		}},
-		{"auth.api_keys[1].key", func(c *config.Auth) { c.APIKeys = []config.APIKey{{Key: "k"}, {Key: ""}} }},
-		{"auth.api_keys[1].key", func(c *config.Auth) { c.APIKeys = []config.APIKey{{Key: "k"}, {Key: "k"}} }},
+		{"auth.api_keys[1].key", func(c *Config) { c.APIKeys = []APIKey{{Key: "k"}, {Key: ""}} }},
+		{"auth.api_keys[1].key", func(c *Config) { c.APIKeys = []APIKey{{Key: "k"}, {Key: "k"}} }},
 	}
 	for _, c := range cases {
 		cfg := baseConfig()
 		c.set(cfg)
-		_, err := NewVerifier(cfg, 1)
+		_, err := NewVerifier(cfg, 1, nil)
 		if err == nil || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("want an error naming %q, got %v", c.field, err)
 		}
@@ -353,14 +353,14 @@ func TestNewVerifierErrors(t *testing.T) {
 	// Unusable JWKS keys (encryption, other types) are skipped, not errors.
 	cfg := baseConfig()
 	cfg.JWT.JWKSFile = writeFile(t, "j.json", `{"keys":[{"kty":"oct","k":"AAAA"},{"kty":"RSA","use":"enc","n":"AQAB","e":"AQAB"}]}`)
-	if _, err := NewVerifier(cfg, 1); err != nil {
+	if _, err := NewVerifier(cfg, 1, nil); err != nil {
 		t.Errorf("unusable keys: %v", err)
 	}
 }
 
 func TestAPIKeys(t *testing.T) {
 	cfg := baseConfig()
-	cfg.APIKeys = []config.APIKey{
+	cfg.APIKeys = []APIKey{
 		{Key: "k-live-123", Consumer: "billing", Tenant: "acme", Roles: []string{"svc"}},
 		{Key: "k-live-456", Consumer: "search"},
 	}
@@ -453,14 +453,14 @@ func TestClaimsMustFitHeaders(t *testing.T) {
 	if id, fail := verify(t, v, "Bearer "+hsToken(t, m{"sub": "ålice smith", "roles": "a,b c"})); fail != nil || len(id.Roles) != 3 {
 		t.Errorf("spaces, commas between string roles and UTF-8: %+v %v", id, fail)
 	}
-	for name, k := range map[string]config.APIKey{
+	for name, k := range map[string]APIKey{
 		"consumer": {Key: "k", Consumer: "a\nb"},
 		"tenant":   {Key: "k", Consumer: "a", Tenant: "t\r"},
 		"role":     {Key: "k", Consumer: "a", Roles: []string{"x,y"}},
 	} {
 		cfg := baseConfig()
-		cfg.APIKeys = []config.APIKey{k}
-		if _, err := NewVerifier(cfg, 1); err == nil || !strings.Contains(err.Error(), "auth.api_keys[0]") {
+		cfg.APIKeys = []APIKey{k}
+		if _, err := NewVerifier(cfg, 1, nil); err == nil || !strings.Contains(err.Error(), "auth.api_keys[0]") {
 			t.Errorf("API key with a bad %s: %v", name, err)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 )
@@ -51,38 +50,27 @@ func BenchmarkForwardedUntrusted(b *testing.B) {
 }
 
 func BenchmarkHeaders(b *testing.B) {
-	f, err := NewHeaders(400,
-		&config.HeaderOps{Set: map[string]string{"X-Env": "prod"}, Add: map[string]string{"X-Via": "loopgate"}, Remove: []string{"Cookie"}},
-		&config.HeaderOps{Set: map[string]string{"Cache-Control": "no-store"}})
-	if err != nil {
-		b.Fatal(err)
-	}
+	f := newHeaders(b,
+		&HeaderOps{Set: map[string]string{"X-Env": "prod"}, Add: map[string]string{"X-Via": "loopgate"}, Remove: []string{"Cookie"}},
+		&HeaderOps{Set: map[string]string{"Cache-Control": "no-store"}})
 	benchFilter(b, f, "10.0.0.1")
 }
 
 func BenchmarkRewriteStripAdd(b *testing.B) {
-	f, err := NewRewrite(500, &config.Rewrite{StripPrefix: "/api", AddPrefix: "/internal"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchFilter(b, f, "10.0.0.1")
+	benchFilter(b, newRewrite(b, &Rewrite{StripPrefix: "/api", AddPrefix: "/internal"}), "10.0.0.1")
 }
 
 // BenchmarkRewriteRegex shows the documented cost of a regex step.
 func BenchmarkRewriteRegex(b *testing.B) {
-	f, err := NewRewrite(500, &config.Rewrite{Regex: `^/api/v(\d+)/`, Replacement: "/v$1/"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	benchFilter(b, f, "10.0.0.1")
+	benchFilter(b, newRewrite(b, &Rewrite{Regex: `^/api/v(\d+)/`, Replacement: "/v$1/"}), "10.0.0.1")
 }
 
 func BenchmarkGray(b *testing.B) {
-	benchFilter(b, NewGray(600, &config.Gray{Cookie: "canary", Value: "yes", Weight: 10}, 1), "10.0.0.1")
+	benchFilter(b, NewGray(600, &Gray{Cookie: "canary", Value: "yes", Weight: 10}, 1), "10.0.0.1")
 }
 
 func BenchmarkHash(b *testing.B) {
-	benchFilter(b, NewHash(700, &config.Hash{Cookie: "session"}), "10.0.0.1")
+	benchFilter(b, NewHash(700, &Hash{Cookie: "session"}), "10.0.0.1")
 }
 
 // BenchmarkDefaultChainNoAuth is the default chain plus IP access, run as

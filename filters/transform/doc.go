@@ -9,18 +9,18 @@
 // list, a prefixed path) live in the exchange's arena, so the request path
 // does not allocate; the one exception is a rewrite regex (see NewRewrite).
 //
-// The engine compiles them per route from the config, in their default
-// orders (config.DefaultFilterOrders):
+// Each registers itself (config.go) with its name, default order and the
+// route keys it owns: headers owns request_headers and response_headers,
+// rewrite, gray and hash their own sections; request_id and forwarded have
+// no config. engine/config decodes those keys into this package's types
+// and runs their Validate, which checks each section once and keeps what
+// it compiled (header edits in order, the normalised strip prefix, the
+// regex); the engine then builds each route's filters through the
+// registry, from those results:
 //
-//	trusted, _ := access.ParsePrefixes(cfg.TrustedProxies)
-//	fs := []filters.Filter{
-//		transform.NewRequestID(100),
-//		transform.NewForwarded(800, trusted),
-//	}
-//	if r.Rewrite != nil {
-//		rw, err := transform.NewRewrite(500, r.Rewrite) // err: bad regex or path bytes
-//		...
-//	}
+//	route := &transform.RewriteRoute{Rewrite: &transform.Rewrite{StripPrefix: "/api"}}
+//	// ... route.Validate(check), as engine/config does ...
+//	rw, err := transform.NewRewrite(500, route.Rewrite) // err: not validated
 //
 // Every filter is immutable after construction and safe for concurrent use
 // by all loops.

@@ -37,7 +37,7 @@ var protoHTTP = []byte("http") // read-only
 // arena. Safe for concurrent use.
 func NewForwarded(order int, trusted []netip.Prefix) filters.Filter {
 	return &forwarded{
-		Base:    filters.Base{FilterName: "forwarded", FilterOrder: order},
+		Base:    filters.Base{FilterName: NameForwarded, FilterOrder: order},
 		trusted: append([]netip.Prefix(nil), trusted...),
 	}
 }

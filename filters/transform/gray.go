@@ -6,7 +6,6 @@ import (
 	"math/bits"
 	"math/rand/v2"
 
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -33,9 +32,9 @@ var _ filters.Filter = (*gray)(nil)
 // way. A client that picks its own ID can thereby pick its side; canary
 // weight is a rollout tool, not access control. Without a request ID the
 // choice is random. Safe for concurrent use.
-func NewGray(order int, cfg *config.Gray, group int) filters.Filter {
+func NewGray(order int, cfg *Gray, group int) filters.Filter {
 	f := &gray{
-		Base:  filters.Base{FilterName: "gray", FilterOrder: order},
+		Base:  filters.Base{FilterName: NameGray, FilterOrder: order},
 		group: group,
 	}
 	if cfg != nil {

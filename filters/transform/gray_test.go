@@ -5,16 +5,14 @@ package transform
 import (
 	"fmt"
 	"testing"
-
-	"github.com/loopgate/loopgate/engine/config"
 )
 
 func TestGrayMatch(t *testing.T) {
-	byHeader := &config.Gray{Upstream: "canary", Header: "X-Gray", Value: "true"}
-	byCookie := &config.Gray{Upstream: "canary", Cookie: "canary", Value: "yes"}
+	byHeader := &Gray{Upstream: "canary", Header: "X-Gray", Value: "true"}
+	byCookie := &Gray{Upstream: "canary", Cookie: "canary", Value: "yes"}
 	for _, tc := range []struct {
 		name    string
-		cfg     *config.Gray
+		cfg     *Gray
 		headers []string
 		canary  bool
 	}{
@@ -34,7 +32,7 @@ func TestGrayMatch(t *testing.T) {
 		{"cookie other value", byCookie, []string{"Cookie: canary=no"}, false},
 		{"cookie without value", byCookie, []string{"Cookie: canary"}, false},
 		{"header config ignores cookie", byHeader, []string{"Cookie: X-Gray=true"}, false},
-		{"both configured, cookie matches", &config.Gray{Header: "X-Gray", Cookie: "canary", Value: "1"}, []string{"X-Gray: 0", "Cookie: canary=1"}, true},
+		{"both configured, cookie matches", &Gray{Header: "X-Gray", Cookie: "canary", Value: "1"}, []string{"X-Gray: 0", "Cookie: canary=1"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := request(t, append([]string{"GET / HTTP/1.1", "Host: a"}, tc.headers...)...)
@@ -56,7 +54,7 @@ func TestGrayMatch(t *testing.T) {
 func TestGrayWeight(t *testing.T) {
 	req, _ := request(t, "GET / HTTP/1.1", "Host: a", "X-Gray: false")
 	for _, weight := range []int{0, 1, 10, 30, 50, 90, 100, 150, -5} {
-		f := NewGray(600, &config.Gray{Header: "X-Gray", Value: "true", Weight: weight}, 1)
+		f := NewGray(600, &Gray{Header: "X-Gray", Value: "true", Weight: weight}, 1)
 		const n = 10000
 		canary := 0
 		x := exchange(req, "192.0.2.1")
@@ -76,7 +74,7 @@ func TestGrayWeight(t *testing.T) {
 
 func TestGrayWeightIsStablePerRequestID(t *testing.T) {
 	req, _ := request(t, "GET / HTTP/1.1", "Host: a")
-	f := NewGray(600, &config.Gray{Weight: 50}, 1)
+	f := NewGray(600, &Gray{Weight: 50}, 1)
 	for i := 0; i < 100; i++ {
 		id := fmt.Appendf(nil, "client-id-%d", i)
 		first := -2
@@ -96,7 +94,7 @@ func TestGrayWeightIsStablePerRequestID(t *testing.T) {
 // are over 6 standard deviations wide.
 func TestGrayWeightWithoutRequestID(t *testing.T) {
 	req, _ := request(t, "GET / HTTP/1.1", "Host: a")
-	f := NewGray(600, &config.Gray{Weight: 30}, 1)
+	f := NewGray(600, &Gray{Weight: 30}, 1)
 	canary := 0
 	for i := 0; i < 10000; i++ {
 		x := exchange(req, "192.0.2.1")

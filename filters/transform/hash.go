@@ -3,7 +3,6 @@
 package transform
 
 import (
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -22,8 +21,8 @@ var _ filters.Filter = (*hashFilter)(nil)
 // cfg.User) the authenticated subject, x.Identity.Subject. With none, the
 // key stays nil and the route balances normally. Header and cookie values
 // are copied into the exchange's arena. Safe for concurrent use.
-func NewHash(order int, cfg *config.Hash) filters.Filter {
-	f := &hashFilter{Base: filters.Base{FilterName: "hash", FilterOrder: order}}
+func NewHash(order int, cfg *Hash) filters.Filter {
+	f := &hashFilter{Base: filters.Base{FilterName: NameHash, FilterOrder: order}}
 	if cfg != nil {
 		f.header, f.cookie, f.user = cfg.Header, cfg.Cookie, cfg.User
 	}

@@ -4,30 +4,28 @@ package transform
 
 import (
 	"testing"
-
-	"github.com/loopgate/loopgate/engine/config"
 )
 
 func TestHash(t *testing.T) {
-	all := &config.Hash{Header: "X-Tenant", Cookie: "session", User: true}
+	all := &Hash{Header: "X-Tenant", Cookie: "session", User: true}
 	for _, tc := range []struct {
 		name    string
-		cfg     *config.Hash
+		cfg     *Hash
 		headers []string
 		subject string
 		want    string // "" = nil key
 	}{
-		{"header", &config.Hash{Header: "X-Tenant"}, []string{"X-Tenant: acme"}, "", "acme"},
-		{"header absent", &config.Hash{Header: "X-Tenant"}, nil, "", ""},
-		{"header empty", &config.Hash{Header: "X-Tenant"}, []string{"X-Tenant:"}, "", ""},
-		{"cookie", &config.Hash{Cookie: "session"}, []string{"Cookie: a=b; session=s123"}, "", "s123"},
-		{"cookie absent", &config.Hash{Cookie: "session"}, []string{"Cookie: a=b"}, "", ""},
-		{"user", &config.Hash{User: true}, nil, "user-7", "user-7"},
-		{"user unauthenticated", &config.Hash{User: true}, nil, "", ""},
+		{"header", &Hash{Header: "X-Tenant"}, []string{"X-Tenant: acme"}, "", "acme"},
+		{"header absent", &Hash{Header: "X-Tenant"}, nil, "", ""},
+		{"header empty", &Hash{Header: "X-Tenant"}, []string{"X-Tenant:"}, "", ""},
+		{"cookie", &Hash{Cookie: "session"}, []string{"Cookie: a=b; session=s123"}, "", "s123"},
+		{"cookie absent", &Hash{Cookie: "session"}, []string{"Cookie: a=b"}, "", ""},
+		{"user", &Hash{User: true}, nil, "user-7", "user-7"},
+		{"user unauthenticated", &Hash{User: true}, nil, "", ""},
 		{"header first", all, []string{"X-Tenant: acme", "Cookie: session=s1"}, "u", "acme"},
 		{"cookie next", all, []string{"Cookie: session=s1"}, "u", "s1"},
 		{"user last", all, []string{"Cookie: other=1"}, "u", "u"},
-		{"nothing configured", &config.Hash{}, []string{"X-Tenant: acme"}, "u", ""},
+		{"nothing configured", &Hash{}, []string{"X-Tenant: acme"}, "u", ""},
 		{"nil config", nil, []string{"X-Tenant: acme"}, "u", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,21 +7,18 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/filterstest"
 )
 
 func TestHeaders(t *testing.T) {
-	req := &config.HeaderOps{
+	req := &HeaderOps{
 		Set:    map[string]string{"X-Env": "prod", "Host": "internal.svc"},
 		Add:    map[string]string{"X-Tag": " gateway "},
 		Remove: []string{"Cookie", "X-Debug"},
 	}
-	resp := &config.HeaderOps{Set: map[string]string{"Cache-Control": "no-store"}, Remove: []string{"Server"}}
-	f, err := NewHeaders(400, req, resp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := &HeaderOps{Set: map[string]string{"Cache-Control": "no-store"}, Remove: []string{"Server"}}
+	f := newHeaders(t, req, resp)
 	r, _ := request(t, "GET / HTTP/1.1", "Host: a")
 	x := exchange(r, "192.0.2.1")
 	if v := f.Request(x); v != filters.Continue {
@@ -54,10 +51,7 @@ func editList(hs []filters.Header) string {
 }
 
 func TestHeadersNilOps(t *testing.T) {
-	f, err := NewHeaders(400, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := newHeaders(t, nil, nil)
 	r, _ := request(t, "GET / HTTP/1.1", "Host: a")
 	x := exchange(r, "192.0.2.1")
 	f.Request(x)
@@ -72,7 +66,7 @@ func TestHeadersRefused(t *testing.T) {
 	for i := 0; i <= MaxHeaderOps; i++ {
 		many[fmt.Sprintf("X-H%d", i)] = "v"
 	}
-	for name, ops := range map[string]*config.HeaderOps{
+	for name, ops := range map[string]*HeaderOps{
 		"bad name":           {Set: map[string]string{"X Bad": "v"}},
 		"empty name":         {Add: map[string]string{"": "v"}},
 		"CRLF injection":     {Set: map[string]string{"X-A": "v\r\nX-Injected: 1"}},
@@ -83,10 +77,10 @@ func TestHeadersRefused(t *testing.T) {
 		"bad name in remove": {Remove: []string{"X:A"}},
 		"too many":           {Set: many},
 	} {
-		if _, err := NewHeaders(400, ops, nil); err == nil {
+		if p := filterstest.Check(&HeadersRoute{Request: ops}, nil, &filters.RouteInfo{}); len(p) == 0 {
 			t.Errorf("%s: request ops accepted", name)
 		}
-		if _, err := NewHeaders(400, nil, ops); err == nil {
+		if p := filterstest.Check(&HeadersRoute{Response: ops}, nil, &filters.RouteInfo{}); len(p) == 0 {
 			t.Errorf("%s: response ops accepted", name)
 		}
 	}

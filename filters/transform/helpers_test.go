@@ -9,6 +9,7 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/filterstest"
 )
 
 // request parses a head given as lines (CRLFs added). It returns the raw
@@ -59,4 +60,36 @@ func scribble(buf []byte) {
 	for i := range buf {
 		buf[i] = '#'
 	}
+}
+
+// checked provisions and validates a route config as engine/config would,
+// on a route to upstream "main" with an upstream "canary" configured, and
+// fails the test on any problem.
+func checked[T filterstest.Config](t testing.TB, cfg T) T {
+	t.Helper()
+	env := &filterstest.Env{Upstreams: []string{"main", "canary"}}
+	if p := filterstest.Check(cfg, env, &filters.RouteInfo{ID: "r", Upstream: "main"}); len(p) > 0 {
+		t.Fatalf("config refused: %q", p)
+	}
+	return cfg
+}
+
+// newHeaders builds the headers filter from checked edit lists.
+func newHeaders(t testing.TB, req, resp *HeaderOps) filters.Filter {
+	t.Helper()
+	f, err := NewHeaders(400, checked(t, &HeadersRoute{Request: req, Response: resp}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// newRewrite builds the rewrite filter from a checked section.
+func newRewrite(t testing.TB, cfg *Rewrite) filters.Filter {
+	t.Helper()
+	f, err := NewRewrite(500, checked(t, &RewriteRoute{Rewrite: cfg}).Rewrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }

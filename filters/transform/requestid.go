@@ -17,7 +17,7 @@ var _ filters.Filter = requestID{}
 // Either way the upstream request and the response carry X-Request-Id set
 // to x.RequestID, replacing whatever was there. Safe for concurrent use.
 func NewRequestID(order int) filters.Filter {
-	return requestID{filters.Base{FilterName: "request_id", FilterOrder: order}}
+	return requestID{filters.Base{FilterName: NameRequestID, FilterOrder: order}}
 }
 
 // Request adopts a valid client ID and queues both edits. It does not

@@ -5,11 +5,9 @@ package transform
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"regexp"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -34,7 +32,7 @@ var slash = []byte("/")
 //     hands filters, ASCII case-insensitively. "/api" and "/api/" are the
 //     same prefix; both turn "/API/users" into "/users" and "/api" into
 //     "/", and neither touches "/apiv2". strip_prefix itself is normalised
-//     the same way (codec.NormalizePath) when the filter is built;
+//     the same way (codec.NormalizePath) when the config is validated;
 //  2. regex, when set, has every match replaced (regexp.ReplaceAll with
 //     $1-style groups);
 //  3. add_prefix is prepended, with exactly one '/' at the join; an empty
@@ -45,48 +43,24 @@ var slash = []byte("/")
 // outlives the request buffer. Steps 1 and 3 do not allocate; step 2 does
 // (regexp has no append-into API), so only routes with a regex pay for it.
 // Without a regex, a path that is neither stripped nor prefixed leaves
-// x.Path nil. Every piece must consist of bytes valid in a path (no
-// controls, spaces, '?' or '#'); an invalid regex is an error. Safe for
+// x.Path nil. cfg must be one Validate accepted: it checked every piece
+// (bytes valid in a path, prefixes starting with '/') and compiled the
+// regex and the strip prefix, and this builds from those. Safe for
 // concurrent use.
-func NewRewrite(order int, cfg *config.Rewrite) (filters.Filter, error) {
-	if cfg == nil {
+func NewRewrite(order int, cfg *Rewrite) (filters.Filter, error) {
+	switch {
+	case cfg == nil:
 		return nil, errors.New("transform: rewrite: no configuration")
+	case !cfg.checked:
+		return nil, errors.New("transform: rewrite: the config was not validated")
 	}
-	f := &rewrite{
-		Base: filters.Base{FilterName: "rewrite", FilterOrder: order},
-		repl: []byte(cfg.Replacement),
-		add:  []byte(cfg.AddPrefix),
-	}
-	for _, part := range []struct{ name, value string }{
-		{"strip_prefix", cfg.StripPrefix}, {"replacement", cfg.Replacement}, {"add_prefix", cfg.AddPrefix},
-	} {
-		if i := bytes.IndexFunc([]byte(part.value), func(r rune) bool { return r < 0x80 && !pathChar[r] }); i >= 0 {
-			return nil, fmt.Errorf("transform: rewrite.%s: %q holds %q, which is not allowed in a path", part.name, part.value, part.value[i])
-		}
-	}
-	if cfg.StripPrefix != "" {
-		// Requests arrive normalised; a prefix spelled otherwise ("//api",
-		// "/%61pi") would never match them.
-		strip, _, err := codec.NormalizePath(nil, []byte(cfg.StripPrefix))
-		if err != nil {
-			return nil, fmt.Errorf("transform: rewrite.strip_prefix: %q: %w", cfg.StripPrefix, err)
-		}
-		// "/" strips nothing: every path already starts with it.
-		f.strip = bytes.TrimSuffix(strip, slash)
-	}
-	if len(f.add) > 0 && f.add[0] != '/' {
-		f.add = append([]byte{'/'}, f.add...)
-	}
-	if cfg.Regex != "" {
-		re, err := regexp.Compile(cfg.Regex)
-		if err != nil {
-			return nil, fmt.Errorf("transform: rewrite.regex: %w", err)
-		}
-		f.re = re
-	} else if cfg.Replacement != "" {
-		return nil, errors.New("transform: rewrite.replacement is set without rewrite.regex")
-	}
-	return f, nil
+	return &rewrite{
+		Base:  filters.Base{FilterName: NameRewrite, FilterOrder: order},
+		strip: cfg.strip,
+		re:    cfg.re,
+		repl:  []byte(cfg.Replacement),
+		add:   []byte(cfg.AddPrefix),
+	}, nil
 }
 
 // Request rewrites the path. It starts from x.Path when an earlier filter
@@ -165,13 +139,3 @@ func join(x *filters.Exchange, add, rest []byte) []byte {
 	copy(out[n:], rest)
 	return out
 }
-
-// pathChar: ASCII bytes allowed in a rewritten path piece: visible ASCII
-// except '?' and '#'. Non-ASCII (UTF-8) is allowed, as the parser tolerates
-// it in targets.
-var pathChar = func() (t [128]bool) {
-	for c := 0x21; c < 0x7f; c++ {
-		t[c] = c != '?' && c != '#'
-	}
-	return t
-}()

@@ -1,0 +1,192 @@
+// Diff: what changed from one config to the next, for the line a reload
+// logs, and which changes only a restart can make.
+
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"strings"
+
+	"github.com/loopgate/loopgate/filters"
+)
+
+// Diff is what changed from one config to the next.
+type Diff struct {
+	Routes    Changes // by route id
+	Upstreams Changes // by upstream name
+	// Filters are added to or removed from the global filters list, or
+	// changed in what they share across routes: their order or their
+	// top-level config (auth and auth.external, the global ip_allow and
+	// ip_deny lists, trusted_proxies). A change to one route's own
+	// filter options is a change of that route.
+	Filters Changes
+	// Settings are the other sections that changed: limits, timeouts,
+	// allow_underscore_headers, metrics. They apply live.
+	Settings []string
+	// Fixed are the settings that cannot change while the gateway runs
+	// (listen, loops, pin, admin, access_log), each with its old and new
+	// value. A
+	// reload that changes one is refused.
+	Fixed []string
+}
+
+// Changes lists names added, removed and changed, in config order.
+type Changes struct {
+	Added, Removed, Changed []string
+}
+
+func (c *Changes) empty() bool { return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 }
+
+// Compare returns what changed from old to next. Both must be valid, as
+// Parse returns them.
+func Compare(old, next *Config) Diff {
+	var d Diff
+	d.Routes = compareByName(old.Routes, next.Routes, func(r *Route) string { return r.ID })
+	d.Upstreams = compareByName(old.Upstreams, next.Upstreams, func(u *Upstream) string { return u.Name })
+	d.Filters = compareFilters(old, next)
+	for _, s := range []struct {
+		name      string
+		old, next any
+	}{
+		{"limits", old.Limits, next.Limits},
+		{"timeouts", old.Timeouts, next.Timeouts},
+		{"allow_underscore_headers", old.AllowUnderscoreHeaders, next.AllowUnderscoreHeaders},
+		{"metrics", old.Metrics, next.Metrics},
+	} {
+		if !reflect.DeepEqual(s.old, s.next) {
+			d.Settings = append(d.Settings, s.name)
+		}
+	}
+	fixed := func(name string, o, n any) {
+		if o != n {
+			d.Fixed = append(d.Fixed, fmt.Sprintf("%s %v -> %v", name, o, n))
+		}
+	}
+	fixed("listen", old.Listen, next.Listen)
+	fixed("loops", old.EventLoops(), next.EventLoops())
+	fixed("pin", old.Pin, next.Pin)
+	fixed("admin", old.Admin, next.Admin)
+	fixed("access_log", old.AccessLog, next.AccessLog) // its rings and file are made at start
+	return d
+}
+
+// EventLoops is the number of event loops c runs: loops, where 0 means
+// one per CPU (so 0 and the CPU count are the same setting).
+func (c *Config) EventLoops() int {
+	if c.Loops <= 0 {
+		return runtime.NumCPU()
+	}
+	return c.Loops
+}
+
+// compareByName matches old and next items by name: a name only in next
+// was added, only in old removed, in both with different settings changed.
+func compareByName[T any](old, next []T, name func(*T) string) Changes {
+	var c Changes
+	before := make(map[string]*T, len(old))
+	for i := range old {
+		before[name(&old[i])] = &old[i]
+	}
+	after := make(map[string]bool, len(next))
+	for i := range next {
+		n := name(&next[i])
+		after[n] = true
+		switch o, ok := before[n]; {
+		case !ok:
+			c.Added = append(c.Added, n)
+		case !reflect.DeepEqual(*o, next[i]):
+			c.Changed = append(c.Changed, n)
+		}
+	}
+	for i := range old {
+		if n := name(&old[i]); !after[n] {
+			c.Removed = append(c.Removed, n)
+		}
+	}
+	return c
+}
+
+// compareFilters finds the filters added to or removed from the global
+// list, and those whose shared settings changed.
+func compareFilters(old, next *Config) Changes {
+	var c Changes
+	in := func(list []string, name string) bool {
+		for _, n := range list {
+			if n == name {
+				return true
+			}
+		}
+		return false
+	}
+	for _, n := range next.Filters {
+		if !in(old.Filters, n) {
+			c.Added = append(c.Added, n)
+		}
+	}
+	for _, n := range old.Filters {
+		if !in(next.Filters, n) {
+			c.Removed = append(c.Removed, n)
+		}
+	}
+	for _, f := range filters.Registered() {
+		name := f.Name
+		if in(c.Added, name) || in(c.Removed, name) {
+			continue
+		}
+		o, _ := old.FilterOrder(name)
+		n, _ := next.FilterOrder(name)
+		// Each filter's top-level config is its shared settings (auth's
+		// keys, ip_access's lists, forwarded's trusted proxies).
+		if o != n || !reflect.DeepEqual(old.FilterGlobal(name), next.FilterGlobal(name)) {
+			c.Changed = append(c.Changed, name)
+		}
+	}
+	return c
+}
+
+// Empty reports whether nothing changed.
+func (d *Diff) Empty() bool {
+	return d.Routes.empty() && d.Upstreams.empty() && d.Filters.empty() && len(d.Settings) == 0 && len(d.Fixed) == 0
+}
+
+// String is the diff on one line, for the reload log, e.g.
+//
+//	routes added [b], removed [a]; upstreams added [u2]; filters changed [ip_access]; limits changed
+//
+// or "no changes". Fixed settings are not in it: a reload that changes one
+// is refused, and its error names them.
+func (d *Diff) String() string {
+	var parts []string
+	for _, c := range []struct {
+		what string
+		c    *Changes
+	}{{"routes", &d.Routes}, {"upstreams", &d.Upstreams}, {"filters", &d.Filters}} {
+		if s := c.c.String(); s != "" {
+			parts = append(parts, c.what+" "+s)
+		}
+	}
+	if len(d.Settings) > 0 {
+		parts = append(parts, strings.Join(d.Settings, ", ")+" changed")
+	}
+	if len(parts) == 0 {
+		return "no changes"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// String is "added [a, b], removed [c], changed [d]", leaving out the
+// empty lists; "" when nothing changed.
+func (c *Changes) String() string {
+	var parts []string
+	for _, l := range []struct {
+		what  string
+		names []string
+	}{{"added", c.Added}, {"removed", c.Removed}, {"changed", c.Changed}} {
+		if len(l.names) > 0 {
+			parts = append(parts, l.what+" ["+strings.Join(l.names, ", ")+"]")
+		}
+	}
+	return strings.Join(parts, ", ")
+}

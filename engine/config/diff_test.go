@@ -1,0 +1,87 @@
+// Tests for Compare: what a reload reports as changed, and which changes
+// need a restart.
+
+package config
+
+import (
+	"fmt"
+	"reflect"
+	"runtime"
+	"testing"
+)
+
+func TestCompare(t *testing.T) {
+	const base = `
+listen: 127.0.0.1:8080
+upstreams:
+  - {name: a, nodes: ["127.0.0.1:1"]}
+  - {name: b, nodes: ["127.0.0.1:2"]}
+routes:
+  - {id: one, prefix: /one/, upstream: a}
+  - {id: two, prefix: /two/, upstream: b}
+  - {id: three, prefix: /three/, upstream: b}
+`
+	old := mustParse(t, base)
+	next := mustParse(t, `
+listen: 127.0.0.1:8080
+ip_deny: ["10.0.0.0/8"]
+filter_orders: {forwarded: 850}
+filters: [request_id, forwarded]
+timeouts: {idle: 5s}
+upstreams:
+  - {name: b, nodes: ["127.0.0.1:2", "127.0.0.1:3"]}
+  - {name: c, nodes: ["127.0.0.1:4"]}
+routes:
+  - {id: two, prefix: /two/, upstream: b}
+  - {id: three, prefix: /three/, upstream: c}
+  - {id: four, prefix: /four/, upstream: c}
+`)
+	d := Compare(old, next)
+	want := Diff{
+		Routes:    Changes{Added: []string{"four"}, Removed: []string{"one"}, Changed: []string{"three"}},
+		Upstreams: Changes{Added: []string{"c"}, Removed: []string{"a"}, Changed: []string{"b"}},
+		Filters:   Changes{Removed: []string{"ip_access"}, Changed: []string{"forwarded"}},
+		Settings:  []string{"timeouts"},
+	}
+	if !reflect.DeepEqual(d, want) {
+		t.Fatalf("Compare:\n got %+v\nwant %+v", d, want)
+	}
+	const line = "routes added [four], removed [one], changed [three]; upstreams added [c], removed [a], changed [b]; " +
+		"filters removed [ip_access], changed [forwarded]; timeouts changed"
+	if d.String() != line {
+		t.Fatalf("String:\n got %q\nwant %q", d.String(), line)
+	}
+	if same := Compare(old, mustParse(t, base)); !same.Empty() || same.String() != "no changes" {
+		t.Fatalf("an identical config: %+v %q", same, same.String())
+	}
+
+	// Shared filter settings: auth and the global ip lists.
+	auth := Compare(old, mustParse(t, "auth: {jwt: {hs256_secret: 0123456789abcdef0123456789abcdef}}\n"+base))
+	if !reflect.DeepEqual(auth.Filters, Changes{Changed: []string{"auth"}}) {
+		t.Fatalf("auth keys: %+v", auth.Filters)
+	}
+	allow := Compare(old, mustParse(t, "ip_allow: [\"127.0.0.1\"]\n"+base))
+	if !reflect.DeepEqual(allow.Filters, Changes{Changed: []string{"ip_access"}}) {
+		t.Fatalf("ip_allow: %+v", allow.Filters)
+	}
+}
+
+// Only a restart changes listen, loops, pin and admin; loops 0 means one
+// per CPU, so it equals the CPU count.
+func TestCompareFixed(t *testing.T) {
+	old := mustParse(t, "listen: 127.0.0.1:8080\nloops: 0\n")
+	same := mustParse(t, fmt.Sprintf("listen: 127.0.0.1:8080\nloops: %d\n", runtime.NumCPU()))
+	if d := Compare(old, same); len(d.Fixed) != 0 {
+		t.Fatalf("loops 0 and the CPU count differ: %v", d.Fixed)
+	}
+	next := mustParse(t, fmt.Sprintf("listen: 127.0.0.1:9090\nloops: %d\npin: true\nadmin: \"off\"\n", runtime.NumCPU()+1))
+	want := []string{
+		"listen 127.0.0.1:8080 -> 127.0.0.1:9090",
+		fmt.Sprintf("loops %d -> %d", runtime.NumCPU(), runtime.NumCPU()+1),
+		"pin false -> true",
+		"admin 127.0.0.1:9901 -> off",
+	}
+	if d := Compare(old, next); !reflect.DeepEqual(d.Fixed, want) || d.Empty() {
+		t.Fatalf("fixed: %q, want %q", d.Fixed, want)
+	}
+}

@@ -1,0 +1,67 @@
+// Package cluster enforces rate limits shared by every Loopgate node
+// through Redis: a GCRA bucket per limit in Redis, spent in leased batches,
+// behind a health breaker, with a local shadow quota while Redis is down.
+//
+// # The cluster bucket
+//
+// Each limit is one GCRA bucket in Redis (the algorithm is described in
+// package ratelimit), kept by a Lua script that reads the server's TIME in
+// integer microseconds, so node clocks do not matter, and stores the TAT
+// with a PX expiry so idle limits leave no keys. The script grants "at most
+// N": as many of the tokens asked for as the bucket holds, and says how
+// long the rest would take. rueidis runs it with EVALSHA and falls back to
+// EVAL when Redis has lost its script cache (after a restart).
+//
+// # Off the loops
+//
+// rueidis has no asynchronous API, so every Redis call runs on one of a
+// fixed pool of workers (Options.Workers, 64) fed by a bounded queue
+// (Options.Queue); the client pipelines every call (AlwaysPipelining) and
+// each call has a short deadline (Options.CallTimeout, 50ms). A loop never
+// waits: Limit.Take answers at once, or answers Pending and calls done on a
+// worker when Redis replies; the engine hands that to the exchange's ticket
+// to resume it on its own loop. A full queue is answered at once too: Take
+// decides by the failure mode, Acquire returns ErrQueueFull.
+//
+// # Leasing
+//
+// A node does not ask Redis for every request. It leases tokens in batches
+// of N, its recent demand over the lease window (LimitSpec.LeaseWindow,
+// 100ms) and at most Burst / effective nodes, and spends them locally with
+// one compare-and-swap; a refill is queued when half are gone. Redis sees
+// about one call per N requests. Tokens count as spent when Redis grants
+// them, so over any interval of length t the cluster admits at most
+// Rate·t + Burst + the tokens the nodes held when it began, and the nodes
+// hold at most Burst between them. That is the stranding bound: a node can
+// be refused while up to Burst tokens sit leased on other nodes, for at
+// most as long as they take to spend them or to go idle (about one second)
+// and hand them back. docs/rate-limiting.md works through it.
+//
+// # When Redis fails
+//
+// rueidis redials on every call while Redis is down; the breaker stops
+// that. FailureThreshold consecutive failed calls mark Redis Down: no
+// worker calls it, and the controller probes with a doubling backoff
+// (ProbeMin to ProbeMax). A failed call and a Down state are never a
+// request's error: each limit decides by its FailureMode, FailShadow by
+// default: a local GCRA at the shadow quota,
+//
+//	shadow rate = Rate / effective nodes, shadow burst = Burst / effective nodes
+//	effective nodes = max(MinNodes, live nodes)           while the live count is fresh
+//	                = max(MinNodes, FallbackNodes)        once it is older than LiveMaxAge
+//
+// Each node heartbeats into a sorted set scored by Redis time (ZADD),
+// trims members that stopped (ZREMRANGEBYSCORE) and reads the count
+// (ZCARD); no key is ever enumerated, so neither KEYS nor SCAN runs. The
+// shadow quota is recomputed every tick while Redis is up, so it is ready
+// the moment Redis fails. When a probe succeeds the node takes Redis's
+// answers again, but under a local cap that starts at the shadow quota and
+// rises by RampStep (10 %) of the rate each second, so the cluster returns
+// to its limit gradually, never with a jump.
+//
+// # Status
+//
+// Cluster.Status reports Redis health, the live and effective node counts,
+// and each limit's current quota, lease and counters, for the admin API and
+// metrics.
+package cluster

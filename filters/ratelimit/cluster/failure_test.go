@@ -1,0 +1,266 @@
+package cluster
+
+import (
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// Killing Redis under load: every node switches to its shadow quota within
+// about a second, no request sees an error, the nodes together admit no
+// more than the cluster limit, the breaker stops the redialling, and when
+// Redis comes back the quota climbs back rather than jumping.
+func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
+	r := startRedis(t)
+	const rate, burst = 300, 30
+	var dials atomic.Int64
+	var nodes []*Cluster
+	var limits []*Limit
+	for i := range 3 {
+		opt := testOptions(r.addr, "node-"+strconv.Itoa(i), &dials)
+		opt.RampStep = 0.5 // from a third to the full rate in 1.3 s
+		c := newCluster(t, opt)
+		nodes = append(nodes, c)
+		limits = append(limits, newLimit(t, c, LimitSpec{Name: "global", Rate: rate, Burst: burst}))
+	}
+	waitFor(t, 5*time.Second, "every node to count 3 live nodes", func() bool {
+		for _, c := range nodes {
+			if s := c.Status(); s.LiveNodes != 3 || s.EffectiveNodes != 3 {
+				return false
+			}
+		}
+		return true
+	})
+
+	var admitted tally
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for _, l := range limits {
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cl := newClient()
+				for !stop.Load() {
+					admitted.add(cl.take(t, l))
+				}
+			}()
+		}
+	}
+	defer func() { stop.Store(true); wg.Wait() }()
+	waitFor(t, 5*time.Second, "traffic through Redis", func() bool { return admitted.allow.Load() > 100 })
+
+	r.kill()
+	killed := time.Now()
+	waitFor(t, 2*time.Second, "every node to mark Redis down", func() bool {
+		for _, c := range nodes {
+			if c.Health() != Down {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("all nodes on their shadow quota %v after the kill", time.Since(killed))
+	for _, c := range nodes {
+		if got := c.Status().Limits[0].Quota; got != rate/3 {
+			t.Fatalf("shadow quota %v, want %v", got, rate/3)
+		}
+	}
+
+	// One second down: the three shadow quotas add up to the cluster rate.
+	var held int64
+	for _, l := range limits {
+		held += l.held.Load()
+	}
+	allowedBefore, dialsBefore := admitted.allow.Load(), dials.Load()
+	start := time.Now()
+	waitFor(t, 3*time.Second, "a second of outage", func() bool { return time.Since(start) >= time.Second })
+	down := time.Since(start)
+	allowed := admitted.allow.Load() - allowedBefore
+	bound := int64(rate*down.Seconds()) + burst + held + 3
+	t.Logf("down %v: admitted %d (bound %d), %d dials", down, allowed, bound, dials.Load()-dialsBefore)
+	if allowed > bound {
+		t.Fatalf("admitted %d in %v down, above the cluster limit's %d", allowed, down, bound)
+	}
+	if allowed < int64(rate*down.Seconds())/2 {
+		t.Fatalf("admitted %d in %v down, not half the shadow quotas' sum", allowed, down)
+	}
+	// Probes back off from 50 to 400 ms: a handful of dials per node, not
+	// one per request.
+	if n := dials.Load() - dialsBefore; n > 3*10 {
+		t.Fatalf("%d dials in %v while down: the breaker did not stop the redialling", n, down)
+	}
+	if n := admitted.unavailable.Load(); n != 0 {
+		t.Fatalf("%d requests failed because Redis died", n)
+	}
+
+	r.start()
+	ramping := make([]bool, len(nodes))
+	waitFor(t, 3*time.Second, "every node to find Redis again, its quota below the rate", func() bool {
+		all := true
+		for i, c := range nodes {
+			s := c.Status()
+			if s.Redis == Up && s.Ramping && s.Limits[0].Quota < rate {
+				ramping[i] = true
+			}
+			all = all && ramping[i]
+		}
+		return all
+	})
+	waitFor(t, 5*time.Second, "every quota to climb back to the cluster rate", func() bool {
+		for _, c := range nodes {
+			if s := c.Status(); s.Ramping || s.Limits[0].Quota != rate {
+				return false
+			}
+		}
+		return true
+	})
+	calls := nodes[0].Status().Calls
+	waitFor(t, 3*time.Second, "requests to reach Redis again", func() bool { return nodes[0].Status().Calls > calls+2 })
+	if n := admitted.unavailable.Load(); n != 0 {
+		t.Fatalf("%d requests failed around the outage", n)
+	}
+}
+
+// While Redis is down the breaker keeps requests from calling it: however
+// many requests arrive, only the probes dial.
+func TestBreakerStopsCallsWhileDown(t *testing.T) {
+	r := startRedis(t)
+	var dials atomic.Int64
+	c := newCluster(t, testOptions(r.addr, "breaker", &dials))
+	l := newLimit(t, c, LimitSpec{Name: "breaker", Rate: 1000, Burst: 10, LeaseWindow: -1})
+	cl := newClient()
+	cl.take(t, l)
+	r.kill()
+	waitFor(t, 2*time.Second, "Redis marked down", func() bool {
+		cl.take(t, l) // each call fails, and is decided by the shadow quota
+		return c.Health() == Down
+	})
+	dialsAtTrip, callsAtTrip, probesAtTrip := dials.Load(), c.Status().Calls, c.Status().Probes
+	var outcomes tally
+	requests := 0
+	waitFor(t, 5*time.Second, "three probes", func() bool {
+		for range 1000 {
+			outcomes.add(cl.take(t, l))
+		}
+		requests += 1000
+		return c.Status().Probes-probesAtTrip >= 3
+	})
+	s := c.Status()
+	probes := s.Probes - probesAtTrip
+	t.Logf("%d requests while down: %d dials, %d calls, %d probes", requests, dials.Load()-dialsAtTrip, s.Calls-callsAtTrip, probes)
+	if n := dials.Load() - dialsAtTrip; n > int64(probes)+1 {
+		t.Fatalf("%d dials while down for %d probes", n, probes)
+	}
+	if n := s.Calls - callsAtTrip; n > probes+1 {
+		t.Fatalf("%d Redis calls while down for %d probes", n, probes)
+	}
+	if outcomes.unavailable.Load() != 0 || outcomes.allow.Load() == 0 {
+		t.Fatalf("while down: %d allowed, %d unavailable", outcomes.allow.Load(), outcomes.unavailable.Load())
+	}
+}
+
+// A node that starts while Redis is unreachable starts Down, decides by its
+// failure mode, and comes up when Redis appears.
+func TestStartsDownThenFindsRedis(t *testing.T) {
+	r := startRedis(t)
+	r.kill()
+	c := newCluster(t, testOptions(r.addr, "late", nil))
+	l := newLimit(t, c, LimitSpec{Name: "late", Rate: 10, Burst: 4})
+	if c.Health() != Down {
+		t.Fatalf("health %v with no Redis, want down", c.Health())
+	}
+	cl := newClient()
+	for i := range 4 {
+		if d := cl.take(t, l); d.Verdict != Allow {
+			t.Fatalf("take %d within the shadow burst: %+v", i, d)
+		}
+	}
+	if d := cl.take(t, l); d.Verdict != Deny || d.RetryAfter <= 0 {
+		t.Fatalf("take past the shadow burst: %+v", d)
+	}
+	r.start()
+	waitFor(t, 3*time.Second, "the node to find Redis", func() bool { return c.Health() == Up })
+}
+
+// Each failure mode decides as documented while Redis is down.
+func TestFailureModes(t *testing.T) {
+	opt := testOptions("127.0.0.1:1", "modes", nil)
+	opt.manual = true
+	opt.FallbackNodes = 2
+	c := newCluster(t, opt)
+	open := newLimit(t, c, LimitSpec{Name: "open", Rate: 10, Burst: 2, OnFailure: FailOpen})
+	closed := newLimit(t, c, LimitSpec{Name: "closed", Rate: 10, Burst: 2, OnFailure: FailClosed})
+	shadow := newLimit(t, c, LimitSpec{Name: "shadow", Rate: 10, Burst: 2})
+	now := nanotime()
+	for range 10 {
+		if d := open.Take(now, 1, nil); d.Verdict != Allow {
+			t.Fatalf("open: %+v", d)
+		}
+		if d := closed.Take(now, 1, nil); d.Verdict != Unavailable || d.RetryAfterSeconds() != 1 {
+			t.Fatalf("closed: %+v", d)
+		}
+	}
+	// Burst 2 over 2 fallback nodes: one each.
+	if d := shadow.Take(now, 1, nil); d.Verdict != Allow {
+		t.Fatalf("shadow, first: %+v", d)
+	}
+	if d := shadow.Take(now, 1, nil); d.Verdict != Deny {
+		t.Fatalf("shadow, second at once: %+v", d)
+	}
+	s := c.Status()
+	if q := s.Limits[0]; !q.Unlimited || q.Grants != 10 {
+		t.Errorf("open status: %+v", q)
+	}
+	if q := s.Limits[1]; q.Quota != 0 || q.Unavailable != 10 {
+		t.Errorf("closed status: %+v", q)
+	}
+	if q := s.Limits[2]; q.Quota != 5 || q.Grants != 1 || q.Rejections != 1 || q.Degraded != 2 {
+		t.Errorf("shadow status: %+v", q)
+	}
+}
+
+// When the call queue is full a request is decided at once, without Redis,
+// and a raw acquire is refused with ErrQueueFull; nothing waits.
+func TestQueueFullDecidesAtOnce(t *testing.T) {
+	r := startRedis(t)
+	opt := testOptions(r.addr, "queue", nil)
+	opt.Workers, opt.Queue = 1, 1
+	opt.CallTimeout = 5 * time.Second
+	opt.manual = true
+	c := newCluster(t, opt)
+	l := newLimit(t, c, LimitSpec{Name: "queue", Rate: 1000, Burst: 100, LeaseWindow: -1})
+	if err := r.do("CLIENT", "PAUSE", "2000", "ALL").Error(); err != nil {
+		t.Fatal(err)
+	}
+	answers := make(chan Decision, 2)
+	done := func(d Decision) { answers <- d }
+	if d := l.Take(nanotime(), 1, done); d.Verdict != Pending {
+		t.Fatalf("first take: %+v, want pending", d)
+	}
+	waitFor(t, 2*time.Second, "the worker to take the first call", func() bool { return len(c.jobs) == 0 })
+	if d := l.Take(nanotime(), 1, done); d.Verdict != Pending {
+		t.Fatalf("second take: %+v, want pending in the queue", d)
+	}
+	if d := l.Take(nanotime(), 1, done); d.Verdict != Allow || d.from != fromLocal {
+		t.Fatalf("third take with the queue full: %+v, want an answer from the shadow quota", d)
+	}
+	if err := l.Acquire(1, func(Result) {}); err != ErrQueueFull {
+		t.Fatalf("Acquire with the queue full: %v, want ErrQueueFull", err)
+	}
+	if s := c.Status(); s.QueueFull != 2 {
+		t.Fatalf("queue-full count %d, want 2", s.QueueFull)
+	}
+	for i := range 2 {
+		select {
+		case d := <-answers:
+			if d.Verdict != Allow {
+				t.Fatalf("queued take %d: %+v", i, d)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("queued take %d never answered", i)
+		}
+	}
+}

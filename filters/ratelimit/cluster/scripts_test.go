@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// acquire runs one raw acquire and waits for its result.
+func acquire(t *testing.T, l *Limit, n int64) Result {
+	t.Helper()
+	got := make(chan Result, 1)
+	if err := l.Acquire(n, func(r Result) { got <- r }); err != nil {
+		t.Fatalf("Acquire(%d): %v", n, err)
+	}
+	r := <-got
+	if r.Err != nil {
+		t.Fatalf("Acquire(%d) failed: %v", n, r.Err)
+	}
+	return r
+}
+
+// serverMicros reads Redis's clock.
+func serverMicros(t *testing.T, r *redisServer) int64 {
+	t.Helper()
+	tm, err := r.do("TIME").AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := strconv.ParseInt(tm[0], 10, 64)
+	us, _ := strconv.ParseInt(tm[1], 10, 64)
+	return s*1_000_000 + us
+}
+
+// The acquire script grants at most what it is asked for and at most what
+// the bucket holds, keeps its TAT in Redis's own microseconds with a PX
+// expiry at the moment the bucket is full again, and says how long the
+// rest would take.
+func TestAcquireScriptGrantsAtMostN(t *testing.T) {
+	r := startRedis(t)
+	c := newCluster(t, testOptions(r.addr, "a", nil))
+	l := newLimit(t, c, LimitSpec{Name: "script", Rate: 10, Burst: 10, LeaseWindow: -1}) // 100 ms a token
+
+	before := serverMicros(t, r)
+	if got := acquire(t, l, 4); got.Granted != 4 || got.Remaining != 6 || got.RetryAfter != 0 {
+		t.Fatalf("first 4 of 10: %+v", got)
+	}
+	if got := acquire(t, l, 4); got.Granted != 4 || got.Remaining != 2 {
+		t.Fatalf("second 4 of 10: %+v", got)
+	}
+	got := acquire(t, l, 4)
+	after := serverMicros(t, r)
+	if got.Granted != 2 || got.Remaining != 0 {
+		t.Fatalf("4 with 2 left: %+v, want 2 granted", got)
+	}
+	// The two missing tokens take 200 ms, less the time since the bucket
+	// was first touched.
+	if elapsed := time.Duration(after-before) * time.Microsecond; got.RetryAfter > 200*time.Millisecond ||
+		got.RetryAfter < 200*time.Millisecond-elapsed-time.Millisecond {
+		t.Fatalf("retry after %v, want 200ms less at most %v", got.RetryAfter, elapsed)
+	}
+	if got := acquire(t, l, 1); got.Granted != 0 || got.RetryAfter <= 0 {
+		t.Fatalf("one from an empty bucket: %+v", got)
+	}
+
+	// The TAT is 10 tokens (1 s) past the server's time of the first call.
+	tat, err := r.do("GET", "test:script").AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tat < before+1_000_000 || tat > after+1_000_000 {
+		t.Fatalf("stored TAT %d, want server time + 1s within [%d, %d]", tat, before+1_000_000, after+1_000_000)
+	}
+	pttl, _ := r.do("PTTL", "test:script").AsInt64()
+	if pttl <= 0 || pttl > 1000 {
+		t.Fatalf("PTTL %d ms, want (0, 1000]: the key expires when the bucket is full", pttl)
+	}
+
+	// Handing 3 back moves the TAT back 300 ms.
+	cl := c.client.Load()
+	l.giveBack(cl, 3)
+	back, _ := r.do("GET", "test:script").AsInt64()
+	if back != tat-300_000 || l.returned.Load() != 3 {
+		t.Fatalf("after handing 3 back: TAT %d, want %d; returned %d", back, tat-300_000, l.returned.Load())
+	}
+	if got := acquire(t, l, 5); got.Granted != 3 {
+		t.Fatalf("after handing 3 back, 5 asked: %+v, want the 3", got)
+	}
+}
+
+// After Redis loses its script cache the call falls back from EVALSHA to
+// EVAL and still works.
+func TestAcquireScriptSurvivesScriptFlush(t *testing.T) {
+	r := startRedis(t)
+	c := newCluster(t, testOptions(r.addr, "a", nil))
+	l := newLimit(t, c, LimitSpec{Name: "flush", Rate: 100, Burst: 5, LeaseWindow: -1})
+	acquire(t, l, 1)
+	evals := r.commandCalls("eval")
+	if err := r.do("SCRIPT", "FLUSH").Error(); err != nil {
+		t.Fatal(err)
+	}
+	if got := acquire(t, l, 1); got.Granted != 1 {
+		t.Fatalf("after SCRIPT FLUSH: %+v", got)
+	}
+	if r.commandCalls("eval") <= evals {
+		t.Fatal("no EVAL after the script cache was flushed")
+	}
+	if got := acquire(t, l, 1); got.Granted != 1 || c.Health() != Up {
+		t.Fatalf("after reloading the script: %+v, health %v", got, c.Health())
+	}
+}

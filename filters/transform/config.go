@@ -1,0 +1,193 @@
+// This package's filters' configuration types, defaults and registration.
+
+package transform
+
+import (
+	"fmt"
+	"regexp"
+
+	"github.com/loopgate/loopgate/filters"
+)
+
+// The names the config gives this package's filters.
+const (
+	NameRequestID = "request_id"
+	NameHeaders   = "headers"
+	NameRewrite   = "rewrite"
+	NameGray      = "gray"
+	NameHash      = "hash"
+	NameForwarded = "forwarded"
+)
+
+func init() {
+	filters.Register(filters.Registration{
+		Name: NameRequestID, Order: 100, Default: true,
+		New: func(b *filters.Build) (filters.Filter, error) { return NewRequestID(b.Order), nil },
+	})
+	filters.Register(filters.Registration{
+		Name: NameHeaders, Order: 400, NeedsRoute: true,
+		Route: func() filters.RouteConfig { return new(HeadersRoute) },
+		New: func(b *filters.Build) (filters.Filter, error) {
+			return NewHeaders(b.Order, b.Config.(*HeadersRoute))
+		},
+	})
+	filters.Register(filters.Registration{
+		Name: NameRewrite, Order: 500, NeedsRoute: true,
+		Route: func() filters.RouteConfig { return new(RewriteRoute) },
+		New: func(b *filters.Build) (filters.Filter, error) {
+			return NewRewrite(b.Order, b.Config.(*RewriteRoute).Rewrite)
+		},
+	})
+	filters.Register(filters.Registration{
+		Name: NameGray, Order: 600, NeedsRoute: true,
+		Route: func() filters.RouteConfig { return new(GrayRoute) },
+		New:   newGray,
+	})
+	filters.Register(filters.Registration{
+		Name: NameHash, Order: 700, NeedsRoute: true,
+		Route: func() filters.RouteConfig { return new(HashRoute) },
+		New: func(b *filters.Build) (filters.Filter, error) {
+			return NewHash(b.Order, b.Config.(*HashRoute).Hash), nil
+		},
+	})
+	filters.Register(filters.Registration{
+		Name: NameForwarded, Order: 800, Default: true,
+		New: func(b *filters.Build) (filters.Filter, error) { return NewForwarded(b.Order, b.Trusted), nil },
+	})
+}
+
+// HeadersRoute is the headers filter's route keys.
+type HeadersRoute struct {
+	Request  *HeaderOps `yaml:"request_headers,omitempty"`  // edits to the upstream request
+	Response *HeaderOps `yaml:"response_headers,omitempty"` // edits to the response
+}
+
+// HeaderOps edits a head. Each list holds at most MaxHeaderOps entries.
+type HeaderOps struct {
+	Set    map[string]string `yaml:"set,omitempty"`    // replace (or add) these headers
+	Add    map[string]string `yaml:"add,omitempty"`    // add alongside existing ones
+	Remove []string          `yaml:"remove,omitempty"` // drop these headers
+
+	ops     headerOps // prepared by Validate
+	checked bool      // Validate ran
+}
+
+// RewriteRoute is the rewrite filter's route key.
+type RewriteRoute struct {
+	Rewrite *Rewrite `yaml:"rewrite,omitempty"`
+}
+
+// Rewrite changes the path sent upstream (the route still matches the
+// request's path). Applied in order: strip_prefix, regex, add_prefix, to the
+// normalised path the route matched; the result starts with "/".
+type Rewrite struct {
+	// StripPrefix is removed when the path starts with it as whole
+	// segments, compared as routes compare (ASCII case-insensitively):
+	// "/api" and "/api/" both strip "/API/users" to "/users" and "/api" to
+	// "/", but leave "/apiv2" alone. Default "" = nothing stripped.
+	StripPrefix string `yaml:"strip_prefix"`
+	Regex       string `yaml:"regex"`       // RE2 pattern, compiled when the config is validated
+	Replacement string `yaml:"replacement"` // with $1-style groups; used with regex
+	AddPrefix   string `yaml:"add_prefix"`  // prepended with exactly one '/' at the join; default ""
+
+	strip   []byte         // StripPrefix normalised, without a trailing '/'; set by Validate
+	re      *regexp.Regexp // Regex compiled by Validate; nil without one
+	checked bool           // Validate ran
+}
+
+// GrayRoute is the gray filter's route key.
+type GrayRoute struct {
+	Gray *Gray `yaml:"gray,omitempty"`
+}
+
+// Gray sends part of a route's traffic to another upstream: requests whose
+// header (or cookie) equals Value, and/or Weight percent of the rest.
+type Gray struct {
+	Upstream string `yaml:"upstream"` // required: the canary upstream
+	Header   string `yaml:"header"`   // e.g. X-Gray
+	Cookie   string `yaml:"cookie"`   // cookie name, alternative to header
+	Value    string `yaml:"value"`    // value that selects the canary; default "true"
+	Weight   int    `yaml:"weight"`   // percent of other requests sent to the canary (0-100); default 0
+}
+
+// HashRoute is the hash filter's route key.
+type HashRoute struct {
+	Hash *Hash `yaml:"hash,omitempty"`
+}
+
+// Hash picks a node by consistent hashing, so the same key keeps landing on
+// the same node.
+type Hash struct {
+	Header string `yaml:"header"` // hash this request header
+	Cookie string `yaml:"cookie"` // or this cookie
+	User   bool   `yaml:"user"`   // or the authenticated subject
+}
+
+var (
+	_ filters.RouteConfig = (*HeadersRoute)(nil)
+	_ filters.RouteConfig = (*RewriteRoute)(nil)
+	_ filters.RouteConfig = (*GrayRoute)(nil)
+	_ filters.RouteConfig = (*HashRoute)(nil)
+)
+
+// Provision does nothing: headers has no defaults.
+func (h *HeadersRoute) Provision() {}
+
+// EnabledBy: either edit list.
+func (h *HeadersRoute) EnabledBy(filters.GlobalConfig) string {
+	if h.Request != nil || h.Response != nil {
+		return "request_headers/response_headers"
+	}
+	return ""
+}
+
+// Provision does nothing: rewrite has no defaults.
+func (r *RewriteRoute) Provision() {}
+
+// EnabledBy: the rewrite section.
+func (r *RewriteRoute) EnabledBy(filters.GlobalConfig) string {
+	if r.Rewrite != nil {
+		return "rewrite"
+	}
+	return ""
+}
+
+// Provision defaults gray.value to "true".
+func (g *GrayRoute) Provision() {
+	if g.Gray != nil {
+		filters.SetDefault(&g.Gray.Value, "true")
+	}
+}
+
+// EnabledBy: the gray section.
+func (g *GrayRoute) EnabledBy(filters.GlobalConfig) string {
+	if g.Gray != nil {
+		return "gray"
+	}
+	return ""
+}
+
+// Provision does nothing: hash has no defaults.
+func (h *HashRoute) Provision() {}
+
+// EnabledBy: the hash section.
+func (h *HashRoute) EnabledBy(filters.GlobalConfig) string {
+	if h.Hash != nil {
+		return "hash"
+	}
+	return ""
+}
+
+// newGray builds a route's gray filter, resolving its upstream through the
+// engine.
+func newGray(b *filters.Build) (filters.Filter, error) {
+	g := b.Config.(*GrayRoute).Gray
+	if g == nil {
+		return nil, nil
+	}
+	group, ok := b.Upstream(g.Upstream)
+	if !ok {
+		return nil, fmt.Errorf("gray.upstream %q is not an upstream", g.Upstream)
+	}
+	return NewGray(b.Order, g, group), nil
+}
