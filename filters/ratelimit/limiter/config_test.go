@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -45,7 +46,8 @@ routes:
 	// Compiling starts the cluster: Redis is not there, so it starts down
 	// and the limit runs on its shadow quota of 1000 / 3.
 	store := newStore(t)
-	mustCompile(t, cfg, store)
+	fs := mustCompile(t, cfg, store)
+	defer runtime.KeepAlive(fs) // the Store forgets limits no filter holds
 	st := store.Status()
 	if st.Cluster == nil || st.Cluster.Redis != "down" || st.Cluster.EffectiveNodes != 3 {
 		t.Fatalf("cluster status %+v", st.Cluster)

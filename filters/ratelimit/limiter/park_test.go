@@ -2,6 +2,7 @@ package limiter_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/loopgate/loopgate/filters"
@@ -22,6 +23,7 @@ func TestParkedRequestResumes(t *testing.T) {
 	r := redistest.Start(t)
 	store := newStore(t)
 	f := mustCompile(t, parse(t, fmt.Sprintf(unleased, r.Addr(), 1, "")), store)[0]
+	defer runtime.KeepAlive(f) // the Store forgets limits no filter holds
 	park := newFakeEngine()
 	run := func() (*filters.Exchange, filters.Verdict) {
 		x := exchange(t, "192.0.2.1", park)
@@ -55,6 +57,7 @@ func TestDroppedResumeGivesTokenBack(t *testing.T) {
 	r := redistest.Start(t)
 	store := newStore(t)
 	f := mustCompile(t, parse(t, fmt.Sprintf(unleased, r.Addr(), 1, "")), store)[0]
+	defer runtime.KeepAlive(f) // the Store forgets limits no filter holds
 	// Redis holds the call until the request has parked.
 	if err := r.Do("CLIENT", "PAUSE", "20000", "WRITE").Error(); err != nil {
 		t.Fatal(err)
@@ -97,6 +100,7 @@ func TestFailureModesWhileRedisDown(t *testing.T) {
 	}{{"closed", 0}, {"open", 10}, {"shadow", 2}} {
 		store := newStore(t)
 		f := mustCompile(t, parse(t, fmt.Sprintf(unleased, addr, 2, ", on_redis_failure: "+tc.mode)), store)[0]
+		defer runtime.KeepAlive(f) // the Store forgets limits no filter holds
 		allowed := 0
 		for range 10 {
 			x := exchange(t, "192.0.2.1", nil)

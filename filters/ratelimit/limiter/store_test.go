@@ -39,6 +39,7 @@ func spend(t *testing.T, f filters.Filter, ip string, n int) int {
 func TestStoreKeepsBucketsAcrossCompiles(t *testing.T) {
 	store := newStore(t)
 	v1 := mustCompile(t, parse(t, fmt.Sprintf(routeWithIPLimit, "")), store)
+	defer runtime.KeepAlive(v1) // the Store forgets limits no filter holds
 	if got := spend(t, v1[0], "192.0.2.1", 5); got != 3 {
 		t.Fatalf("first config allowed %d of 5, want the burst of 3", got)
 	}
@@ -46,6 +47,7 @@ func TestStoreKeepsBucketsAcrossCompiles(t *testing.T) {
 	v2cfg := parse(t, fmt.Sprintf(strings.Replace(routeWithIPLimit, "rate: 0.01, burst: 3", "rate: 0.02, burst: 3", 1),
 		"  - {id: other, path: /other, upstream: backend}"))
 	v2 := mustCompile(t, v2cfg, store)
+	defer runtime.KeepAlive(v2)
 	if got := spend(t, v2[0], "192.0.2.1", 5); got != 0 {
 		t.Fatalf("the recompiled config allowed %d to a client at its limit: a fresh burst", got)
 	}
@@ -63,7 +65,6 @@ func TestStoreKeepsBucketsAcrossCompiles(t *testing.T) {
 	if got := spend(t, fresh[0], "192.0.2.1", 5); got != 3 {
 		t.Fatalf("a fresh store allowed %d, want 3", got)
 	}
-	runtime.KeepAlive(v1)
 }
 
 // A limit no compiled filter holds any more is forgotten: the Store holds
@@ -90,6 +91,7 @@ func TestStoreSweepsIdleKeys(t *testing.T) {
 	fs := mustCompile(t, parse(t, `
 rate_limit: {key_idle: 20ms}
 routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1000, burst: 1}]}]`), store)
+	defer runtime.KeepAlive(fs) // the Store forgets limits no filter holds
 	for i := range 100 {
 		fs[0].Request(exchange(t, fmt.Sprintf("198.51.100.%d", i), nil))
 	}
@@ -116,6 +118,7 @@ routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: route, rate
 `, r.Addr())
 	store := newStore(t)
 	v1 := mustCompile(t, parse(t, cfg), store)
+	defer runtime.KeepAlive(v1) // the Store forgets limits no filter holds
 	park := newFakeEngine()
 	for range 10 {
 		x := exchange(t, "192.0.2.1", park)
@@ -128,6 +131,7 @@ routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: route, rate
 		}
 	}
 	v2 := mustCompile(t, parse(t, cfg), store)
+	defer runtime.KeepAlive(v2)
 	before := status(t, store, "api/route", "cluster")
 	if v := v2[0].Request(exchange(t, "192.0.2.1", park)); v != filters.Continue {
 		t.Fatalf("the recompiled filter's first request: %v; the lease was not kept", v)
@@ -140,13 +144,13 @@ routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: route, rate
 	if err == nil || !strings.Contains(err.Error(), "cannot change while the gateway runs") {
 		t.Fatalf("changed cluster settings: %v", err)
 	}
-	runtime.KeepAlive(v1)
 }
 
 // GET /limits is the status as JSON; other methods are refused.
 func TestHandler(t *testing.T) {
 	store := newStore(t)
 	fs := mustCompile(t, parse(t, fmt.Sprintf(routeWithIPLimit, "")), store)
+	defer runtime.KeepAlive(fs) // the Store forgets limits no filter holds
 	spend(t, fs[0], "192.0.2.1", 4)
 	rec := httptest.NewRecorder()
 	store.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/limits", nil))
