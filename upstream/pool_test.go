@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -88,28 +89,44 @@ func TestPoolRemoveLetsWaiterDial(t *testing.T) {
 }
 
 func TestPoolDialFailures(t *testing.T) {
-	t.Run("refused", func(t *testing.T) {
+	t.Run("refused on the loop", func(t *testing.T) {
 		tl := newTestLoop(t, testPool, refusedAddr(t))
 		p := tl.pool(0)
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
-		tl.runTask()
 		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed {
 			t.Fatalf("err %v, failures %d, total %d, state %s", r.err, p.stats.ConnectFailures.Load(), p.total, c.State())
 		}
-	})
-	t.Run("enroll refused", func(t *testing.T) {
-		tl := newTestLoop(t, testPool, listenAddr(t))
-		tl.el.enrollErr = errors.New("engine stopping")
-		c, r := newCall()
-		c.Start(tl.pool(0), head(getHead), getOpts)
-		tl.runTask()
-		if r.err != ErrConnect || tl.host.guarded != 1 {
-			t.Fatalf("err %v, guarded %d", r.err, tl.host.guarded)
+		if tl.host.guarded != 0 {
+			t.Fatalf("a refused connect to an IP address left the loop (%d Execute callbacks)", tl.host.guarded)
 		}
 	})
-	t.Run("registration fails", func(t *testing.T) {
-		tl := newTestLoop(t, testPool, listenAddr(t))
+	t.Run("refused off the loop", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, refusedHost(t))
+		p := tl.pool(0)
+		c, r := newCall()
+		c.Start(p, head(getHead), getOpts)
+		tl.runTask()
+		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || tl.host.guarded != 1 {
+			t.Fatalf("err %v, failures %d, total %d, guarded %d", r.err, p.stats.ConnectFailures.Load(), p.total, tl.host.guarded)
+		}
+	})
+	t.Run("enroll refused", func(t *testing.T) {
+		for _, addr := range []string{listenAddr(t), listenHost(t)} {
+			tl := newTestLoop(t, testPool, addr)
+			tl.el.enrollErr = errors.New("engine stopping")
+			c, r := newCall()
+			c.Start(tl.pool(0), head(getHead), getOpts)
+			if !tl.pool(0).target.ok() { // the failure comes back through Execute
+				tl.runTask()
+			}
+			if r.err != ErrConnect || tl.pool(0).total != 0 {
+				t.Fatalf("%s: err %v, total %d", addr, r.err, tl.pool(0).total)
+			}
+		}
+	})
+	t.Run("registration fails off the loop", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, listenHost(t))
 		c, r := newCall()
 		c.Start(tl.pool(0), head(getHead), getOpts)
 		e := tl.enrolled()
@@ -119,8 +136,31 @@ func TestPoolDialFailures(t *testing.T) {
 			t.Fatalf("err %v, state %s", r.err, c.State())
 		}
 	})
+	t.Run("connect timeout", func(t *testing.T) {
+		// Enrolled on the loop but never opened (gnet failed to register
+		// it, which the loop does not hear of): the connect timeout on the
+		// loop's clock ends the dial, and a late OnOpen is closed.
+		tl := newTestLoop(t, testPool, listenAddr(t))
+		p := tl.pool(0)
+		c, r := newCall()
+		c.Start(p, head(getHead), getOpts)
+		e := tl.enrolled()
+		tl.advance(testPool.ConnectTimeout - time.Millisecond)
+		if r.err != nil {
+			t.Fatalf("failed before the connect timeout: %v", r.err)
+		}
+		tl.advance(time.Millisecond)
+		if r.err != ErrConnect || p.total != 0 || p.stats.ConnectFailures.Load() != 1 {
+			t.Fatalf("err %v, total %d, failures %d", r.err, p.total, p.stats.ConnectFailures.Load())
+		}
+		fc := &fakeConn{}
+		e.uc.Opened(fc)
+		if !fc.closed || p.Idle() != 0 {
+			t.Fatalf("late connection: closed %v, idle %d", fc.closed, p.Idle())
+		}
+	})
 	t.Run("after the call gave up", func(t *testing.T) {
-		tl := newTestLoop(t, testPool, refusedAddr(t))
+		tl := newTestLoop(t, testPool, refusedHost(t))
 		p := tl.pool(0)
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
@@ -158,7 +198,7 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	p := tl.pool(0)
 	c, r := newCall()
 	c.Start(p, head(getHead), getOpts)
-	c.dialing.Close()
+	c.dialing.closeFor(closeError)
 	if c.dialing != nil || p.total != 0 {
 		t.Fatalf("dialing %v, total %d", c.dialing != nil, p.total)
 	}
@@ -168,11 +208,11 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	}
 	c.Abort()
 
-	tl2 := newTestLoop(t, testPool, refusedAddr(t))
+	tl2 := newTestLoop(t, testPool, refusedHost(t)) // a failure that comes back through Execute
 	p2 := tl2.pool(0)
 	c2, r2 := newCall()
 	c2.Start(p2, head(getHead), getOpts)
-	c2.dialing.Close()
+	c2.dialing.closeFor(closeError)
 	tl2.runTask()
 	if p2.stats.ConnectFailures.Load() != 0 || p2.total != 0 || r2.err != nil {
 		t.Fatalf("failed dial of a closed connection: failures %d, total %d", p2.stats.ConnectFailures.Load(), p2.total)
@@ -212,8 +252,8 @@ func TestPoolSkipsUnusableIdle(t *testing.T) {
 	fc.in = append(fc.in, "junk"...) // not yet seen by Traffic
 	c, _ := newCall()
 	c.Start(p, head(getHead), getOpts)
-	if !fc.closed || c.dialing == nil || p.reuses != 0 {
-		t.Fatalf("closed %v, dialing %v, reuses %d", fc.closed, c.dialing != nil, p.reuses)
+	if !fc.closed || c.dialing == nil || p.stats.Reuses.Load() != 0 {
+		t.Fatalf("closed %v, dialing %v, reuses %d", fc.closed, c.dialing != nil, p.stats.Reuses.Load())
 	}
 	c.Abort()
 }
