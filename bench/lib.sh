@@ -308,16 +308,16 @@ EOF
 # chain's auth check passes from its warm cache.
 BENCH_JWT=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJiZW5jaC11c2VyIiwiaXNzIjoibG9vcGdhdGUtYmVuY2giLCJhdWQiOiJhcGkiLCJleHAiOjQxMDI0NDQ4MDAsInJvbGVzIjpbInVzZXIiXX0.8v9qgL5WcrLLxZFFc8kuCEN-Lc_u_nQVxxwrOYJK170
 
-# write_loopgate_config FILE PORT BACKEND_PORT CHAIN writes a Loopgate config
-# (schema: engine/config) with one upstream and two routes to it, "/" exact
-# and "/" prefix, one loop, no pinning (the scripts pin with taskset) and no
-# admin listener. CHAIN is "plain" or "default".
-#
-# This is the one place that knows Loopgate's config schema.
+# write_loopgate_config FILE PORT BACKEND_PORT SETUP writes a Loopgate config
+# for one bench row. SETUP is one of:
+#   plain      no filters, per-request metrics off: the bare proxy path
+#   metrics    plain with the per-request route metrics on (the default)
+#   accesslog  plain with the access log written to $TMP/access-PORT.log
+#   default    the default filter chain, metrics on
 write_loopgate_config() {
-	local file=$1 port=$2 backend=$3 chain=$4
+	local file=$1 port=$2 backend=$3 setup=$4
 	cat >"$file" <<EOF
-# Written by bench/lib.sh write_loopgate_config (chain: $chain).
+# Written by bench/lib.sh write_loopgate_config (setup: $setup).
 listen: 127.0.0.1:$port
 admin: "off"
 loops: 1
@@ -334,10 +334,15 @@ routes:
     prefix: /
     upstream: backend
 EOF
-	case $chain in
+	case $setup in
 	plain)
-		# No filters at all: the bare proxy path.
+		printf 'filters: []\nmetrics: {per_request: false}\n' >>"$file"
+		;;
+	metrics)
 		echo "filters: []" >>"$file"
+		;;
+	accesslog)
+		printf 'filters: []\nmetrics: {per_request: false}\naccess_log: {path: %s}\n' "$TMP/access-$port.log" >>"$file"
 		;;
 	default)
 		# The default chain: request ID, forwarded headers, IP allow list and
@@ -351,7 +356,7 @@ auth:
 EOF
 		;;
 	*)
-		log "write_loopgate_config: unknown chain '$chain'"
+		log "write_loopgate_config: unknown setup '$setup'"
 		return 1
 		;;
 	esac

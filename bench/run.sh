@@ -6,7 +6,8 @@
 # Environment:
 #   BENCH_DURATION  seconds of each measured wrk run (default 10)
 #   BENCH_ROUNDS    interleaved rounds over all proxies (default 3)
-#   BENCH_ONLY      space-separated subset of: direct nginx haproxy loopgate loopgate-chain
+#   BENCH_ONLY      space-separated subset of: direct nginx haproxy loopgate
+#                   loopgate-metrics loopgate-accesslog loopgate-chain
 #   LOOPGATE_BIN    gateway binary (default bin/loopgate, built by `make build`)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -27,8 +28,13 @@ declare -A LABEL=(
 	[nginx]="nginx"
 	[haproxy]="haproxy"
 	[loopgate]="loopgate (plain)"
+	[loopgate-metrics]="loopgate (metrics on)"
+	[loopgate-accesslog]="loopgate (access log)"
 	[loopgate-chain]="loopgate (default chain)"
 )
+# The Loopgate rows in table order, and the write_loopgate_config setup of each.
+LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain)
+declare -A SETUP=([loopgate]=plain [loopgate-metrics]=metrics [loopgate-accesslog]=accesslog [loopgate-chain]=default)
 declare -A PORT=() PID=()
 TARGETS=()  # keys of the targets that started, in table order
 NOTES=()    # lines printed under the table
@@ -46,12 +52,17 @@ add_target() {
 	PID[$1]=$3
 }
 
-# start_proxies BACKEND_PORT NGINX_PORT HAPROXY_PORT LOOPGATE_PORT CHAIN_PORT
-# starts every installed proxy on its own port and keeps those
-# that answer the probe. All stay up for the whole run; idle ones cost nothing.
+# start_proxies BACKEND_PORT NGINX_PORT HAPROXY_PORT LOOPGATE_PORTS...
+# (one per LOOPGATE_ROWS entry) starts every installed proxy on its own
+# port and keeps those that answer the probe. All stay up for the whole
+# run; idle ones cost nothing.
 start_proxies() {
-	local backend=$1 port
-	declare -A proxy_port=([nginx]=$2 [haproxy]=$3 [loopgate]=$4 [loopgate-chain]=$5)
+	local backend=$1 port i
+	declare -A proxy_port=([nginx]=$2 [haproxy]=$3)
+	shift 3
+	for i in "${!LOOPGATE_ROWS[@]}"; do
+		proxy_port[${LOOPGATE_ROWS[$i]}]=${@:$((i + 1)):1}
+	done
 
 	wanted direct && add_target direct "$backend" ""
 
@@ -85,17 +96,15 @@ start_proxies() {
 		NOTES+=("haproxy not installed; row skipped")
 	fi
 
-	local key chain
-	for key in loopgate loopgate-chain; do
+	local key
+	for key in "${LOOPGATE_ROWS[@]}"; do
 		port=${proxy_port[$key]}
 		wanted "$key" || continue
 		if [[ ! -x $LOOPGATE_BIN ]]; then
 			NOTES+=("${LABEL[$key]}: ${LOOPGATE_BIN#"$ROOT"/} missing (run \`make build\`); row skipped")
 			continue
 		fi
-		chain=plain
-		[[ $key == loopgate-chain ]] && chain=default
-		write_loopgate_config "$TMP/$key.yaml" "$port" "$backend" "$chain"
+		write_loopgate_config "$TMP/$key.yaml" "$port" "$backend" "${SETUP[$key]}"
 		start_loopgate "$key" "$TMP/$key.yaml" "$PROXY_CPU"
 		if wait_ready "$key" "$STARTED_PID" "$port"; then
 			add_target "$key" "$port" "$STARTED_PID"
@@ -227,6 +236,7 @@ report() {
 		echo "- $line"
 	done
 	relative_to_nginx
+	relative_to_plain
 	for line in "${NOTES[@]}"; do
 		echo "- $line"
 	done
@@ -255,6 +265,23 @@ relative_to_nginx() {
 	done
 }
 
+# relative_to_plain prints what metrics and the access log cost per request
+# over the plain row, next to the targets of Loopgate issue 7 (metrics on
+# ≤ 3 %, access log ≤ 10 %).
+relative_to_plain() {
+	local key limit base=${MEDIAN_CPU[loopgate]:-NA}
+	[[ $base != NA && -z ${HAS_ERRORS[loopgate]:-} ]] || return 0
+	for key in loopgate-metrics loopgate-accesslog; do
+		[[ ${MEDIAN_CPU[$key]:-NA} != NA && -z ${HAS_ERRORS[$key]:-} ]] || continue
+		limit=3
+		[[ $key == loopgate-accesslog ]] && limit=10
+		awk -v l="${LABEL[$key]}" -v c="${MEDIAN_CPU[$key]}" -v b="$base" -v lim="$limit" 'BEGIN {
+			d = (c / b - 1) * 100
+			printf "- %s: CPU/req %+.1f %% over loopgate (plain) (target ≤ %d %%: %s).\n", l, d, lim, (d <= lim ? "met" : "missed")
+		}'
+	done
+}
+
 main() {
 	ensure_wrk
 	setup_pinning
@@ -270,7 +297,7 @@ main() {
 	: >"$RAW/results.txt"
 
 	local ports
-	mapfile -t ports < <(free_ports 5)
+	mapfile -t ports < <(free_ports $((3 + ${#LOOPGATE_ROWS[@]})))
 	start_backend "${ports[0]}"
 	log "backend: $BACKEND_KIND on port ${ports[0]}"
 	start_proxies "${ports[@]}"

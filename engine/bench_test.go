@@ -5,8 +5,10 @@ package engine_test
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"syscall"
 	"testing"
 
@@ -73,6 +75,23 @@ func contentLength(head []byte) int {
 }
 
 func BenchmarkProxyKeepAlive(b *testing.B) { benchmarkProxy(b, oneRoute, benchRequest) }
+
+// BenchmarkProxyMetricsOff is BenchmarkProxyKeepAlive without the
+// per-request route series: the cost metrics add is the difference.
+func BenchmarkProxyMetricsOff(b *testing.B) {
+	benchmarkProxy(b, metricsOff+oneRoute, benchRequest)
+}
+
+// BenchmarkProxyAccessLog is BenchmarkProxyKeepAlive with the access log
+// written to a file: the loop's record, the writer's JSON and its writes.
+func BenchmarkProxyAccessLog(b *testing.B) {
+	benchmarkProxy(b, accessLogTo(filepath.Join(b.TempDir(), "access.log"))+oneRoute, benchRequest)
+}
+
+const metricsOff = "metrics: {per_request: false}\n"
+
+// accessLogTo is the config line that turns the access log on.
+func accessLogTo(path string) string { return fmt.Sprintf("access_log: {path: %q}\n", path) }
 
 // defaultChain is the bench's default filter chain: request ID, IP allow
 // list, JWT auth with a warm cache, forwarded headers.

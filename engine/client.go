@@ -209,6 +209,7 @@ func (cc *clientConn) reject(err error) {
 		start = cc.headStart
 	}
 	cc.loop.srv.metrics.unrouted.record(cc.loop.index, e.Status, e.Code, start)
+	cc.logRejected(e.Status, e.Code, e.Message, start, id[:n])
 	cc.writeError(e.Status, e.Code, e.Message, id[:n], false, nil, nil)
 	cc.closeWhenFlushed()
 }

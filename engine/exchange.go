@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/filters"
@@ -89,9 +90,15 @@ type exchange struct {
 
 	// For the Done phase (filters.End).
 	bytesIn, bytesOut int64
-	forwarded         bool // an upstream call was started
-	clientGone        bool // the client's connection ended the exchange
-	errCode           int  // the JSON error code of a gateway-made answer; 0 = none
+	forwarded         bool   // an upstream call was started
+	clientGone        bool   // the client's connection ended the exchange
+	errCode           int    // the JSON error code of a gateway-made answer; 0 = none
+	errMsg            string // its message
+
+	// For the logs (see logEnd).
+	logReq        accesslog.Request // method and path, copied while the head is readable
+	upstreamStart int64             // loopstat.Now at the call's start; 0 = not noted
+	upstreamNs    int64             // from then to the final response head; -1 = none
 }
 
 var _ upstream.Receiver = (*exchange)(nil)
@@ -120,6 +127,9 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.started, ex.status, ex.errCode = loopstat.Now(), 0, 0
 	ex.bytesIn, ex.bytesOut = int64(headLen), 0
 	ex.forwarded, ex.clientGone = false, false
+	ex.errMsg = ""
+	ex.logReq.Set(req.Method, req.Path)
+	ex.upstreamStart, ex.upstreamNs = 0, -1
 	if cc.state == stateReadingHead { // the head took more than one read
 		ex.started = cc.headStart
 	}
@@ -157,6 +167,7 @@ func (ex *exchange) requestID() []byte {
 // forward starts the upstream call for route r on node p.
 func (ex *exchange) forward(r *route, p *upstream.Pool, head *pool.Buffer) {
 	ex.forwarded = true
+	ex.markUpstreamStart()
 	ex.call.Start(p, head, upstream.Options{
 		ConnectTimeout:  r.connectTimeout,
 		ResponseTimeout: r.responseTimeout,
@@ -329,6 +340,7 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		}
 	}
 	ex.respStarted = true
+	ex.markUpstreamHead()
 	if ex.loop.srv.draining.Load() {
 		// Shutdown began; its drain task may not have reached this loop
 		// yet. The response says so, rather than leaving the client to
@@ -488,7 +500,7 @@ func (ex *exchange) respond(status, code int, msg string) {
 	if ex.loop.srv.draining.Load() {
 		cc.closeAfter = true // as in ResponseHead
 	}
-	ex.status, ex.errCode = status, code
+	ex.status, ex.errCode, ex.errMsg = status, code, msg
 	if ex.chain != nil {
 		ex.runResponseFilters(status)
 	}
@@ -503,10 +515,11 @@ func (ex *exchange) respond(status, code int, msg string) {
 	}
 }
 
-// done runs the chain's Done phase with how the exchange ended, once:
-// putExchange calls it on every path an exchange ends by, before record.
+// done sets fx.End, how the exchange ended, and runs the chain's Done
+// phase with it, once: putExchange calls it on every path an exchange ends
+// by, before logEnd and record, which read fx.End too.
 func (ex *exchange) done() {
-	if ex.chain == nil || ex.started == 0 {
+	if ex.started == 0 {
 		return
 	}
 	fx := &ex.fx
@@ -532,7 +545,9 @@ func (ex *exchange) done() {
 		end.Reason = filters.EndRejected
 	}
 	fx.End = end
-	ex.chain.RunDone(fx)
+	if ex.chain != nil {
+		ex.chain.RunDone(fx)
+	}
 }
 
 // record counts the exchange in its route's metrics (the unrouted ones when
@@ -549,10 +564,6 @@ func (ex *exchange) record() {
 		m = ex.route.metrics
 		m.shards[l.index].inFlight.Add(-1)
 	}
-	status := ex.status
-	if status == 0 {
-		status = statusClientClosed
-	}
-	m.record(l.index, status, ex.errCode, ex.started)
+	m.observe(l.index, ex.fx.End.Status, ex.errCode, ex.fx.End.Duration)
 	ex.started = 0
 }

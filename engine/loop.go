@@ -61,6 +61,7 @@ type loop struct {
 
 	stats loopStats // written by the loop, read by WriteMetrics
 	inbox inbox     // resumes of parked exchanges, from any goroutine (inbox.go)
+	log   loopLog   // this loop's end of the access and error logs
 }
 
 type closeEvent struct {
@@ -384,6 +385,7 @@ const maxFreeExchanges = 1024
 func (l *loop) putExchange(ex *exchange) {
 	ex.endPark() // a resume still on its way is dropped: see inbox.go
 	ex.done()
+	ex.logEnd()
 	ex.record()
 	ex.cc, ex.snap, ex.route, ex.chain = nil, nil, nil, nil
 	ex.sub.abort()

@@ -49,6 +49,10 @@ type cacheLine [64]byte
 type registry struct {
 	loops int
 
+	// quiet is metrics.per_request off: routes skip their per-request
+	// series (record returns at once). Read by loops, set off-loop.
+	quiet atomic.Bool
+
 	mu       sync.Mutex
 	routes   []*routeMetrics // in creation order, which is config order
 	routeIx  map[string]*routeMetrics
@@ -78,7 +82,7 @@ func (r *registry) route(id string) *routeMetrics {
 	if m := r.routeIx[id]; m != nil {
 		return m
 	}
-	m := &routeMetrics{id: id, shards: make([]routeShard, r.loops)}
+	m := &routeMetrics{id: id, shards: make([]routeShard, r.loops), quiet: &r.quiet}
 	r.routeIx[id] = m
 	r.routes = append(r.routes, m)
 	return m
@@ -120,6 +124,7 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 type routeMetrics struct {
 	id     string
 	shards []routeShard // by loop index
+	quiet  *atomic.Bool // the registry's metrics.per_request switch, inverted
 }
 
 // routeShard is what one loop records for one route. Owned by that loop
@@ -160,15 +165,29 @@ func (c *codeCounts) add(code int) {
 
 // record counts one finished exchange on loop l's shard: its final status,
 // its latency from start (loopstat.Now), and the JSON error code of a
-// gateway-made answer (0 for none).
+// gateway-made answer (0 for none). With metrics.per_request off it does
+// nothing.
 func (m *routeMetrics) record(loop int, status, code int, start int64) {
+	if !m.quiet.Load() {
+		m.count(loop, status, code, loopstat.Now()-start)
+	}
+}
+
+// observe is record with the latency already measured, in nanoseconds.
+func (m *routeMetrics) observe(loop int, status, code int, ns int64) {
+	if !m.quiet.Load() {
+		m.count(loop, status, code, ns)
+	}
+}
+
+func (m *routeMetrics) count(loop int, status, code int, ns int64) {
 	sh := &m.shards[loop]
 	class := status/100 - 1
 	if class < 0 || class > 4 {
 		class = 4 // not an HTTP status: cannot happen, but never index out of range
 	}
 	sh.classes[class].Add(1)
-	sh.latency.Observe(loopstat.Now() - start)
+	sh.latency.Observe(ns)
 	if code != 0 {
 		sh.rejected.add(code)
 	}
@@ -220,6 +239,7 @@ func (s *Server) writeSeries(w io.Writer) {
 	p.sample("loopgate_memory_returns_total", "", s.memoryReturns.Load())
 	p.family("loopgate_stale_resumes_total", "counter", "Ticket resumes dropped, never run: a second resume, or one whose park had ended (timed out, client gone, recycled).")
 	p.sample("loopgate_stale_resumes_total", "", s.StaleResumes())
+	s.writeLogSeries(p)
 
 	// Per loop.
 	p.family("loopgate_loop_connections", "gauge", "Open client connections on the event loop.")
@@ -492,4 +512,21 @@ func (p promWriter) histogram(name, labels string, h *loopstat.Sum) {
 	p.b.WriteString(strconv.FormatFloat(float64(h.SumNs)/1e9, 'g', -1, 64))
 	p.b.WriteByte('\n')
 	p.sample(name+"_count", labels, cum)
+}
+
+// writeLogSeries writes the access and error logs' own series.
+func (s *Server) writeLogSeries(p promWriter) {
+	accessDropped, errorDropped := s.logs.Dropped()
+	suppressed := uint64(0)
+	for _, l := range s.loops {
+		suppressed += l.log.limit.Suppressed()
+	}
+	p.family("loopgate_access_log_lines_total", "counter", "Access log lines written.")
+	p.sample("loopgate_access_log_lines_total", "", s.logs.Lines())
+	p.family("loopgate_access_log_dropped_total", "counter", "Access log lines dropped because a loop's ring was full (access_log.ring_size).")
+	p.sample("loopgate_access_log_dropped_total", "", accessDropped)
+	p.family("loopgate_error_log_suppressed_total", "counter", "Error log lines held back by the per-loop rate limit, or dropped with the ring full.")
+	p.sample("loopgate_error_log_suppressed_total", "", suppressed+errorDropped)
+	p.family("loopgate_log_write_failures_total", "counter", "Writes to the access or error log that failed; their lines are lost.")
+	p.sample("loopgate_log_write_failures_total", "", s.logs.WriteFailures())
 }

@@ -419,3 +419,33 @@ func TestMetricsRefusedConnections(t *testing.T) {
 		t.Errorf("open connections %v, want 1", got)
 	}
 }
+
+// metrics.per_request: false leaves the route series at zero (the benchmark's
+// plain row), while the loop's request counter and the in-flight gauge
+// still move.
+func TestMetricsPerRequestOff(t *testing.T) {
+	up := startUpstream(t, okHandler)
+	g := startGateway(t, `
+metrics: {per_request: false}
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: api, prefix: /api, upstream: backend}
+`, up)
+	for _, p := range []string{"/api/x", "/nowhere"} {
+		if r := fetch(g.url(p)); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	s := waitMetric(t, g.srv, `loopgate_route_requests_in_flight{route="api"}`, 0)
+	if got := s.sum("loopgate_loop_requests_total"); got != 2 {
+		t.Errorf("loop requests %v, want 2", got)
+	}
+	if got := s.sum("loopgate_route_requests_total"); got != 0 {
+		t.Errorf("route requests %v with per_request off", got)
+	}
+	if got := s.sum("loopgate_route_rejections_total"); got != 0 {
+		t.Errorf("route rejections %v with per_request off", got)
+	}
+	checkHistogram(t, s, "loopgate_route_request_duration_seconds", `route="api"`, 0)
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
+	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
@@ -48,6 +49,8 @@ type Server struct {
 	memoryReturns atomic.Uint64 // see returnMemory
 
 	metricSet *metrics.Set // writes the registry out (WriteMetrics)
+
+	logs *accesslog.Writer // the access and error logs (accesslog.go)
 }
 
 // durable is the state the Server owns across reloads, keyed by stable
@@ -96,6 +99,9 @@ func New(cfg *config.Config) (*Server, error) {
 	for i := range s.loops {
 		s.loops[i] = newLoop(s, i)
 	}
+	if err := s.initLogs(cfg); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -116,6 +122,8 @@ func resolveListen(addr string) (string, error) {
 // Run serves until Shutdown. It returns after every loop has stopped.
 func (s *Server) Run() error {
 	defer close(s.stopped)
+	s.logs.Start()
+	defer s.logs.Stop() // after the loops: writes what they left in the rings
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)
@@ -168,6 +176,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if !s.draining.CompareAndSwap(false, true) {
 		return errors.New("engine: shutdown already in progress")
 	}
+	s.closeListeners() // new clients are refused from now on (drain.go)
 	for _, l := range s.loops {
 		if el := l.eventLoop(); el != nil {
 			_ = el.Execute(ctx, gnet.RunnableFunc(func(context.Context) error {

@@ -16,8 +16,6 @@ import (
 	"io"
 	"log"
 	"net"
-	"net/http"
-	_ "net/http/pprof" // served on the admin port only
 	"os"
 	"os/signal"
 	"runtime"
@@ -26,6 +24,8 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/engine"
+	"github.com/loopgate/loopgate/engine/accesslog"
+	"github.com/loopgate/loopgate/engine/admin"
 	"github.com/loopgate/loopgate/engine/config"
 )
 
@@ -123,23 +123,14 @@ func writeVersion(w io.Writer, bi *debug.BuildInfo) {
 }
 
 func run(opts *options) error {
-	cfg := config.Embedded()
-	if opts.configPath != "" {
-		var err error
-		if cfg, err = config.Load(opts.configPath); err != nil {
-			return err
-		}
-	}
-	if opts.loopsSet {
-		cfg.Loops = opts.loops
-	}
-	if opts.pin {
-		cfg.Pin = true
+	cfg, err := loadConfig(opts)
+	if err != nil {
+		return err
 	}
 	setMaxProcs(cfg.Loops)
 
-	// engine.New compiles routes and filter chains and loads keys, so a
-	// -check catches everything short of binding the ports.
+	// engine.New compiles routes and filter chains, loads keys and opens the
+	// access log, so a -check catches everything short of binding the ports.
 	srv, err := engine.New(cfg)
 	if err != nil {
 		return err
@@ -164,19 +155,27 @@ func run(opts *options) error {
 			return err
 		}
 	}
+	// SIGHUP and POST /reload share one debounced reloader.
+	reloads := admin.NewReloader(func() (string, error) { return reload(opts, srv) },
+		func(r admin.Result) { logReload(srv, r) })
+	defer reloads.Stop()
 	adminAddr := config.AdminOff
 	if cfg.Admin != config.AdminOff {
-		if adminAddr, err = startAdmin(cfg.Admin, srv); err != nil {
+		a, err := admin.Listen(cfg.Admin, srv, reloads)
+		if err != nil {
 			return err
 		}
+		adminAddr = a.Addr()
 	}
 
 	// Signals are caught before anything reports ready, so a SIGTERM that
-	// follows a green /readyz always drains instead of killing the process.
-	// SIGHUP will mean reload; until reloading exists it must not kill us.
-	signal.Ignore(syscall.SIGHUP)
+	// follows a green /readyz always drains instead of killing the process,
+	// and a SIGHUP never kills it.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
+	control := make(chan os.Signal, 4)
+	signal.Notify(control, syscall.SIGHUP, syscall.SIGUSR1)
+	go handleControlSignals(control, srv, reloads)
 
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
@@ -197,6 +196,7 @@ func run(opts *options) error {
 	case s := <-sig:
 		log.Printf("loopgate: %s: draining for up to %s (send it again to exit at once)", s, time.Duration(cfg.Timeouts.Drain))
 	}
+	reloads.Stop() // no reload while draining; POST /reload answers 503
 	// A second SIGTERM or SIGINT means the operator will not wait for the
 	// drain, as with Envoy: exit now, cutting what is in flight.
 	go func() {
@@ -212,6 +212,64 @@ func run(opts *options) error {
 	<-done
 	log.Printf("loopgate: stopped")
 	return nil
+}
+
+// loadConfig reads the -config file (or takes the embedded config) and
+// applies the flags that override it, at startup and on every reload alike,
+// so a reload does not see -loops or -pin as a change.
+func loadConfig(opts *options) (*config.Config, error) {
+	cfg := config.Embedded()
+	if opts.configPath != "" {
+		var err error
+		if cfg, err = config.Load(opts.configPath); err != nil {
+			return nil, err
+		}
+	}
+	if opts.loopsSet {
+		cfg.Loops = opts.loops
+	}
+	if opts.pin {
+		cfg.Pin = true
+	}
+	return cfg, nil
+}
+
+// reload re-reads the -config file and hands it to the engine. A file that
+// does not load is an admin.ConfigError, with the line of each problem.
+func reload(opts *options, srv *engine.Server) (string, error) {
+	if opts.configPath == "" {
+		return "", &admin.ConfigError{Err: errors.New("no -config file to re-read: the embedded config cannot change")}
+	}
+	cfg, err := loadConfig(opts)
+	if err != nil {
+		return "", &admin.ConfigError{Err: err}
+	}
+	return srv.Reload(cfg)
+}
+
+// logReload writes one error-log line per reload: what changed, or why it
+// was refused.
+func logReload(srv *engine.Server, r admin.Result) {
+	ev := accesslog.Event{Level: accesslog.LevelInfo, Event: "reload", Trigger: r.Trigger, Triggers: r.Triggers,
+		Changes: r.Changes}
+	if r.Err != nil {
+		ev.Level, ev.Error = accesslog.LevelError, r.Err.Error()
+	}
+	srv.LogEvent(ev)
+}
+
+// handleControlSignals turns SIGHUP into a reload and SIGUSR1 into
+// reopening the access log (for logrotate).
+func handleControlSignals(ch <-chan os.Signal, srv *engine.Server, reloads *admin.Reloader) {
+	for s := range ch {
+		switch s {
+		case syscall.SIGHUP:
+			reloads.Trigger("SIGHUP")
+		case syscall.SIGUSR1:
+			srv.ReopenLogs()
+			srv.LogEvent(accesslog.Event{Level: accesslog.LevelInfo, Event: "reopen_logs", Trigger: "SIGUSR1"})
+		}
+	}
 }
 
 // portFree reports, as listenError words it, whether addr cannot be bound
@@ -238,36 +296,6 @@ func listenError(addr string, err error) error {
 		return fmt.Errorf("listen %s: %w", addr, errno)
 	}
 	return fmt.Errorf("listen %s: %w", addr, err)
-}
-
-// startAdmin serves health, metrics and pprof on the control-plane port, never on a
-// loop, and returns the address it is bound to (port 0 resolved).
-func startAdmin(addr string, srv *engine.Server) (string, error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return "", fmt.Errorf("admin: %w", listenError(addr, err))
-	}
-	mux := http.DefaultServeMux // net/http/pprof registered itself here
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	// Prometheus text; reading the per-loop shards never waits for a loop.
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-		srv.WriteMetrics(w)
-	})
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		select {
-		case <-srv.Ready():
-			if srv.Draining() {
-				http.Error(w, "draining", http.StatusServiceUnavailable)
-				return
-			}
-			fmt.Fprintln(w, "ready")
-		default:
-			http.Error(w, "starting", http.StatusServiceUnavailable)
-		}
-	})
-	go func() { _ = (&http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}).Serve(ln) }()
-	return ln.Addr().String(), nil
 }
 
 // setMaxProcs gives the runtime one P more than there are loops, unless

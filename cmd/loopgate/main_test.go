@@ -6,6 +6,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -159,8 +160,8 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// admin GETs an admin endpoint and returns the status and body.
-func admin(addr, path string) (int, string, error) {
+// adminGet GETs an admin endpoint and returns the status and body.
+func adminGet(addr, path string) (int, string, error) {
 	client := &http.Client{Timeout: 5 * time.Second}
 	resp, err := client.Get("http://" + addr + path)
 	if err != nil {
@@ -210,14 +211,14 @@ func startServing(t *testing.T, routes, up string) (g *gateway, listen, adminAdd
 	cfg := writeConfig(t, fmt.Sprintf("listen: %s\nadmin: %s\nloops: 1\n", listen, adminAddr)+fmt.Sprintf(routes, up))
 	g = startProcess(t, "-config", cfg)
 	waitUntil(t, "/readyz to answer 200", g.exited, g.logs, func() bool {
-		code, _, err := admin(adminAddr, "/readyz")
+		code, _, err := adminGet(adminAddr, "/readyz")
 		return err == nil && code == 200
 	})
 	return g, listen, adminAddr
 }
 
-// SIGTERM with a request in flight: /readyz turns 503 at once, the request
-// completes, and the process exits 0.
+// SIGTERM with a request in flight: /readyz turns 503 at once, new
+// connections are refused, the request completes, and the process exits 0.
 func TestSIGTERMDrainsInFlight(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	release := make(chan struct{})
@@ -238,7 +239,7 @@ routes:
   - {id: all, prefix: /, upstream: backend}
 `, up)
 	cmd, logs, exited := g.cmd, g.logs, g.exited
-	if code, body, err := admin(adminAddr, "/healthz"); err != nil || code != 200 || body != "ok" {
+	if code, body, err := adminGet(adminAddr, "/healthz"); err != nil || code != 200 || body != "ok" {
 		t.Fatalf("/healthz: %d %q %v", code, body, err)
 	}
 
@@ -271,8 +272,17 @@ routes:
 		t.Fatal(err)
 	}
 	waitUntil(t, "/readyz to report draining", exited, logs, func() bool {
-		code, body, err := admin(adminAddr, "/readyz")
+		code, body, err := adminGet(adminAddr, "/readyz")
 		return err == nil && code == http.StatusServiceUnavailable && body == "draining"
+	})
+	// The listener is closed first: a new client is refused by the kernel,
+	// not accepted and then closed.
+	waitUntil(t, "a new connection to be refused", exited, logs, func() bool {
+		nc, err := net.DialTimeout("tcp", listen, 5*time.Second)
+		if err == nil {
+			nc.Close()
+		}
+		return errors.Is(err, syscall.ECONNREFUSED)
 	})
 	select {
 	case <-exited:

@@ -42,7 +42,7 @@ routes:
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	waitUntil(t, "/readyz to report draining", exited, logs, func() bool {
-		code, _, err := admin(adminAddr, "/readyz")
+		code, _, err := adminGet(adminAddr, "/readyz")
 		return err == nil && code == http.StatusServiceUnavailable
 	})
 	cmd.Process.Signal(syscall.SIGTERM)
@@ -82,7 +82,7 @@ routes:
 	const want = `loopgate_route_requests_total{route="all",code="2xx"} 1`
 	var body string
 	waitUntil(t, "/metrics to count the request", exited, logs, func() bool {
-		code, b, err := admin(adminAddr, "/metrics")
+		code, b, err := adminGet(adminAddr, "/metrics")
 		body = b
 		return err == nil && code == 200 && strings.Contains(b, want)
 	})

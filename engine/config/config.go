@@ -63,6 +63,9 @@ type Config struct {
 	// The top-level keys a filter owns (auth, ip_allow, ip_deny, ...) are
 	// decoded into that filter's own config type (see FilterGlobal).
 
+	AccessLog AccessLog `yaml:"access_log"` // default off (see accesslog.go)
+	Metrics   Metrics   `yaml:"metrics"`    // per-request series on by default
+
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
 

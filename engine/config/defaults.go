@@ -66,6 +66,7 @@ func applyDefaults(c *Config) {
 		applyUpstreamDefaults(&c.Upstreams[i])
 	}
 	applyFilterDefaults(c)
+	applyObservabilityDefaults(c)
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		setDefault(&r.ID, defaultRouteID(i))

@@ -23,10 +23,11 @@ type Diff struct {
 	// filter options is a change of that route.
 	Filters Changes
 	// Settings are the other sections that changed: limits, timeouts,
-	// allow_underscore_headers. They apply live.
+	// allow_underscore_headers, metrics. They apply live.
 	Settings []string
 	// Fixed are the settings that cannot change while the gateway runs
-	// (listen, loops, pin, admin), each with its old and new value. A
+	// (listen, loops, pin, admin, access_log), each with its old and new
+	// value. A
 	// reload that changes one is refused.
 	Fixed []string
 }
@@ -52,6 +53,7 @@ func Compare(old, next *Config) Diff {
 		{"limits", old.Limits, next.Limits},
 		{"timeouts", old.Timeouts, next.Timeouts},
 		{"allow_underscore_headers", old.AllowUnderscoreHeaders, next.AllowUnderscoreHeaders},
+		{"metrics", old.Metrics, next.Metrics},
 	} {
 		if !reflect.DeepEqual(s.old, s.next) {
 			d.Settings = append(d.Settings, s.name)
@@ -66,6 +68,7 @@ func Compare(old, next *Config) Diff {
 	fixed("loops", old.EventLoops(), next.EventLoops())
 	fixed("pin", old.Pin, next.Pin)
 	fixed("admin", old.Admin, next.Admin)
+	fixed("access_log", old.AccessLog, next.AccessLog) // its rings and file are made at start
 	return d
 }
 

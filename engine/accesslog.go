@@ -1,0 +1,166 @@
+// The engine's end of the access and error logs: what a finished exchange
+// hands to its loop's rings (see package accesslog).
+
+package engine
+
+import (
+	"io"
+
+	"github.com/loopgate/loopgate/engine/accesslog"
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/filters"
+)
+
+// loopLog is one loop's producing side of the two logs. Owned by the loop.
+type loopLog struct {
+	access *accesslog.Ring // nil when access_log is off
+	errors *accesslog.Ring
+	limit  accesslog.Limiter // error lines per second; Suppressed read by metrics
+}
+
+// initLogs builds the log writer (opening the access log file, so a path
+// that cannot be written fails here) and gives each loop its rings; it
+// also sets the metrics switch. Called once by New.
+func (s *Server) initLogs(cfg *config.Config) error {
+	w, err := accesslog.New(accesslog.Options{Path: cfg.AccessLog.Path, Loops: len(s.loops),
+		RingSize: cfg.AccessLog.RingSize})
+	if err != nil {
+		return err
+	}
+	s.logs = w
+	for i, l := range s.loops {
+		l.log.access, l.log.errors = w.Access(i), w.Errors(i)
+	}
+	s.metrics.quiet.Store(!cfg.Metrics.RecordsRequests())
+	return nil
+}
+
+// ReopenLogs reopens the access log file at its path, for logrotate
+// (SIGUSR1). It never waits. Safe for concurrent use.
+func (s *Server) ReopenLogs() { s.logs.Reopen() }
+
+// LogEvent writes one line to the error log now, such as a reload's
+// result. Safe for concurrent use; never call it on an event loop.
+func (s *Server) LogEvent(ev accesslog.Event) { s.logs.Event(ev) }
+
+// SetErrorLog sends the error log to w instead of stderr. Call it before
+// Run.
+func (s *Server) SetErrorLog(w io.Writer) { s.logs.SetErrorOutput(w) }
+
+// logEnd hands a finished exchange to the logs: an access record when the
+// access log is on, and an error record for an answer the gateway made
+// itself with a 5xx or 408, when the loop's limiter lets it through. A
+// full ring drops the record (counted); the loop never waits. putExchange
+// calls it on every path, after done has set fx.End.
+func (ex *exchange) logEnd() {
+	if ex.started == 0 {
+		return
+	}
+	lg := &ex.loop.log
+	if lg.access != nil {
+		if rec := lg.access.Reserve(); rec != nil {
+			ex.fillRecord(rec)
+			lg.access.Commit()
+		}
+		if ex.chain != nil {
+			// Filters a later request does not reach must not show this
+			// request's times (see fillRecord).
+			clear(ex.fx.Timings[:ex.chain.Len()])
+		}
+	}
+	if ex.errCode == 0 || ex.status < 500 && ex.status != 408 {
+		return
+	}
+	if ok, held := lg.limit.Allow(ex.started + ex.fx.End.Duration); ok {
+		if rec := lg.errors.Reserve(); rec != nil {
+			ex.fillRecord(rec)
+			rec.Suppressed = held
+			lg.errors.Commit()
+		}
+	}
+}
+
+// fillRecord sets every field of rec from the finished exchange.
+func (ex *exchange) fillRecord(rec *accesslog.Record) {
+	end := &ex.fx.End
+	rec.Start, rec.Duration, rec.Upstream = ex.started, end.Duration, ex.upstreamNs
+	rec.BytesIn, rec.BytesOut = end.BytesIn, end.BytesOut
+	rec.Status, rec.Retries, rec.Code = uint16(end.Status), uint16(end.Retries), uint32(ex.errCode)
+	rec.Suppressed = 0
+	rec.End, rec.Node, rec.Message = end.Reason.String(), end.Node, ex.errMsg
+	rec.Route = ""
+	if ex.route != nil {
+		rec.Route = ex.route.id
+	}
+	rec.Req = ex.logReq
+	rec.SetRequestID(ex.requestID())
+	rec.Client = ex.cc.peer
+	rec.SetFilters(nil, nil)
+	if ex.chain != nil {
+		rec.Client = ex.fx.ClientIP // trusted_proxies applied
+		// The filters that ran are a prefix of the chain; the rest have
+		// zero times (logEnd clears them after each request).
+		n := ex.chain.Len()
+		for n > 0 && ex.fx.Timings[n-1].Self == 0 {
+			n--
+		}
+		rec.SetFilters(ex.chain, &ex.fx.Timings)
+		rec.Filters = uint8(n)
+	}
+}
+
+// markUpstreamStart notes when the upstream call starts, for the access
+// log's upstream time; without an access log nothing reads it.
+func (ex *exchange) markUpstreamStart() {
+	if ex.loop.log.access != nil {
+		ex.upstreamStart = loopstat.Now()
+	}
+}
+
+// markUpstreamHead notes the upstream's final response head.
+func (ex *exchange) markUpstreamHead() {
+	if ex.upstreamStart != 0 {
+		ex.upstreamNs = loopstat.Now() - ex.upstreamStart
+	}
+}
+
+// logRejected logs a request that was answered before an exchange began
+// (unparseable, or its head too slow: 408), as logEnd would.
+func (cc *clientConn) logRejected(status, code int, msg string, start int64, id []byte) {
+	lg := &cc.loop.log
+	now := loopstat.Now()
+	fill := func(rec *accesslog.Record) {
+		*rec = accesslog.Record{Start: start, Duration: now - start, Upstream: -1,
+			Status: uint16(status), Code: uint32(code), Message: msg,
+			End: filters.EndRejected.String(), Client: cc.peer}
+		if status == 408 {
+			rec.End = filters.EndTimeout.String()
+		}
+		rec.SetRequestID(id)
+	}
+	if lg.access != nil {
+		if rec := lg.access.Reserve(); rec != nil {
+			fill(rec)
+			lg.access.Commit()
+		}
+	}
+	if status != 408 && status < 500 {
+		return
+	}
+	if ok, held := lg.limit.Allow(now); ok {
+		if rec := lg.errors.Reserve(); rec != nil {
+			fill(rec)
+			rec.Suppressed = held
+			lg.errors.Commit()
+		}
+	}
+}
+
+// applyLiveObservability applies what of cfg's observability may change
+// on a reload: metrics.per_request. Reload calls it when it swaps cfg in;
+// config.Compare refuses a change of access_log, whose rings and file are
+// made at start.
+func (s *Server) applyLiveObservability(cfg *config.Config) {
+	s.metrics.quiet.Store(!cfg.Metrics.RecordsRequests())
+}

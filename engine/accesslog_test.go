@@ -1,0 +1,340 @@
+// The access and error logs through real sockets: requests driven through
+// a gateway, then the JSON lines it wrote, parsed and checked field by field.
+
+package engine_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/loopgate/loopgate/engine"
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/pool"
+	"github.com/loopgate/loopgate/pool/pooltest"
+)
+
+// startLoggingGateway is startGateway with the error log sent to errLog.
+func startLoggingGateway(t *testing.T, errLog io.Writer, yaml string, args ...any) *gateway {
+	t.Helper()
+	text := "listen: 127.0.0.1:0\nadmin: \"off\"\n" + fmt.Sprintf(yaml, args...)
+	if !strings.Contains(text, "\nloops:") {
+		text = "loops: 2\n" + text
+	}
+	cfg, err := config.Parse([]byte(text))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, text)
+	}
+	srv, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.SetErrorLog(errLog)
+	return &gateway{srv: srv, addr: engine.ServeForTest(t, srv)}
+}
+
+// logBuffer collects error-log lines while the gateway writes them.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+type logLine map[string]any
+
+// jsonLines parses every line of b, failing on one that is not JSON.
+func jsonLines(t *testing.T, b []byte) []logLine {
+	t.Helper()
+	var out []logLine
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m logLine
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("log line is not JSON: %q: %v", line, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// waitLines polls read until it yields n lines, and returns them.
+func waitLines(t *testing.T, what string, n int, read func() []byte) []logLine {
+	t.Helper()
+	var lines []logLine
+	waitFor(t, fmt.Sprintf("%d %s lines", n, what), func() bool {
+		lines = jsonLines(t, read())
+		return len(lines) >= n
+	})
+	return lines
+}
+
+// byPath finds the line whose path is p.
+func byPath(t *testing.T, lines []logLine, p string) logLine {
+	t.Helper()
+	for _, l := range lines {
+		if l["path"] == p {
+			return l
+		}
+	}
+	t.Fatalf("no line for path %s in %v", p, lines)
+	return nil
+}
+
+// One line per request, whatever became of it: served through a chain of
+// filters, unrouted, and failed at the upstream. The fields say what the
+// client and the metrics saw.
+func TestAccessLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "hello")
+	}))
+	dead := closedPort(t)
+	g := startLoggingGateway(t, io.Discard, `
+access_log: {path: %q}
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+  - {name: dead, nodes: ["%s"]}
+routes:
+  - {id: api, prefix: /api, upstream: backend}
+  - {id: down, prefix: /down, upstream: dead, filters: [], disable_filters: [request_id, ip_access, forwarded]}
+`, path, up, dead)
+
+	served := fetch(g.url("/api/users?token=secret"))
+	if served.err != nil || served.resp.StatusCode != 200 {
+		t.Fatalf("GET /api/users: %+v", served)
+	}
+	for _, p := range []string{"/nowhere", "/down/x"} {
+		if r := fetch(g.url(p)); r.err != nil {
+			t.Fatal(r.err)
+		}
+	}
+	lines := waitLines(t, "access", 3, func() []byte { b, _ := os.ReadFile(path); return b })
+
+	ok := byPath(t, lines, "/api/users")
+	want := logLine{"method": "GET", "status": 200.0, "route": "api", "upstream": up,
+		"client_ip": "127.0.0.1", "end": "served", "retries": 0.0,
+		"request_id": served.resp.Header.Get("X-Request-Id")}
+	for k, v := range want {
+		if ok[k] != v {
+			t.Errorf("served line: %s = %v, want %v", k, ok[k], v)
+		}
+	}
+	if _, has := ok["code"]; has {
+		t.Errorf("served line has a code: %v", ok)
+	}
+	if in, out := ok["bytes_in"].(float64), ok["bytes_out"].(float64); in < 30 || out < float64(len("hello")) {
+		t.Errorf("served line: bytes_in %v, bytes_out %v", in, out)
+	}
+	if d, u := ok["duration_us"].(float64), ok["upstream_us"]; d <= 0 || u == nil || u.(float64) > d {
+		t.Errorf("served line: duration_us %v, upstream_us %v", d, u)
+	}
+	var names []string
+	for _, f := range ok["filters"].([]any) {
+		names = append(names, f.(map[string]any)["name"].(string))
+	}
+	if strings.Join(names, ",") != "request_id,ip_access,forwarded" {
+		t.Errorf("served line: filters %v, want the default chain in order", ok["filters"])
+	}
+
+	nr := byPath(t, lines, "/nowhere")
+	if nr["status"] != 404.0 || nr["code"] != 40401.0 || nr["end"] != "rejected" || nr["route"] != nil {
+		t.Errorf("unrouted line: %v", nr)
+	}
+	down := byPath(t, lines, "/down/x")
+	if down["status"] != 502.0 || down["code"] != 50201.0 || down["upstream"] != dead ||
+		down["end"] != "upstream_failed" || down["filters"] != nil || down["upstream_us"] != nil {
+		t.Errorf("connect failure line: %v", down)
+	}
+
+	s := scrapeMetrics(t, g.srv)
+	if got := s.get(t, "loopgate_access_log_lines_total"); got < 3 {
+		t.Errorf("loopgate_access_log_lines_total %v, want 3", got)
+	}
+	if got := s.get(t, "loopgate_access_log_dropped_total"); got != 0 {
+		t.Errorf("loopgate_access_log_dropped_total %v", got)
+	}
+}
+
+// A line is never waited for: with a two-slot ring, lines the writer could
+// not take in time are dropped and counted, and every request is either
+// logged or counted as dropped.
+func TestAccessLogFullRingDrops(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	up := startRawUpstream(t, rawBenchUpstream)
+	g := startLoggingGateway(t, io.Discard, `
+loops: 1
+access_log: {path: %q, ring_size: 2}
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: all, prefix: /, upstream: backend}
+`, path, up)
+	c := g.dial(t)
+	const n = 300
+	var pipelined bytes.Buffer
+	for i := 0; i < n; i++ {
+		pipelined.Write(benchRequest)
+	}
+	if _, err := c.Write(pipelined.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	want := n * len(benchResponse)
+	got := 0
+	buf := make([]byte, 64<<10)
+	for got < want {
+		k, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("after %d of %d response bytes: %v", got, want, err)
+		}
+		got += k
+	}
+	var dropped float64
+	waitFor(t, "every request logged or dropped", func() bool {
+		s := scrapeMetrics(t, g.srv)
+		dropped = s.get(t, "loopgate_access_log_dropped_total")
+		return s.get(t, "loopgate_access_log_lines_total")+dropped == n
+	})
+	// 300 exchanges finish in far less than the writer's 10 ms between
+	// passes over a two-slot ring.
+	if dropped == 0 {
+		t.Error("nothing dropped: the ring held more than two records")
+	}
+}
+
+// With the access log off, gateway-made errors still reach the error log:
+// a connect failure names the node, and a 404 (the client's mistake) is not
+// an error. Lines the rate limit held back are counted, so lines plus
+// suppressed equal the failures.
+func TestErrorLogWithoutAccessLog(t *testing.T) {
+	var errLog logBuffer
+	dead := closedPort(t)
+	g := startLoggingGateway(t, &errLog, `
+loops: 1
+upstreams:
+  - {name: dead, nodes: ["%s"]}
+routes:
+  - {id: down, prefix: /down, upstream: dead}
+`, dead)
+	if r := fetch(g.url("/nowhere")); r.err != nil || r.resp.StatusCode != 404 {
+		t.Fatalf("GET /nowhere: %+v", r)
+	}
+	const failures = 25
+	var ids []string
+	for i := 0; i < failures; i++ {
+		r := fetch(g.url(fmt.Sprintf("/down/%d", i)))
+		if r.err != nil || r.resp.StatusCode != 502 {
+			t.Fatalf("GET /down: %+v", r)
+		}
+		ids = append(ids, r.resp.Header.Get("X-Request-Id"))
+	}
+	var lines []logLine
+	waitFor(t, "error lines and suppressed count to add up", func() bool {
+		lines = jsonLines(t, errLog.Bytes())
+		s := scrapeMetrics(t, g.srv)
+		return float64(len(lines))+s.get(t, "loopgate_error_log_suppressed_total") == failures
+	})
+	first := lines[0]
+	want := logLine{"level": "error", "event": "upstream_connect_failed", "status": 502.0, "code": 50201.0,
+		"upstream": dead, "route": "down", "path": "/down/0", "method": "GET", "request_id": ids[0],
+		"message": "upstream connect failed"}
+	for k, v := range want {
+		if first[k] != v {
+			t.Errorf("error line: %s = %v, want %v (line %v)", k, first[k], v, first)
+		}
+	}
+	for _, l := range lines {
+		if l["status"] == 404.0 {
+			t.Errorf("a 404 reached the error log: %v", l)
+		}
+	}
+}
+
+// A request head that never completes gets 408 and an error line, though
+// no exchange began.
+func TestErrorLogHeadTimeout(t *testing.T) {
+	var errLog logBuffer
+	g := startLoggingGateway(t, &errLog, `
+loops: 1
+timeouts: {header_read: 100ms}
+`)
+	c := g.dial(t)
+	io.WriteString(c, "GET /slow HTTP/1.1\r\nHost: x\r\n")
+	b, _ := io.ReadAll(c)
+	if !bytes.HasPrefix(b, []byte("HTTP/1.1 408")) {
+		t.Fatalf("answer to a slow head: %q", b)
+	}
+	lines := waitLines(t, "error", 1, errLog.Bytes)
+	if l := lines[0]; l["status"] != 408.0 || l["code"] != 40801.0 || l["event"] != "gateway_error" {
+		t.Errorf("408 line: %v", l)
+	}
+}
+
+// A keep-alive round trip allocates nothing in the whole process, with
+// the per-request metrics off, on, and with the access log written to a
+// file too. The writer's one allocation per batch of lines (sonic's) stays
+// far below one per request.
+func TestProxyAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
+	for _, tc := range []struct{ name, config string }{
+		{"metrics off", metricsOff + oneRoute},
+		{"metrics on", oneRoute},
+		{"access log", accessLogTo(filepath.Join(t.TempDir(), "access.log")) + oneRoute},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			roundTrip := keepAliveClient(t, tc.config, benchRequest)
+			for i := 0; i < 1000; i++ { // warm pools and free lists
+				roundTrip()
+			}
+			if n := testing.AllocsPerRun(2000, roundTrip); n != 0 {
+				t.Errorf("%v allocations per round trip", n)
+			}
+		})
+	}
+}
+
+// keepAliveClient starts a gateway on config in front of the raw bench
+// upstream and returns a function that sends request on one keep-alive
+// connection and reads its whole response, allocating nothing.
+func keepAliveClient(t *testing.T, config string, request []byte) func() {
+	t.Helper()
+	pool.SetLeakDetection(false) // leak tracking records a stack per buffer
+	t.Cleanup(func() { pool.SetLeakDetection(true) })
+	g := startGateway(t, config, startRawUpstream(t, rawBenchUpstream))
+	c := g.dial(t)
+	buf := make([]byte, 4096)
+	if _, err := c.Write(request); err != nil {
+		t.Fatal(err)
+	}
+	want, err := c.Read(buf)
+	if err != nil || !bytes.HasPrefix(buf, []byte("HTTP/1.1 200")) {
+		t.Fatalf("first response %q: %v", buf[:want], err)
+	}
+	return func() {
+		if _, err := c.Write(request); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadAtLeast(c, buf, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

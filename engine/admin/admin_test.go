@@ -1,0 +1,248 @@
+// The admin endpoints over a real socket, and the Reloader's debouncing
+// driven by a clock the test controls.
+
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testClock hands the Reloader a window that ends when the test says so.
+type testClock struct {
+	windows chan chan time.Time // one per window the Reloader waits for
+}
+
+func newTestClock() *testClock { return &testClock{windows: make(chan chan time.Time, 16)} }
+
+func (c *testClock) after(time.Duration) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	c.windows <- ch
+	return ch
+}
+
+// endWindow waits for the Reloader to start a window and ends it.
+func (c *testClock) endWindow(t *testing.T) {
+	t.Helper()
+	select {
+	case ch := <-c.windows:
+		ch <- time.Now()
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Reloader never started a window")
+	}
+}
+
+func wait(t *testing.T, p *Pending) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := p.Wait(ctx)
+	if err != nil {
+		t.Fatalf("waiting for the reload: %v", err)
+	}
+	return res
+}
+
+// Triggers within one window share one reload and its result.
+func TestReloaderCoalescesABurst(t *testing.T) {
+	clock := newTestClock()
+	var calls atomic.Int32
+	var reported []Result
+	var mu sync.Mutex
+	r := newReloader(func() (string, error) { return fmt.Sprintf("reload %d", calls.Add(1)), nil },
+		func(res Result) { mu.Lock(); reported = append(reported, res); mu.Unlock() }, clock.after)
+	defer r.Stop()
+
+	var ps []*Pending
+	for i := 0; i < 5; i++ {
+		ps = append(ps, r.Trigger("SIGHUP"))
+	}
+	clock.endWindow(t)
+	for _, p := range ps {
+		if res := wait(t, p); res.Changes != "reload 1" || res.Triggers != 5 || res.Trigger != "SIGHUP" || res.Err != nil {
+			t.Fatalf("result %+v, want reload 1 serving 5 SIGHUP triggers", res)
+		}
+	}
+	if calls.Load() != 1 || len(reported) != 1 {
+		t.Fatalf("%d reloads, %d reported, want 1 and 1", calls.Load(), len(reported))
+	}
+}
+
+// Triggers that arrive while a reload runs share the next reload: a burst
+// during a slow reload costs one more, not one each.
+func TestReloaderQueuesDuringAReload(t *testing.T) {
+	clock := newTestClock()
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	r := newReloader(func() (string, error) {
+		n := calls.Add(1)
+		if n == 1 {
+			close(started)
+			<-release
+		}
+		return fmt.Sprintf("reload %d", n), nil
+	}, func(Result) {}, clock.after)
+	defer r.Stop()
+
+	first := r.Trigger("POST /reload")
+	clock.endWindow(t)
+	<-started
+	var during []*Pending
+	for i := 0; i < 3; i++ {
+		during = append(during, r.Trigger("SIGHUP"))
+	}
+	close(release)
+	if res := wait(t, first); res.Changes != "reload 1" || res.Triggers != 1 {
+		t.Fatalf("first result %+v", res)
+	}
+	clock.endWindow(t)
+	for _, p := range during {
+		if res := wait(t, p); res.Changes != "reload 2" || res.Triggers != 3 {
+			t.Fatalf("result %+v, want reload 2 serving 3 triggers", res)
+		}
+	}
+	if calls.Load() != 2 {
+		t.Fatalf("%d reloads, want 2", calls.Load())
+	}
+}
+
+// Stop answers waiting triggers instead of leaving them hanging.
+func TestReloaderStop(t *testing.T) {
+	r := newReloader(func() (string, error) { return "", nil }, func(Result) {}, newTestClock().after)
+	p := r.Trigger("SIGHUP")
+	r.Stop()
+	if res := wait(t, p); !errors.Is(res.Err, ErrStopped) {
+		t.Fatalf("result %+v, want ErrStopped", res)
+	}
+}
+
+type fakeGateway struct {
+	ready    chan struct{}
+	draining atomic.Bool
+}
+
+func (g *fakeGateway) Ready() <-chan struct{}   { return g.ready }
+func (g *fakeGateway) Draining() bool           { return g.draining.Load() }
+func (g *fakeGateway) WriteMetrics(w io.Writer) { io.WriteString(w, "loopgate_test_total 1\n") }
+
+func startAdmin(t *testing.T, reload func() (string, error)) (*fakeGateway, string) {
+	t.Helper()
+	gw := &fakeGateway{ready: make(chan struct{})}
+	r := NewReloader(reload, func(Result) {})
+	t.Cleanup(r.Stop)
+	s, err := Listen("127.0.0.1:0", gw, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return gw, "http://" + s.Addr()
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+func do(t *testing.T, method, url string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+func TestHealthReadyMetricsPprof(t *testing.T) {
+	gw, base := startAdmin(t, func() (string, error) { return "", nil })
+	for _, c := range []struct {
+		path string
+		code int
+		body string
+	}{
+		{"/healthz", 200, "ok"},
+		{"/readyz", 503, "starting"},
+		{"/metrics", 200, "loopgate_test_total 1"},
+	} {
+		if code, body := do(t, "GET", base+c.path); code != c.code || body != c.body {
+			t.Errorf("GET %s: %d %q, want %d %q", c.path, code, body, c.code, c.body)
+		}
+	}
+	close(gw.ready)
+	if code, body := do(t, "GET", base+"/readyz"); code != 200 || body != "ready" {
+		t.Errorf("/readyz once ready: %d %q", code, body)
+	}
+	gw.draining.Store(true)
+	if code, body := do(t, "GET", base+"/readyz"); code != 503 || body != "draining" {
+		t.Errorf("/readyz while draining: %d %q", code, body)
+	}
+	if code, body := do(t, "GET", base+"/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/: %d", code)
+	}
+	if code, _ := do(t, "GET", base+"/debug/pprof/heap?debug=1"); code != 200 {
+		t.Errorf("/debug/pprof/heap: %d", code)
+	}
+}
+
+// The admin port has its own mux: what other code registers on
+// http.DefaultServeMux is not served there.
+func TestOwnMux(t *testing.T) {
+	http.HandleFunc("/admin-test-default-mux", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "leaked") })
+	_, base := startAdmin(t, func() (string, error) { return "", nil })
+	if code, body := do(t, "GET", base+"/admin-test-default-mux"); code != 404 {
+		t.Fatalf("a DefaultServeMux handler answered on the admin port: %d %q", code, body)
+	}
+}
+
+type errorBody struct {
+	Code      int    `json:"code"`
+	Message   string `json:"message"`
+	RequestID string `json:"request_id"`
+}
+
+// POST /reload answers with the reload's result: what changed, or why not,
+// with a status that tells a bad file from a refused config.
+func TestReloadEndpoint(t *testing.T) {
+	var next atomic.Value
+	_, base := startAdmin(t, func() (string, error) {
+		f := next.Load().(func() (string, error))
+		return f()
+	})
+	for _, c := range []struct {
+		name   string
+		reload func() (string, error)
+		status int
+		code   int
+		text   string
+	}{
+		{"applied", func() (string, error) { return "routes +b", nil }, 200, 0, "routes +b"},
+		{"bad file", func() (string, error) {
+			return "", &ConfigError{errors.New("config: line 3: routes[0].upstream: unknown upstream")}
+		}, 422, 42201, "line 3"},
+		{"refused", func() (string, error) { return "", errors.New("listen cannot change live") }, 409, 40901, "listen"},
+	} {
+		next.Store(c.reload)
+		code, body := do(t, "POST", base+"/reload")
+		if code != c.status || !strings.Contains(body, c.text) {
+			t.Errorf("%s: %d %s, want %d with %q", c.name, code, body, c.status, c.text)
+			continue
+		}
+		if c.code != 0 {
+			var e errorBody
+			if err := json.Unmarshal([]byte(body), &e); err != nil || e.Code != c.code || e.RequestID == "" {
+				t.Errorf("%s: body %s, want code %d and a request_id", c.name, body, c.code)
+			}
+		}
+	}
+	if code, body := do(t, "GET", base+"/reload"); code != 405 || !strings.Contains(body, "40501") {
+		t.Errorf("GET /reload: %d %s", code, body)
+	}
+}

@@ -1,0 +1,13 @@
+// Package admin serves Loopgate's control plane on its own port, on
+// net/http goroutines and never on an event loop: health and readiness,
+// Prometheus metrics, pprof, and POST /reload.
+//
+// Every handler is registered explicitly on the admin server's own
+// ServeMux; nothing is served from http.DefaultServeMux, so a library that
+// registers handlers there cannot expose them on the admin port.
+//
+// Reloads from every trigger (POST /reload here, SIGHUP in the command) go
+// through one Reloader, which debounces them: triggers that arrive within
+// Window of the first one of a burst share one reload and its result, and
+// triggers that arrive while a reload runs share the next one.
+package admin
