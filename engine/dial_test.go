@@ -135,8 +135,9 @@ func fullBacklog(t *testing.T) string {
 }
 
 // Every kind of failed dial is answered 502 with code 50201 and counted:
-// refused (on the loop, and off it for a host name), and a connect that
-// never completes, ended by connect_timeout on the loop's clock.
+// refused (a node by address, and by host name through the resolver), and
+// a connect that never completes, ended by connect_timeout on the loop's
+// clock.
 func TestDialFailuresAnsweredAndCounted(t *testing.T) {
 	refused := closedPort(t)
 	_, port, _ := net.SplitHostPort(closedPort(t))

@@ -227,20 +227,6 @@ func refusedAddr(t *testing.T) string {
 	return addr
 }
 
-// refusedHost and listenHost are refusedAddr and listenAddr by host name,
-// which the pool dials off the loop (the name needs the resolver).
-func refusedHost(t *testing.T) string { return byName(t, refusedAddr(t)) }
-func listenHost(t *testing.T) string  { return byName(t, listenAddr(t)) }
-
-func byName(t *testing.T, addr string) string {
-	t.Helper()
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("localhost", port)
-}
-
 // testPool is the pool config of these tests: small and with timeouts the
 // test fires itself by advancing the clock.
 var testPool = PoolConfig{

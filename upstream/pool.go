@@ -14,7 +14,6 @@ type Pool struct {
 	idle    []*Conn
 	total   int // idle + active + dialing
 	waiters []*Call
-	target  dialTarget // Addr ready for a connect on the loop (see dial)
 
 	// retired: the node left the loop's upstreams (see retire). Owned by
 	// the loop, as everything here.
@@ -28,7 +27,7 @@ type Pool struct {
 }
 
 func newPool(l *Loop, n *Node, cfg PoolConfig) *Pool {
-	return &Pool{loop: l, node: n, Addr: n.Addr, cfg: cfg, target: newDialTarget(n.Addr), stats: n.shard(l.shard)}
+	return &Pool{loop: l, node: n, Addr: n.Addr, cfg: cfg, stats: n.shard(l.shard)}
 }
 
 // Node returns the node the pool connects to.

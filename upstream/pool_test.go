@@ -89,44 +89,28 @@ func TestPoolRemoveLetsWaiterDial(t *testing.T) {
 }
 
 func TestPoolDialFailures(t *testing.T) {
-	t.Run("refused on the loop", func(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
 		tl := newTestLoop(t, testPool, refusedAddr(t))
 		p := tl.pool(0)
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
-		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed {
-			t.Fatalf("err %v, failures %d, total %d, state %s", r.err, p.stats.ConnectFailures.Load(), p.total, c.State())
-		}
-		if tl.host.guarded != 0 {
-			t.Fatalf("a refused connect to an IP address left the loop (%d Execute callbacks)", tl.host.guarded)
-		}
-	})
-	t.Run("refused off the loop", func(t *testing.T) {
-		tl := newTestLoop(t, testPool, refusedHost(t))
-		p := tl.pool(0)
-		c, r := newCall()
-		c.Start(p, head(getHead), getOpts)
 		tl.runTask()
-		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || tl.host.guarded != 1 {
-			t.Fatalf("err %v, failures %d, total %d, guarded %d", r.err, p.stats.ConnectFailures.Load(), p.total, tl.host.guarded)
+		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed || tl.host.guarded != 1 {
+			t.Fatalf("err %v, failures %d, total %d, state %s, guarded %d", r.err, p.stats.ConnectFailures.Load(), p.total, c.State(), tl.host.guarded)
 		}
 	})
 	t.Run("enroll refused", func(t *testing.T) {
-		for _, addr := range []string{listenAddr(t), listenHost(t)} {
-			tl := newTestLoop(t, testPool, addr)
-			tl.el.enrollErr = errors.New("engine stopping")
-			c, r := newCall()
-			c.Start(tl.pool(0), head(getHead), getOpts)
-			if !tl.pool(0).target.ok() { // the failure comes back through Execute
-				tl.runTask()
-			}
-			if r.err != ErrConnect || tl.pool(0).total != 0 {
-				t.Fatalf("%s: err %v, total %d", addr, r.err, tl.pool(0).total)
-			}
+		tl := newTestLoop(t, testPool, listenAddr(t))
+		tl.el.enrollErr = errors.New("engine stopping")
+		c, r := newCall()
+		c.Start(tl.pool(0), head(getHead), getOpts)
+		tl.runTask()
+		if r.err != ErrConnect || tl.pool(0).total != 0 {
+			t.Fatalf("err %v, total %d", r.err, tl.pool(0).total)
 		}
 	})
-	t.Run("registration fails off the loop", func(t *testing.T) {
-		tl := newTestLoop(t, testPool, listenHost(t))
+	t.Run("registration fails", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, listenAddr(t))
 		c, r := newCall()
 		c.Start(tl.pool(0), head(getHead), getOpts)
 		e := tl.enrolled()
@@ -137,8 +121,7 @@ func TestPoolDialFailures(t *testing.T) {
 		}
 	})
 	t.Run("connect timeout", func(t *testing.T) {
-		// Enrolled on the loop but never opened (gnet failed to register
-		// it, which the loop does not hear of): the connect timeout on the
+		// Enrolled but not opened in time: the connect timeout on the
 		// loop's clock ends the dial, and a late OnOpen is closed.
 		tl := newTestLoop(t, testPool, listenAddr(t))
 		p := tl.pool(0)
@@ -160,7 +143,7 @@ func TestPoolDialFailures(t *testing.T) {
 		}
 	})
 	t.Run("after the call gave up", func(t *testing.T) {
-		tl := newTestLoop(t, testPool, refusedHost(t))
+		tl := newTestLoop(t, testPool, refusedAddr(t))
 		p := tl.pool(0)
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
@@ -208,7 +191,7 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	}
 	c.Abort()
 
-	tl2 := newTestLoop(t, testPool, refusedHost(t)) // a failure that comes back through Execute
+	tl2 := newTestLoop(t, testPool, refusedAddr(t))
 	p2 := tl2.pool(0)
 	c2, r2 := newCall()
 	c2.Start(p2, head(getHead), getOpts)
