@@ -33,6 +33,7 @@ vet:
 # Proxy benchmark: Loopgate vs nginx vs haproxy on one backend (see bench/README.md).
 bench: build
 	bash bench/run.sh
+	bash bench/churn.sh
 
 # Memory cost of 10,000 idle keep-alive client connections.
 bench-idle: build

@@ -390,3 +390,56 @@ start_backend() {
 	wait_ready go-backend "$BACKEND_PID" "$port" || { log "no working backend"; exit 1; }
 	BACKEND_KIND="bench/cmd/backend (Go, raw TCP)"
 }
+
+# parse_wrk FILE prints: requests req/s p50_ms p99_ms non2xx and the socket
+# errors connect read write timeout
+# (NA for a figure wrk did not print).
+parse_wrk() {
+	awk '
+		function ms(v,   n, u) {
+			n = v + 0; u = v; sub(/^[0-9.]+/, "", u)
+			if (u == "us") return n / 1000
+			if (u == "ms") return n
+			if (u == "s")  return n * 1000
+			if (u == "m")  return n * 60000
+			if (u == "h")  return n * 3600000
+			return "NA"
+		}
+		function or_na(v) { return v == "" ? "NA" : v }
+		$1 == "50%"              { p50 = ms($2) }
+		$1 == "99%"              { p99 = ms($2) }
+		/ requests in /          { req = $1 }
+		$1 == "Requests/sec:"    { rps = $2 }
+		/Socket errors:/         { sc = $4 + 0; sr = $6 + 0; sw = $8 + 0; st = $10 + 0 }
+		/Non-2xx or 3xx/         { non2xx = $NF }
+		END {
+			printf "%s %s %s %s %d %d %d %d %d\n", or_na(req), or_na(rps), or_na(p50), or_na(p99),
+				non2xx, sc, sr, sw, st
+		}
+	' "$1"
+}
+
+# load_average prints the 1-minute load average: how busy the shared machine was.
+load_average() {
+	cut -d' ' -f1 /proc/loadavg
+}
+
+# median reads numbers (one per line, NA ignored) and prints their median.
+median() {
+	{ grep -v '^NA$' || true; } | sort -g | awk '
+		{ v[NR] = $1 }
+		END {
+			if (NR == 0) { print "NA"; exit }
+			print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		}'
+}
+
+# column KEY N prints field N of every results line for KEY.
+column() {
+	awk -v k="$1" -v n="$2" '$2 == k { print $n }' "$RAW/results.txt"
+}
+
+# fmt FORMAT VALUE formats a number, passing NA through as a dash.
+fmt() {
+	if [[ $2 == NA ]]; then echo "—"; else printf "$1" "$2"; fi
+}

@@ -311,6 +311,8 @@ func (s *Server) writeSeries(w io.Writer) {
 	// Per upstream node.
 	type nodeSum struct {
 		connects, failures, resets, timeouts, exhausted, bad uint64
+		reuses                                               uint64
+		closes                                               [len(upstream.ConnStats{}.Closes)]uint64
 		idle, active                                         int64
 		responses                                            [5]uint64
 		firstByte, duration                                  loopstat.Sum
@@ -326,6 +328,10 @@ func (s *Server) writeSeries(w io.Writer) {
 			n.timeouts += st.Timeouts.Load()
 			n.exhausted += st.PoolExhausted.Load()
 			n.bad += st.BadResponses.Load()
+			n.reuses += st.Reuses.Load()
+			for r := range st.Closes {
+				n.closes[r] += st.Closes[r].Load()
+			}
 			n.idle += st.Idle.Load()
 			n.active += st.Active.Load()
 			n.firstByte.Add(&st.FirstByte)
@@ -347,6 +353,13 @@ func (s *Server) writeSeries(w io.Writer) {
 	nodeCounter("loopgate_upstream_timeouts_total", "Calls failed by the response timeout.", func(n *nodeSum) uint64 { return n.timeouts })
 	nodeCounter("loopgate_upstream_pool_exhausted_total", "Calls failed waiting for a connection to the node (pool_acquire_timeout, or the wait queue full).", func(n *nodeSum) uint64 { return n.exhausted })
 	nodeCounter("loopgate_upstream_bad_responses_total", "Calls failed by a malformed response head, or one over the response head limits.", func(n *nodeSum) uint64 { return n.bad })
+	nodeCounter("loopgate_upstream_connection_reuses_total", "Calls that took an idle pooled connection to the node instead of dialing.", func(n *nodeSum) uint64 { return n.reuses })
+	p.family("loopgate_upstream_connection_closes_total", "counter", "Established connections to the node closed, by reason (see docs/operations.md).")
+	for i, m := range nodes {
+		for r, name := range upstream.CloseReasons() {
+			p.sample("loopgate_upstream_connection_closes_total", p.labels("upstream", m.Upstream, "node", m.Addr, "reason", name), ns[i].closes[r])
+		}
+	}
 	nodeGauge := func(name, help string, v func(*nodeSum) int64) {
 		p.family(name, "gauge", help)
 		for i, m := range nodes {

@@ -209,7 +209,7 @@ func (c *Call) Abort() {
 		uc := c.conn
 		c.conn = nil
 		uc.call = nil
-		uc.Close()
+		uc.closeFor(closeAborted)
 	}
 	c.head.SafeRelease()
 	c.head = nil
@@ -344,8 +344,10 @@ func (c *Call) finish(trailing bool) {
 	if c.keepAlive && c.sendDone && !trailing && uc.state == connActive {
 		uc.served++
 		c.pool.release(uc)
+	} else if !c.keepAlive {
+		uc.closeFor(closeUpstream)
 	} else {
-		uc.Close()
+		uc.closeFor(closeError)
 	}
 }
 
@@ -377,7 +379,7 @@ func (c *Call) connFailed() {
 		uc := c.conn
 		c.conn = nil
 		uc.call = nil
-		uc.Close()
+		uc.closeFor(closeError)
 	}
 	c.onConnClosed(false)
 }
@@ -398,7 +400,7 @@ func (c *Call) abort(err *Error) {
 		uc := c.conn
 		c.conn = nil
 		uc.call = nil
-		uc.Close()
+		uc.closeFor(closeError)
 	}
 	c.fail(err)
 }

@@ -68,8 +68,8 @@ func TestCallExchangeThenReuse(t *testing.T) {
 
 	c2, _ := newCall()
 	c2.Start(p, head(getHead), getOpts)
-	if p.reuses != 1 || !c2.reusedConn || c2.conn != uc {
-		t.Fatalf("second call did not reuse the idle connection: reuses %d", p.reuses)
+	if p.stats.Reuses.Load() != 1 || !c2.reusedConn || c2.conn != uc {
+		t.Fatalf("second call did not reuse the idle connection: reuses %d", p.stats.Reuses.Load())
 	}
 	c2.Abort()
 	if !fc.closed || c2.State() != Failed {
@@ -371,7 +371,7 @@ func TestCallMalformedHead(t *testing.T) {
 	// more happens, and closing it again does nothing.
 	fc.closed = false
 	uc.Closed(nil)
-	uc.Close()
+	uc.closeFor(closeError)
 	if fc.closed || r.err != ErrBadResponse {
 		t.Fatalf("a second close acted: closed %v, err %v", fc.closed, r.err)
 	}

@@ -33,14 +33,14 @@ func (s connState) String() string { return connStateNames[s] }
 // connection's Context and forwards OnOpen, OnTraffic and OnClose to it.
 // Owned by the pool's loop.
 type Conn struct {
-	gc       gnet.Conn
-	pool     *Pool
-	state    connState
-	call     *Call // the call using the connection while active
-	dialFor  *Call // the call that caused the dial, while it still waits for it
-	served   int   // completed exchanges: a reused connection may be stale
-	held     int   // bytes of the read being handled (see reusable)
-	idleTime Timer // made at the dial; closes the connection after the pool's idle_timeout
+	gc      gnet.Conn
+	pool    *Pool
+	state   connState
+	call    *Call // the call using the connection while active
+	dialFor *Call // the call that caused the dial, while it still waits for it
+	served  int   // completed exchanges: a reused connection may be stale
+	held    int   // bytes of the read being handled (see reusable)
+	timer   Timer // made at the dial: the connect timeout while dialing, then idle_timeout while idle (onTimer)
 }
 
 // Opened is called by the gnet handler from OnOpen once the dialed socket is
@@ -56,7 +56,7 @@ func (uc *Conn) Traffic() {
 	if uc.call == nil {
 		// Bytes on an idle connection are a protocol error (or a late
 		// response to a call we gave up on); the connection is unusable.
-		uc.Close()
+		uc.closeFor(closeError)
 		return
 	}
 	uc.held = len(buf)
@@ -87,7 +87,8 @@ func (uc *Conn) Closed(err error) {
 		return
 	}
 	uc.state = connClosed
-	uc.idleTime.Stop()
+	uc.timer.Stop()
+	uc.pool.stats.Closes[peerCloseReason(err)].Add(1)
 	uc.pool.remove(uc)
 	if c := uc.call; c != nil {
 		uc.call = nil
@@ -102,14 +103,30 @@ func cleanEOF(err error) bool {
 	return errors.Is(err, io.EOF)
 }
 
-// Close closes the connection. OnClose arrives later on the loop; the
-// connection is out of the pool at once.
-func (uc *Conn) Close() {
+// peerCloseReason is why a connection the gateway did not close ended: an
+// orderly close by the upstream, an error, or (nil) the engine stopping.
+func peerCloseReason(err error) closeReason {
+	switch {
+	case err == nil:
+		return closeRetired
+	case cleanEOF(err):
+		return closeUpstream
+	}
+	return closeError
+}
+
+// closeFor closes the connection and counts why. OnClose arrives later on
+// the loop; the connection is out of the pool at once. A connection still
+// dialing is not counted: it never carried an exchange.
+func (uc *Conn) closeFor(why closeReason) {
 	if uc.state == connClosed {
 		return
 	}
 	uc.state = connClosed
-	uc.idleTime.Stop()
+	uc.timer.Stop()
+	if uc.gc != nil {
+		uc.pool.stats.Closes[why].Add(1)
+	}
 	uc.pool.remove(uc)
 	uc.call = nil
 	if uc.gc != nil {

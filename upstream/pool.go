@@ -2,13 +2,6 @@
 
 package upstream
 
-import (
-	"context"
-	"net"
-
-	"github.com/panjf2000/gnet/v2"
-)
-
 // Pool holds a node's connections on one loop: a LIFO free list of idle
 // connections, a count of all connections (idle, active and dialing) capped at
 // MaxConns, and a FIFO of calls waiting for a connection. Owned by the loop.
@@ -21,7 +14,6 @@ type Pool struct {
 	idle    []*Conn
 	total   int // idle + active + dialing
 	waiters []*Call
-	reuses  int // idle connections taken, for tests
 
 	// retired: the node left the loop's upstreams (see retire). Owned by
 	// the loop, as everything here.
@@ -66,7 +58,7 @@ func (p *Pool) publish() {
 func (p *Pool) retire() {
 	p.retired = true
 	for len(p.idle) > 0 {
-		p.idle[len(p.idle)-1].Close() // Close takes it off the list
+		p.idle[len(p.idle)-1].closeFor(closeRetired) // which takes it off the list
 	}
 }
 
@@ -80,12 +72,12 @@ func (p *Pool) acquire(c *Call, fresh bool) {
 		for len(p.idle) > 0 {
 			uc := p.idle[len(p.idle)-1]
 			p.idle = p.idle[:len(p.idle)-1]
-			uc.idleTime.Stop()
+			uc.timer.Stop()
 			if !uc.reusable() {
-				uc.Close()
+				uc.closeFor(closeError)
 				continue
 			}
-			p.reuses++
+			p.stats.Reuses.Add(1)
 			p.publish()
 			c.attach(uc)
 			return
@@ -120,7 +112,10 @@ func (p *Pool) dequeue(c *Call) {
 
 // release returns a healthy connection after a complete exchange: to the
 // first waiter, else to the free list, else closed when the list is full
-// or the pool retired.
+// or the pool retired. max_idle defaults to max_conns, so a steady load
+// never closes connections here only to dial them again moments later;
+// idle_timeout trims what the load no longer needs, oldest first (the
+// free list is LIFO, so the bottom connections are the ones left idle).
 func (p *Pool) release(uc *Conn) {
 	uc.call = nil
 	if len(p.waiters) > 0 {
@@ -130,14 +125,18 @@ func (p *Pool) release(uc *Conn) {
 		c.attach(uc)
 		return
 	}
-	if p.retired || len(p.idle) >= p.cfg.MaxIdle {
-		uc.Close()
+	if p.retired {
+		uc.closeFor(closeRetired)
+		return
+	}
+	if len(p.idle) >= p.cfg.MaxIdle {
+		uc.closeFor(closeIdleCap)
 		return
 	}
 	uc.state = connIdle
 	p.idle = append(p.idle, uc)
 	p.publish()
-	uc.idleTime.Arm(p.cfg.IdleTimeout)
+	uc.timer.Arm(p.cfg.IdleTimeout)
 }
 
 // remove forgets a closed connection and lets a waiter dial in its place.
@@ -159,71 +158,5 @@ func (p *Pool) remove(uc *Conn) {
 		p.dequeue(c)
 		c.timer.Stop()
 		p.dial(c)
-	}
-}
-
-// dial opens a connection for c off the loop. The socket comes back through
-// Conn.Opened (on success) or onDialFailed (through Execute).
-func (p *Pool) dial(c *Call) {
-	uc := &Conn{pool: p, state: connDialing, dialFor: c}
-	uc.idleTime = p.loop.clock.NewTimer(uc.Close)
-	c.dialing = uc
-	p.total++
-	p.stats.Connects.Add(1)
-	p.publish()
-	el, addr, timeout := p.loop.el, p.Addr, c.connectTimeout
-	go func() {
-		fail := func(err error) {
-			_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
-				p.loop.run(func() { p.onDialFailed(uc, err) })
-				return nil
-			}))
-		}
-		nc, err := net.DialTimeout("tcp", addr, timeout)
-		if err != nil {
-			fail(err)
-			return
-		}
-		res, err := el.Enroll(gnet.NewContext(context.Background(), uc), nc)
-		if err != nil {
-			_ = nc.Close()
-			fail(err)
-			return
-		}
-		if r := <-res; r.Err != nil {
-			fail(r.Err)
-		}
-	}()
-}
-
-// onDialed runs on the loop when the dialed socket is enrolled.
-func (p *Pool) onDialed(uc *Conn) {
-	if uc.state == connClosed { // gave up on it meanwhile
-		_ = uc.gc.Close()
-		return
-	}
-	uc.state = connActive
-	if c := uc.dialFor; c != nil {
-		uc.dialFor = nil
-		c.dialing = nil
-		c.attach(uc)
-		return
-	}
-	p.release(uc)
-}
-
-// onDialFailed runs on the loop when a dial or enroll failed.
-func (p *Pool) onDialFailed(uc *Conn, err error) {
-	if uc.state == connClosed {
-		return
-	}
-	p.stats.ConnectFailures.Add(1)
-	c := uc.dialFor
-	uc.dialFor = nil
-	uc.state = connClosed
-	p.remove(uc)
-	if c != nil {
-		c.dialing = nil
-		c.fail(ErrConnect)
 	}
 }

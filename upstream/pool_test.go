@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
 )
@@ -94,8 +95,8 @@ func TestPoolDialFailures(t *testing.T) {
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
 		tl.runTask()
-		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed {
-			t.Fatalf("err %v, failures %d, total %d, state %s", r.err, p.stats.ConnectFailures.Load(), p.total, c.State())
+		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed || tl.host.guarded != 1 {
+			t.Fatalf("err %v, failures %d, total %d, state %s, guarded %d", r.err, p.stats.ConnectFailures.Load(), p.total, c.State(), tl.host.guarded)
 		}
 	})
 	t.Run("enroll refused", func(t *testing.T) {
@@ -104,8 +105,8 @@ func TestPoolDialFailures(t *testing.T) {
 		c, r := newCall()
 		c.Start(tl.pool(0), head(getHead), getOpts)
 		tl.runTask()
-		if r.err != ErrConnect || tl.host.guarded != 1 {
-			t.Fatalf("err %v, guarded %d", r.err, tl.host.guarded)
+		if r.err != ErrConnect || tl.pool(0).total != 0 {
+			t.Fatalf("err %v, total %d", r.err, tl.pool(0).total)
 		}
 	})
 	t.Run("registration fails", func(t *testing.T) {
@@ -117,6 +118,28 @@ func TestPoolDialFailures(t *testing.T) {
 		tl.runTask()
 		if r.err != ErrConnect || c.State() != Failed {
 			t.Fatalf("err %v, state %s", r.err, c.State())
+		}
+	})
+	t.Run("connect timeout", func(t *testing.T) {
+		// Enrolled but not opened in time: the connect timeout on the
+		// loop's clock ends the dial, and a late OnOpen is closed.
+		tl := newTestLoop(t, testPool, listenAddr(t))
+		p := tl.pool(0)
+		c, r := newCall()
+		c.Start(p, head(getHead), getOpts)
+		e := tl.enrolled()
+		tl.advance(testPool.ConnectTimeout - time.Millisecond)
+		if r.err != nil {
+			t.Fatalf("failed before the connect timeout: %v", r.err)
+		}
+		tl.advance(time.Millisecond)
+		if r.err != ErrConnect || p.total != 0 || p.stats.ConnectFailures.Load() != 1 {
+			t.Fatalf("err %v, total %d, failures %d", r.err, p.total, p.stats.ConnectFailures.Load())
+		}
+		fc := &fakeConn{}
+		e.uc.Opened(fc)
+		if !fc.closed || p.Idle() != 0 {
+			t.Fatalf("late connection: closed %v, idle %d", fc.closed, p.Idle())
 		}
 	})
 	t.Run("after the call gave up", func(t *testing.T) {
@@ -158,7 +181,7 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	p := tl.pool(0)
 	c, r := newCall()
 	c.Start(p, head(getHead), getOpts)
-	c.dialing.Close()
+	c.dialing.closeFor(closeError)
 	if c.dialing != nil || p.total != 0 {
 		t.Fatalf("dialing %v, total %d", c.dialing != nil, p.total)
 	}
@@ -172,7 +195,7 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	p2 := tl2.pool(0)
 	c2, r2 := newCall()
 	c2.Start(p2, head(getHead), getOpts)
-	c2.dialing.Close()
+	c2.dialing.closeFor(closeError)
 	tl2.runTask()
 	if p2.stats.ConnectFailures.Load() != 0 || p2.total != 0 || r2.err != nil {
 		t.Fatalf("failed dial of a closed connection: failures %d, total %d", p2.stats.ConnectFailures.Load(), p2.total)
@@ -212,8 +235,8 @@ func TestPoolSkipsUnusableIdle(t *testing.T) {
 	fc.in = append(fc.in, "junk"...) // not yet seen by Traffic
 	c, _ := newCall()
 	c.Start(p, head(getHead), getOpts)
-	if !fc.closed || c.dialing == nil || p.reuses != 0 {
-		t.Fatalf("closed %v, dialing %v, reuses %d", fc.closed, c.dialing != nil, p.reuses)
+	if !fc.closed || c.dialing == nil || p.stats.Reuses.Load() != 0 {
+		t.Fatalf("closed %v, dialing %v, reuses %d", fc.closed, c.dialing != nil, p.stats.Reuses.Load())
 	}
 	c.Abort()
 }

@@ -18,6 +18,8 @@ type NodeStats struct {
 	PoolExhausted   atomic.Uint64 // calls failed waiting for a connection (ErrPoolFull, ErrQueueFull)
 	BadResponses    atomic.Uint64 // calls failed by a malformed or oversized response head (ErrBadResponse, ErrHeadTooLarge)
 
+	ConnStats // reuses and closes by reason
+
 	// Responses counts final response heads by status class, 1xx to 5xx
 	// (a final 1xx cannot happen; its slot stays 0).
 	Responses [5]atomic.Uint64

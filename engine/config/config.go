@@ -156,7 +156,7 @@ type Upstream struct {
 	ConnectTimeout     Duration `yaml:"connect_timeout"`      // dial deadline; default 1s; failure: 502, code 50201
 	ResponseTimeout    Duration `yaml:"response_timeout"`     // request sent to first response byte, then max gap between response reads; default 5s; expiry: 504, code 50401
 	PoolAcquireTimeout Duration `yaml:"pool_acquire_timeout"` // wait for a connection when max_conns are busy; default 500ms; expiry: 503, code 50302
-	MaxIdle            int      `yaml:"max_idle"`             // idle keep-alive connections per node per loop; default 256, or max_conns if smaller
+	MaxIdle            int      `yaml:"max_idle"`             // idle keep-alive connections per node per loop; default max_conns
 	MaxConns           int      `yaml:"max_conns"`            // connections per node per loop (active + idle + dialing); default 1024 (Envoy's per-cluster default); past it requests wait, up to as many again
 	IdleTimeout        Duration `yaml:"idle_timeout"`         // idle pooled connections older than this are closed; default 30s
 }

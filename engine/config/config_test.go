@@ -218,7 +218,7 @@ func TestSampleParses(t *testing.T) {
 			ConnectTimeout:     Duration(250 * time.Millisecond),
 			ResponseTimeout:    Duration(5 * time.Second),
 			PoolAcquireTimeout: Duration(500 * time.Millisecond),
-			MaxIdle:            32, // default 256 capped by max_conns
+			MaxIdle:            32, // default: max_conns
 			MaxConns:           32,
 			IdleTimeout:        Duration(30 * time.Second),
 		}, {
@@ -507,7 +507,7 @@ func TestDocsExampleParses(t *testing.T) {
 	users := c.Upstreams[0]
 	users.Nodes, users.Name = nil, ""
 	want := Upstream{Balancer: WeightedRoundRobin, ConnectTimeout: defaultConnectTimeout, ResponseTimeout: defaultResponseTimeout,
-		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxIdle, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout}
+		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxConns, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout}
 	if !reflect.DeepEqual(users, want) {
 		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
 	}

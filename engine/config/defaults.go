@@ -34,7 +34,6 @@ const (
 	defaultConnectTimeout     = Duration(time.Second)
 	defaultResponseTimeout    = Duration(5 * time.Second)
 	defaultPoolAcquireTimeout = Duration(500 * time.Millisecond)
-	defaultMaxIdle            = 256
 	defaultMaxConns           = 1024
 	defaultIdleTimeout        = Duration(30 * time.Second)
 )
@@ -94,10 +93,13 @@ func applyUpstreamDefaults(u *Upstream) {
 	setDefault(&u.ResponseTimeout, defaultResponseTimeout)
 	setDefault(&u.PoolAcquireTimeout, defaultPoolAcquireTimeout)
 	setDefault(&u.MaxConns, defaultMaxConns)
+	// max_idle defaults to max_conns: an idle cap below the concurrency the
+	// pool allows closes connections a steady load dials again moments
+	// later. idle_timeout trims what the load stops using.
 	if u.MaxConns > 0 {
-		setDefault(&u.MaxIdle, min(defaultMaxIdle, u.MaxConns))
+		setDefault(&u.MaxIdle, u.MaxConns)
 	} else {
-		setDefault(&u.MaxIdle, defaultMaxIdle) // max_conns is invalid; let Validate name only it
+		setDefault(&u.MaxIdle, defaultMaxConns) // max_conns is invalid; let Validate name only it
 	}
 	setDefault(&u.IdleTimeout, defaultIdleTimeout)
 }

@@ -1,0 +1,86 @@
+package upstream
+
+import (
+	"io"
+	"testing"
+)
+
+// Every close of an established connection is counted once, under its
+// reason; reuses are counted per idle connection taken.
+func TestConnClosesCountedByReason(t *testing.T) {
+	pc := testPool
+	pc.MaxIdle = 1
+	tl := newTestLoop(t, pc, listenAddr(t))
+	p := tl.pool(0)
+	closes := func() (n [closeReasons]uint64) {
+		for r := range n {
+			n[r] = p.stats.Closes[r].Load()
+		}
+		return n
+	}
+	want := func(what string, r closeReason, n uint64) {
+		t.Helper()
+		if got := p.stats.Closes[r].Load(); got != n {
+			t.Fatalf("%s: %s closes %d, want %d (all: %v)", what, r, got, n, closes())
+		}
+	}
+
+	// Two concurrent exchanges with max_idle 1: the second release hits the cap.
+	c1, _ := newCall()
+	c1.Start(p, head(getHead), getOpts)
+	uc1, fc1 := tl.open()
+	c2, _ := newCall()
+	c2.Start(p, head(getHead), getOpts)
+	uc2, fc2 := tl.open()
+	for _, x := range []struct {
+		uc *Conn
+		fc *fakeConn
+	}{{uc1, fc1}, {uc2, fc2}} {
+		x.fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		x.uc.Traffic()
+	}
+	want("idle cap", closeIdleCap, 1)
+
+	// Reused, then the upstream asks to close.
+	c3, _ := newCall()
+	c3.Start(p, head(getHead), getOpts)
+	if p.stats.Reuses.Load() != 1 || c3.conn != uc1 {
+		t.Fatalf("reuses %d", p.stats.Reuses.Load())
+	}
+	fc1.receive("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+	uc1.Traffic()
+	want("Connection: close", closeUpstream, 1)
+
+	// The upstream closes an idle connection.
+	uc, _ := tl.exchange(p)
+	uc.Closed(io.EOF)
+	want("peer close", closeUpstream, 2)
+
+	// An idle connection outlives idle_timeout.
+	_, fc := tl.exchange(p)
+	tl.advance(pc.IdleTimeout)
+	if !fc.closed {
+		t.Fatal("idle connection not closed at idle_timeout")
+	}
+	want("idle timeout", closeIdleTimeout, 1)
+
+	// Bytes on an idle connection; a client that leaves mid-exchange.
+	uc, fc = tl.exchange(p)
+	fc.receive("junk")
+	uc.Traffic()
+	want("bytes while idle", closeError, 1)
+	c4, _ := newCall()
+	c4.Start(p, head(getHead), getOpts)
+	_, _ = tl.open()
+	c4.Abort()
+	want("aborted", closeAborted, 1)
+
+	// A dial that never connected is a connect failure, not a close.
+	total := uint64(0)
+	for _, n := range closes() {
+		total += n
+	}
+	if total != 6 {
+		t.Fatalf("%d closes counted, want 6: %v", total, closes())
+	}
+}
