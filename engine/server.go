@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -80,6 +81,10 @@ func (s *Server) Bans() *access.Bans { return s.bans }
 // Limits is the rate limits' state (Status, the GET /limits handler). It
 // is the server's and lasts across reloads.
 func (s *Server) Limits() *limiter.Store { return s.limits }
+
+// LimitsHandler serves GET /limits on the admin port: the limits' status
+// as JSON (see limiter.Store.Handler).
+func (s *Server) LimitsHandler() http.Handler { return s.limits.Handler() }
 
 // New validates nothing itself (config.Parse already did) and prepares a
 // server for cfg.
