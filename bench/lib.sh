@@ -314,6 +314,9 @@ BENCH_JWT=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJiZW5jaC11c2VyIiwiaXNzI
 #   metrics    plain with the per-request route metrics on (the default)
 #   accesslog  plain with the access log written to $TMP/access-PORT.log
 #   default    the default filter chain, metrics on
+#   ratelimit  plain with a local rate limit on ip, far above the load
+#   cluster    plain with a cluster rate limit on global through Redis on
+#              $REDIS_PORT, leased, far above the load
 write_loopgate_config() {
 	local file=$1 port=$2 backend=$3 setup=$4
 	cat >"$file" <<EOF
@@ -355,11 +358,33 @@ auth:
   jwt: {hs256_secret: bench-secret, issuer: loopgate-bench, audience: api}
 EOF
 		;;
+	ratelimit)
+		sed -i 's/^    upstream: backend$/    upstream: backend\n    rate_limits: [{key: ip, rate: 10000000, burst: 1000000}]/' "$file"
+		printf 'filters: []\nmetrics: {per_request: false}\n' >>"$file"
+		;;
+	cluster)
+		sed -i 's/^    upstream: backend$/    upstream: backend\n    rate_limits: [{key: global, rate: 1000000, burst: 1000000, scope: cluster}]/' "$file"
+		printf 'filters: []\nmetrics: {per_request: false}\nredis: {addrs: ["127.0.0.1:%s"]}\ncluster: {node_id: bench}\n' "$REDIS_PORT" >>"$file"
+		;;
 	*)
 		log "write_loopgate_config: unknown setup '$setup'"
 		return 1
 		;;
 	esac
+}
+
+# start_redis PORT starts redis-server pinned to LOAD_CPU, without
+# persistence, for the cluster rate-limit row. Fails when it is not
+# installed or does not come up.
+start_redis() {
+	local port=$1 i
+	command -v redis-server >/dev/null 2>&1 || return 1
+	start_pinned redis "$LOAD_CPU" redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no
+	for i in $(seq 50); do
+		redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && return 0
+		sleep 0.1
+	done
+	return 1
 }
 
 # start_loopgate NAME CONFIG CPU starts bin/loopgate (or $LOOPGATE_BIN).

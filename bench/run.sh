@@ -8,6 +8,7 @@
 #   BENCH_ROUNDS    interleaved rounds over all proxies (default 3)
 #   BENCH_ONLY      space-separated subset of: direct nginx haproxy loopgate
 #                   loopgate-metrics loopgate-accesslog loopgate-chain
+#                   loopgate-ratelimit loopgate-cluster
 #   LOOPGATE_BIN    gateway binary (default bin/loopgate, built by `make build`)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -31,10 +32,13 @@ declare -A LABEL=(
 	[loopgate-metrics]="loopgate (metrics on)"
 	[loopgate-accesslog]="loopgate (access log)"
 	[loopgate-chain]="loopgate (default chain)"
+	[loopgate-ratelimit]="loopgate (local rate limit, ip)"
+	[loopgate-cluster]="loopgate (cluster rate limit, leased)"
 )
 # The Loopgate rows in table order, and the write_loopgate_config setup of each.
-LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain)
-declare -A SETUP=([loopgate]=plain [loopgate-metrics]=metrics [loopgate-accesslog]=accesslog [loopgate-chain]=default)
+LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain loopgate-ratelimit loopgate-cluster)
+declare -A SETUP=([loopgate]=plain [loopgate-metrics]=metrics [loopgate-accesslog]=accesslog [loopgate-chain]=default
+	[loopgate-ratelimit]=ratelimit [loopgate-cluster]=cluster)
 declare -A PORT=() PID=()
 TARGETS=()  # keys of the targets that started, in table order
 NOTES=()    # lines printed under the table
@@ -100,6 +104,10 @@ start_proxies() {
 	for key in "${LOOPGATE_ROWS[@]}"; do
 		port=${proxy_port[$key]}
 		wanted "$key" || continue
+		if [[ $key == loopgate-cluster && -z ${REDIS_PORT:-} ]]; then
+			NOTES+=("${LABEL[$key]}: redis-server not installed or not starting; row skipped")
+			continue
+		fi
 		if [[ ! -x $LOOPGATE_BIN ]]; then
 			NOTES+=("${LABEL[$key]}: ${LOOPGATE_BIN#"$ROOT"/} missing (run \`make build\`); row skipped")
 			continue
@@ -157,7 +165,7 @@ report() {
 	echo
 	echo "| proxy | req/s | p50 ms | p99 ms | CPU µs/req |"
 	echo "|---|---:|---:|---:|---:|"
-	declare -gA MEDIAN_CPU=() MEDIAN_P99=() HAS_ERRORS=()
+	declare -gA MEDIAN_CPU=() MEDIAN_P99=() MEDIAN_RPS=() HAS_ERRORS=()
 	for key in "${TARGETS[@]}"; do
 		label=${LABEL[$key]}
 		rps=$(column "$key" 4 | median)
@@ -166,6 +174,7 @@ report() {
 		cpu=$(column "$key" 7 | median)
 		MEDIAN_CPU[$key]=$cpu
 		MEDIAN_P99[$key]=$p99
+		MEDIAN_RPS[$key]=$rps
 		errs=$(awk -v k="$key" '$2 == k { n += $8; c += $9; r += $10; w += $11; t += $12 }
 			END { printf "%d %d %d %d %d", n, c, r, w, t }' "$RAW/results.txt")
 		if [[ $errs != "0 0 0 0 0" ]]; then
@@ -213,20 +222,31 @@ relative_to_nginx() {
 }
 
 # relative_to_plain prints what metrics and the access log cost per request
-# over the plain row, next to the targets of Loopgate issue 7 (metrics on
-# ≤ 3 %, access log ≤ 10 %).
+# over the plain row, next to the targets of Loopgate issues 7 and 8
+# (metrics on ≤ 3 %, access log ≤ 10 %, a local rate limit ≤ 5 %; the
+# cluster limit's target is throughput within 1.5× of the local row's).
 relative_to_plain() {
 	local key limit base=${MEDIAN_CPU[loopgate]:-NA}
 	[[ $base != NA && -z ${HAS_ERRORS[loopgate]:-} ]] || return 0
-	for key in loopgate-metrics loopgate-accesslog; do
+	for key in loopgate-metrics loopgate-accesslog loopgate-ratelimit; do
 		[[ ${MEDIAN_CPU[$key]:-NA} != NA && -z ${HAS_ERRORS[$key]:-} ]] || continue
-		limit=3
-		[[ $key == loopgate-accesslog ]] && limit=10
+		case $key in
+		loopgate-metrics) limit=3 ;;
+		loopgate-ratelimit) limit=5 ;;
+		*) limit=10 ;;
+		esac
 		awk -v l="${LABEL[$key]}" -v c="${MEDIAN_CPU[$key]}" -v b="$base" -v lim="$limit" 'BEGIN {
 			d = (c / b - 1) * 100
 			printf "- %s: CPU/req %+.1f %% over loopgate (plain) (target ≤ %d %%: %s).\n", l, d, lim, (d <= lim ? "met" : "missed")
 		}'
 	done
+	local lrps=${MEDIAN_RPS[loopgate-ratelimit]:-NA} crps=${MEDIAN_RPS[loopgate-cluster]:-NA}
+	if [[ $lrps != NA && $crps != NA && -z ${HAS_ERRORS[loopgate-cluster]:-}${HAS_ERRORS[loopgate-ratelimit]:-} ]]; then
+		awk -v l="$lrps" -v c="$crps" 'BEGIN {
+			r = l / c
+			printf "- loopgate (cluster rate limit, leased): throughput 1/%.2f of the local limit row'"'"'s (target within 1.5×: %s).\n", r, (r <= 1.5 ? "met" : "missed")
+		}'
+	fi
 }
 
 main() {
@@ -244,7 +264,13 @@ main() {
 	: >"$RAW/results.txt"
 
 	local ports
-	mapfile -t ports < <(free_ports $((3 + ${#LOOPGATE_ROWS[@]})))
+	mapfile -t ports < <(free_ports $((4 + ${#LOOPGATE_ROWS[@]})))
+	REDIS_PORT=""
+	if wanted loopgate-cluster && start_redis "${ports[-1]}"; then
+		REDIS_PORT=${ports[-1]}
+		log "redis-server on port $REDIS_PORT"
+	fi
+	unset 'ports[-1]'
 	start_backend "${ports[0]}"
 	log "backend: $BACKEND_KIND on port ${ports[0]}"
 	start_proxies "${ports[@]}"
