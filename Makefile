@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis bench bench-idle bench-go fuzz clean
+.PHONY: build run test vet redis bench bench-reload bench-idle bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -34,6 +34,10 @@ vet:
 bench: build
 	bash bench/run.sh
 	bash bench/churn.sh
+
+# Live reload under wrk -c64: a reload every 250 ms, POST /reload and SIGHUP.
+bench-reload: build
+	bash bench/reload.sh
 
 # Memory cost of 10,000 idle keep-alive client connections.
 bench-idle: build
