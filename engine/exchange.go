@@ -90,6 +90,15 @@ type exchange struct {
 	// For the Done phase (filters.End).
 	bytesIn, bytesOut int64
 	forwarded         bool // an upstream call was started
+
+	// Retries (retry.go), set when the first attempt starts.
+	attempt      int              // the attempt running: 1 for the first
+	tried        upstream.NodeSet // nodes of group earlier attempts failed on
+	group        *upstream.Group  // the group attempts pick from
+	budget       *retryBudget     // the group's upstream's; nil until forward, and again once counted out
+	retrying     bool             // the exchange holds a retry in the budget
+	retryMethod  bool             // the route retries the method after its bytes reached a node
+	hostFromNode bool             // the request had no Host: the head names the node
 	clientGone        bool // the client's connection ended the exchange
 	errCode           int  // the JSON error code of a gateway-made answer; 0 = none
 }
@@ -154,16 +163,13 @@ func (ex *exchange) requestID() []byte {
 	return ex.id[:ex.idLen]
 }
 
-// forward starts the upstream call for route r on node p.
-func (ex *exchange) forward(r *route, p *upstream.Pool, head *pool.Buffer) {
+// forward starts the upstream call's first attempt on node p; see
+// retryAfter for the others.
+func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
 	ex.forwarded = true
-	ex.call.Start(p, head, upstream.Options{
-		ConnectTimeout:  r.connectTimeout,
-		ResponseTimeout: r.responseTimeout,
-		HEAD:            ex.isHEAD,
-		HasBody:         ex.reqMode != codec.BodyNone,
-		Retryable:       ex.reqMode == codec.BodyNone && ex.idempotent,
-	})
+	ex.attempt, ex.tried, ex.retrying = 1, 0, false
+	ex.budget.begin(ex.loop.index)
+	ex.startCall(p, head)
 }
 
 // idempotent: only these methods are resent after a stale connection.
@@ -298,6 +304,9 @@ func (ex *exchange) badBody(err error) {
 func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	cc := ex.cc
 	if cc == nil {
+		return false
+	}
+	if r.Status >= 200 && ex.route.retry.retriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
 		return false
 	}
 	if r.Status < 200 {
@@ -464,6 +473,9 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	if cc == nil {
 		return
 	}
+	if ex.retryAfter(c, classifyFailure(c, err, ex.route.retry.perTry > 0), c.Pool()) {
+		return
+	}
 	if ex.respStarted {
 		if !cc.headPending {
 			cc.close()
@@ -514,7 +526,7 @@ func (ex *exchange) done() {
 	end := filters.End{Status: ex.status, BytesIn: ex.bytesIn, BytesOut: ex.bytesOut,
 		Duration: loopstat.Now() - ex.started}
 	if ex.forwarded {
-		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()
+		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()+ex.attempt-1
 	}
 	switch {
 	case ex.status == 0 || ex.clientGone:

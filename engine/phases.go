@@ -237,6 +237,8 @@ func (ex *exchange) proceed(req *codec.Request) {
 		}
 	}
 	node := ex.pickNode()
+	ex.retryMethod = r.retry.allowsMethod(req.Method)
+	ex.hostFromNode = len(req.Host) == 0
 	head, bad := ex.buildUpstreamHead(req, node.Addr)
 	if bad != nil { // a rewrite produced a path that does not normalise
 		ex.localReply(bad)
@@ -251,5 +253,5 @@ func (ex *exchange) proceed(req *codec.Request) {
 	} else {
 		cc.setState(stateWaitingUpstream)
 	}
-	ex.forward(r, node, head)
+	ex.forward(node, head)
 }

@@ -58,6 +58,8 @@ type durable struct {
 	bans    *access.Bans      // runtime IP bans
 	revoked *auth.Revocations // token and API key revocations
 	metrics *registry         // route, filter and loop metrics, and the upstream nodes
+
+	resilience *resilience // retry budgets and circuit breakers
 }
 
 // maxBans bounds the runtime ban list.
@@ -77,7 +79,8 @@ func (s *Server) Bans() *access.Bans { return s.bans }
 func New(cfg *config.Config) (*Server, error) {
 	n := cfg.EventLoops()
 	s := &Server{
-		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), metrics: newRegistry(n)},
+		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), metrics: newRegistry(n),
+			resilience: newResilience(n)},
 		pin:     cfg.Pin,
 		booted:  make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
 	}
@@ -92,6 +95,7 @@ func New(cfg *config.Config) (*Server, error) {
 	s.addr = "tcp://" + listen
 	s.state.Store(&state{version: 1, cfg: cfg, snap: snap})
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
+	s.metricSet.RegisterMetricsWriter(s.resilience.writeSeries)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = newLoop(s, i)

@@ -70,14 +70,16 @@ type route struct {
 	responseTimeout time.Duration
 	keepEscapes     bool // escaped_slashes: keep
 	metrics         *routeMetrics
+	retry           retryPolicy
 }
 
 // upstreamDef is one upstream as a snapshot defines it: its nodes (shared
 // upstream.Node objects, kept by the server across reloads), balancer and
 // pool settings.
 type upstreamDef struct {
-	name  string
-	group upstream.GroupConfig
+	name   string
+	group  upstream.GroupConfig
+	budget *retryBudget // the server's for this upstream name
 
 	// loops holds each loop's Group for this definition, built on that
 	// loop when it adopts the snapshot (loop.adopt) from its own pools.
@@ -103,6 +105,7 @@ func (ex *exchange) pickNode() *upstream.Pool {
 		hashKey = ex.fx.Upstream.HashKey
 	}
 	g := def.on(ex.loop)
+	ex.group, ex.budget = g, def.budget
 	if hashKey != nil {
 		return g.PickHash(hashKey, 0)
 	}
@@ -162,7 +165,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 	}
 	groupIndex := make(map[string]int, len(cfg.Upstreams))
 	for i := range cfg.Upstreams {
-		d := upstreamDefOf(&cfg.Upstreams[i], loops, kept.metrics)
+		d := upstreamDefOf(&cfg.Upstreams[i], loops, kept)
 		groupIndex[d.name] = i
 		s.upstreams = append(s.upstreams, d)
 	}
@@ -187,7 +190,8 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 		// routes that do not override them.
 		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain,
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
-			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID)}
+			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID),
+			retry: newRetryPolicy(&r.Retry)}
 		if r.Limits != nil {
 			rt.maxBody = access.RouteMaxBody(*r.Limits)
 		}
@@ -202,8 +206,9 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 // upstreamDefOf compiles one upstream. Its nodes are the registry's, by
 // upstream name and address, so pools and stats follow a node across
 // reloads.
-func upstreamDefOf(u *config.Upstream, loops int, reg *registry) *upstreamDef {
-	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops)}
+func upstreamDefOf(u *config.Upstream, loops int, kept *durable) *upstreamDef {
+	reg := kept.metrics
+	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops), budget: kept.resilience.budget(u)}
 	d.group = upstream.GroupConfig{
 		Name:     u.Name,
 		Weighted: u.Balancer == config.WeightedRoundRobin,

@@ -63,6 +63,11 @@ type Config struct {
 	// The top-level keys a filter owns (auth, ip_allow, ip_deny, ...) are
 	// decoded into that filter's own config type (see FilterGlobal).
 
+	// CircuitBreaker, when present, enables a circuit breaker with these
+	// settings on every route; a route's own circuit_breaker overrides it
+	// (see CircuitBreaker). Default absent: no breakers.
+	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
+
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
 
@@ -156,6 +161,8 @@ type Upstream struct {
 	MaxIdle            int      `yaml:"max_idle"`             // idle keep-alive connections per node per loop; default 256, or max_conns if smaller
 	MaxConns           int      `yaml:"max_conns"`            // connections per node per loop (active + idle + dialing); default 1024 (Envoy's per-cluster default); past it requests wait, up to as many again
 	IdleTimeout        Duration `yaml:"idle_timeout"`         // idle pooled connections older than this are closed; default 30s
+
+	RetryBudget RetryBudget `yaml:"retry_budget"` // retries in flight the upstream takes (see RetryBudget)
 }
 
 // Node is one backend address. In YAML it is either the bare string
@@ -184,6 +191,12 @@ type Route struct {
 	// Per-route overrides; default (zero) inherits the upstream's value.
 	ConnectTimeout  Duration `yaml:"connect_timeout"`
 	ResponseTimeout Duration `yaml:"response_timeout"`
+
+	Retry Retry `yaml:"retry"` // the retry policy (see Retry); defaults apply when absent
+	// CircuitBreaker is the route's breaker over the global one (see
+	// CircuitBreaker); after defaults, the effective settings, or nil when
+	// the route has none.
+	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
 
 	// Filters (see filters.go). The route keys a filter owns (auth,
 	// roles, ip_allow, gray, ...) are decoded into that filter's own

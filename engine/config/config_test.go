@@ -216,6 +216,7 @@ func TestSampleParses(t *testing.T) {
 			MaxIdle:            32, // default 256 capped by max_conns
 			MaxConns:           32,
 			IdleTimeout:        Duration(30 * time.Second),
+			RetryBudget:        RetryBudget{Percent: 20, MinRetries: 3},
 		}, {
 			Name:               "static",
 			Nodes:              []Node{{Addr: "10.0.1.1:80", Weight: 1}, {Addr: "10.0.1.2:80", Weight: 1}},
@@ -226,6 +227,7 @@ func TestSampleParses(t *testing.T) {
 			MaxIdle:            8,
 			MaxConns:           16,
 			IdleTimeout:        Duration(90 * time.Second),
+			RetryBudget:        RetryBudget{Percent: 20, MinRetries: 3},
 		}},
 		Routes: []Route{{
 			ID: "get-user", Path: "/api/users/*", Host: "api.example.com", Methods: []string{"GET", "head"},
@@ -233,17 +235,20 @@ func TestSampleParses(t *testing.T) {
 			EscapedSlashes:  EscapedSlashesReject,             // default
 			ConnectTimeout:  Duration(250 * time.Millisecond), // inherited from users
 			ResponseTimeout: Duration(2 * time.Second),        // own override
+			Retry:           defaultRetry,
 			DisableFilters:  []string{"forwarded"},
 			Limits:          &codec.Limits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10},
 		}, {
 			ID: "route-1", Path: "/assets/**", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(100 * time.Millisecond),
 			ResponseTimeout: Duration(30 * time.Second),
+			Retry:           defaultRetry,
 			Filters:         []string{"ip_access"},
 		}, {
 			ID: "site", Prefix: "/", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(time.Second),
 			ResponseTimeout: Duration(30 * time.Second),
+			Retry:           defaultRetry,
 		}},
 	}
 	if !reflect.DeepEqual(withoutFilters(c), want) {
@@ -502,7 +507,8 @@ func TestDocsExampleParses(t *testing.T) {
 	users := c.Upstreams[0]
 	users.Nodes, users.Name = nil, ""
 	want := Upstream{Balancer: WeightedRoundRobin, ConnectTimeout: defaultConnectTimeout, ResponseTimeout: defaultResponseTimeout,
-		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxIdle, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout}
+		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxIdle, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout,
+		RetryBudget: RetryBudget{Percent: defaultRetryBudgetPct, MinRetries: defaultRetryBudgetMin}}
 	if !reflect.DeepEqual(users, want) {
 		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
 	}
@@ -521,3 +527,6 @@ func TestDocsExampleParses(t *testing.T) {
 		t.Errorf("the example's auth values differ from the defaults:\n%+v\n%+v", a, *authOf(d))
 	}
 }
+
+// defaultRetry is a route's retry policy when it sets none.
+var defaultRetry = Retry{Attempts: 2, Methods: []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"}}

@@ -71,6 +71,8 @@ func applyDefaults(c *Config) {
 		r := &c.Routes[i]
 		setDefault(&r.ID, defaultRouteID(i))
 		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
+		applyRetryDefaults(&r.Retry)
+		r.CircuitBreaker = routeBreaker(c.CircuitBreaker, r.CircuitBreaker)
 		if u := c.findUpstream(r.Upstream); u != nil {
 			setDefault(&r.ConnectTimeout, u.ConnectTimeout)
 			setDefault(&r.ResponseTimeout, u.ResponseTimeout)
@@ -99,6 +101,7 @@ func applyUpstreamDefaults(u *Upstream) {
 		setDefault(&u.MaxIdle, defaultMaxIdle) // max_conns is invalid; let Validate name only it
 	}
 	setDefault(&u.IdleTimeout, defaultIdleTimeout)
+	applyRetryBudgetDefaults(&u.RetryBudget)
 }
 
 // defaultRouteID is the id of routes[i] when the config gives none.

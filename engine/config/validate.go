@@ -123,6 +123,7 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 	positive(p, path+".idle_timeout", u.IdleTimeout)
 	positive(p, path+".max_conns", u.MaxConns)
 	positive(p, path+".max_idle", u.MaxIdle)
+	validateRetryBudget(p, path+".retry_budget", &u.RetryBudget)
 	if u.MaxIdle > u.MaxConns && u.MaxConns > 0 {
 		p.add(path+".max_idle", "%d exceeds max_conns %d", u.MaxIdle, u.MaxConns)
 	}
@@ -152,6 +153,10 @@ func (c *Config) validateRoutes(p *problems) {
 		}
 		if r.EscapedSlashes != EscapedSlashesReject && r.EscapedSlashes != EscapedSlashesKeep {
 			p.add(path+".escaped_slashes", "%q: want %q or %q", r.EscapedSlashes, EscapedSlashesReject, EscapedSlashesKeep)
+		}
+		validateRetry(p, path+".retry", &r.Retry)
+		if r.CircuitBreaker != nil {
+			validateBreaker(p, path+".circuit_breaker", r.CircuitBreaker)
 		}
 		c.validateRouteFilters(p, i, path, r)
 	}

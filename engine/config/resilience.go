@@ -1,0 +1,214 @@
+// The resilience sections: a route's retry policy and circuit breaker,
+// their defaults and their validation.
+
+package config
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Retry is a route's retry policy (docs/resilience.md). A failed attempt
+// is tried again on another node when it failed by a connect error or
+// connect timeout, a reset before any response byte, a per_try_timeout,
+// or a status in on_status, and nothing was sent to the client yet.
+type Retry struct {
+	// Attempts is how many tries a request gets in all, the first
+	// included. Default 2; 1 disables retries.
+	Attempts int `yaml:"attempts"`
+	// Methods are the methods retried after their bytes reached a node
+	// (a reset, a timeout, a retryable status). Any method is retried
+	// when its bytes never reached one (a connect failure). Default
+	// [GET, HEAD, OPTIONS, PUT, DELETE]: the idempotent methods.
+	Methods []string `yaml:"methods,omitempty"`
+	// OnStatus are upstream statuses retried as failures: any of 502, 503
+	// and 504. Default none.
+	OnStatus []int `yaml:"on_status,omitempty"`
+	// PerTryTimeout is each attempt's response timeout; an attempt that
+	// passes it is retried (its method permitting). Default 0: every
+	// attempt has the route's response_timeout and a timeout is final.
+	PerTryTimeout Duration `yaml:"per_try_timeout"`
+}
+
+// RetryBudget bounds an upstream's retries in flight (Envoy's retry
+// budget): at most Percent of its requests in flight, but always
+// MinRetries. Past it a failed attempt gets its own error.
+type RetryBudget struct {
+	Percent    int `yaml:"percent"`     // default 20
+	MinRetries int `yaml:"min_retries"` // retries in flight always allowed; default 3
+}
+
+// CircuitBreaker is a route's circuit breaker (docs/resilience.md). The
+// section's presence enables it: `circuit_breaker: {}` at the top level
+// enables it with these defaults on every route, and a route's own section
+// overrides fields of the global one (enabled: false turns it off there).
+type CircuitBreaker struct {
+	Enabled *bool `yaml:"enabled"` // default true where the section is present
+
+	Window   int `yaml:"window"`    // calls in the count-based window; default 10
+	MinCalls int `yaml:"min_calls"` // calls the window needs before it can open; default 5
+
+	FailureRate  int      `yaml:"failure_rate"`   // percent of failed calls that opens it; default 50
+	SlowCallRate int      `yaml:"slow_call_rate"` // percent of slow calls that opens it; default 80
+	SlowCall     Duration `yaml:"slow_call"`      // a call longer than this is slow; default 60s
+
+	OpenFor       Duration `yaml:"open_for"`        // time in OPEN before HALF_OPEN; default 30s
+	HalfOpenCalls int      `yaml:"half_open_calls"` // calls let through in HALF_OPEN; default 3
+
+	// FailureStatuses are the upstream statuses that count as failures,
+	// besides connect errors, timeouts and resets. Default every 5xx.
+	FailureStatuses []int `yaml:"failure_statuses,omitempty"`
+}
+
+// On reports whether the breaker is enabled.
+func (b *CircuitBreaker) On() bool { return b != nil && (b.Enabled == nil || *b.Enabled) }
+
+const (
+	defaultRetryAttempts     = 2
+	defaultRetryBudgetPct    = 20
+	defaultRetryBudgetMin    = 3
+	defaultBreakerWindow     = 10
+	defaultBreakerMinCalls   = 5
+	defaultBreakerFailRate   = 50
+	defaultBreakerSlowRate   = 80
+	defaultBreakerSlowCall   = Duration(60 * time.Second)
+	defaultBreakerOpenFor    = Duration(30 * time.Second)
+	defaultBreakerHalfOpen   = 3
+	maxBreakerWindow         = 1000
+	maxRetryAttempts         = 10
+	defaultBreakerStatusFrom = 500
+)
+
+// DefaultRetryMethods are the methods retried when Retry.Methods is empty.
+var DefaultRetryMethods = []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"}
+
+func applyRetryDefaults(r *Retry) {
+	setDefault(&r.Attempts, defaultRetryAttempts)
+	if len(r.Methods) == 0 {
+		r.Methods = slices.Clone(DefaultRetryMethods)
+	}
+}
+
+func applyRetryBudgetDefaults(b *RetryBudget) {
+	setDefault(&b.Percent, defaultRetryBudgetPct)
+	setDefault(&b.MinRetries, defaultRetryBudgetMin)
+}
+
+// routeBreaker is a route's effective breaker: its own section over the
+// global one, defaults filled in; nil when neither is present.
+func routeBreaker(global, own *CircuitBreaker) *CircuitBreaker {
+	if global == nil && own == nil {
+		return nil
+	}
+	b := &CircuitBreaker{}
+	if global != nil {
+		*b = *global
+	}
+	if own != nil {
+		mergeBreaker(b, own)
+	}
+	setDefault(&b.Window, defaultBreakerWindow)
+	setDefault(&b.MinCalls, min(defaultBreakerMinCalls, b.Window))
+	setDefault(&b.FailureRate, defaultBreakerFailRate)
+	setDefault(&b.SlowCallRate, defaultBreakerSlowRate)
+	setDefault(&b.SlowCall, defaultBreakerSlowCall)
+	setDefault(&b.OpenFor, defaultBreakerOpenFor)
+	setDefault(&b.HalfOpenCalls, defaultBreakerHalfOpen)
+	if len(b.FailureStatuses) == 0 {
+		for s := defaultBreakerStatusFrom; s < 600; s++ {
+			b.FailureStatuses = append(b.FailureStatuses, s)
+		}
+	}
+	return b
+}
+
+// mergeBreaker sets in b every field own sets.
+func mergeBreaker(b, own *CircuitBreaker) {
+	if own.Enabled != nil {
+		b.Enabled = own.Enabled
+	}
+	setIf(&b.Window, own.Window)
+	setIf(&b.MinCalls, own.MinCalls)
+	setIf(&b.FailureRate, own.FailureRate)
+	setIf(&b.SlowCallRate, own.SlowCallRate)
+	setIf(&b.SlowCall, own.SlowCall)
+	setIf(&b.OpenFor, own.OpenFor)
+	setIf(&b.HalfOpenCalls, own.HalfOpenCalls)
+	if len(own.FailureStatuses) > 0 {
+		b.FailureStatuses = own.FailureStatuses
+	}
+}
+
+func setIf[T comparable](field *T, v T) {
+	var zero T
+	if v != zero {
+		*field = v
+	}
+}
+
+func validateRetry(p *problems, path string, r *Retry) {
+	if r.Attempts < 1 || r.Attempts > maxRetryAttempts {
+		p.add(path+".attempts", "%d: want 1 to %d (1 disables retries)", r.Attempts, maxRetryAttempts)
+	}
+	for i, m := range r.Methods {
+		if !isToken(m) {
+			p.add(fmt.Sprintf("%s.methods[%d]", path, i), "%q is not a method name", m)
+		}
+	}
+	for i, s := range r.OnStatus {
+		if s != 502 && s != 503 && s != 504 {
+			p.add(fmt.Sprintf("%s.on_status[%d]", path, i), "%d: only 502, 503 and 504 may be retried", s)
+		}
+	}
+	if r.PerTryTimeout < 0 {
+		p.add(path+".per_try_timeout", "must not be negative (0 = the route's response_timeout), got %v", r.PerTryTimeout)
+	}
+}
+
+func validateRetryBudget(p *problems, path string, b *RetryBudget) {
+	if b.Percent < 1 || b.Percent > 100 {
+		p.add(path+".percent", "%d: want 1 to 100", b.Percent)
+	}
+	positive(p, path+".min_retries", b.MinRetries)
+}
+
+func validateBreaker(p *problems, path string, b *CircuitBreaker) {
+	if b.Window < 1 || b.Window > maxBreakerWindow {
+		p.add(path+".window", "%d: want 1 to %d calls", b.Window, maxBreakerWindow)
+	}
+	if b.MinCalls < 1 || b.MinCalls > b.Window {
+		p.add(path+".min_calls", "%d: want 1 to window (%d)", b.MinCalls, b.Window)
+	}
+	percent(p, path+".failure_rate", b.FailureRate)
+	percent(p, path+".slow_call_rate", b.SlowCallRate)
+	positive(p, path+".slow_call", b.SlowCall)
+	positive(p, path+".open_for", b.OpenFor)
+	positive(p, path+".half_open_calls", b.HalfOpenCalls)
+	for i, s := range b.FailureStatuses {
+		if s < 100 || s > 599 {
+			p.add(fmt.Sprintf("%s.failure_statuses[%d]", path, i), "%d is not an HTTP status", s)
+		}
+	}
+}
+
+func percent(p *problems, path string, v int) {
+	if v < 1 || v > 100 {
+		p.add(path, "%d: want a percentage from 1 to 100", v)
+	}
+}
+
+// isToken accepts an HTTP method name (RFC 9110 token, upper case letters
+// in practice).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' || c == '+' || c == '^' || c == '`' || c == '|' || c == '~') {
+			return false
+		}
+	}
+	return true
+}
