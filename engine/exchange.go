@@ -99,6 +99,14 @@ type exchange struct {
 	retrying     bool             // the exchange holds a retry in the budget
 	retryMethod  bool             // the route retries the method after its bytes reached a node
 	hostFromNode bool             // the request had no Host: the head names the node
+
+	// The circuit breaker (breaker.go): the phase the call was admitted
+	// under, and how the upstream call ended.
+	brkPhase      *breakerPhase   // nil when the route has no breaker or it was counted
+	callStart     int64           // loopstat.Now at the first attempt
+	upErr         *upstream.Error // the final attempt's failure; nil when none
+	upStatus      int             // the final attempt's response status; 0 when none
+	retryAfterBuf [20]byte        // the Retry-After value of a 55301
 	clientGone        bool // the client's connection ended the exchange
 	errCode           int  // the JSON error code of a gateway-made answer; 0 = none
 }
@@ -129,6 +137,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.started, ex.status, ex.errCode = loopstat.Now(), 0, 0
 	ex.bytesIn, ex.bytesOut = int64(headLen), 0
 	ex.forwarded, ex.clientGone = false, false
+	ex.brkPhase, ex.upErr, ex.upStatus = nil, nil, 0
 	if cc.state == stateReadingHead { // the head took more than one read
 		ex.started = cc.headStart
 	}
@@ -168,6 +177,7 @@ func (ex *exchange) requestID() []byte {
 func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
 	ex.forwarded = true
 	ex.attempt, ex.tried, ex.retrying = 1, 0, false
+	ex.callStart = loopstat.Now()
 	ex.budget.begin(ex.loop.index)
 	ex.startCall(p, head)
 }
@@ -306,8 +316,11 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	if cc == nil {
 		return false
 	}
-	if r.Status >= 200 && ex.route.retry.retriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
-		return false
+	if r.Status >= 200 {
+		if ex.route.retry.retriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
+			return false
+		}
+		ex.upStatus = r.Status
 	}
 	if r.Status < 200 {
 		// Interim responses bypass the spool; an upstream sending them
@@ -476,6 +489,7 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	if ex.retryAfter(c, classifyFailure(c, err, ex.route.retry.perTry > 0), c.Pool()) {
 		return
 	}
+	ex.upErr = err
 	if ex.respStarted {
 		if !cc.headPending {
 			cc.close()

@@ -384,7 +384,7 @@ const maxFreeExchanges = 1024
 func (l *loop) putExchange(ex *exchange) {
 	ex.endPark() // a resume still on its way is dropped: see inbox.go
 	ex.done()
-	ex.endAttempts()
+	ex.endResilience()
 	ex.record()
 	ex.cc, ex.snap, ex.route, ex.chain = nil, nil, nil, nil
 	ex.sub.abort()

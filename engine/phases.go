@@ -236,6 +236,9 @@ func (ex *exchange) proceed(req *codec.Request) {
 			return // waiting for the rest of the body, or answered
 		}
 	}
+	if r.breaker != nil && !ex.admitBreaker() {
+		return
+	}
 	node := ex.pickNode()
 	ex.retryMethod = r.retry.allowsMethod(req.Method)
 	ex.hostFromNode = len(req.Host) == 0

@@ -21,10 +21,27 @@ type resilience struct {
 	mu       sync.Mutex
 	budgets  map[string]*retryBudget
 	upstream []string // budget names in creation order
+	breakers map[string]*breaker
+	routes   []*breaker // in creation order
 }
 
 func newResilience(loops int) *resilience {
-	return &resilience{loops: loops, budgets: map[string]*retryBudget{}}
+	return &resilience{loops: loops, budgets: map[string]*retryBudget{}, breakers: map[string]*breaker{}}
+}
+
+// breaker returns route's circuit breaker, made the first time with a
+// window of window calls. A reload keeps its state; a new window size
+// applies from its next CLOSED phase. Off-loop only.
+func (rs *resilience) breaker(route string, window int) *breaker {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	b := rs.breakers[route]
+	if b == nil {
+		b = newBreaker(route, window)
+		rs.breakers[route] = b
+		rs.routes = append(rs.routes, b)
+	}
+	return b
 }
 
 // budget returns upstream u's retry budget, made the first time, with u's
@@ -51,6 +68,7 @@ func (rs *resilience) writeSeries(w io.Writer) {
 	for i, n := range names {
 		budgets[i] = rs.budgets[n]
 	}
+	breakers := append([]*breaker(nil), rs.routes...)
 	rs.mu.Unlock()
 
 	var b bytes.Buffer
@@ -78,6 +96,20 @@ func (rs *resilience) writeSeries(w io.Writer) {
 			n += bg.shards[j].retries.Load()
 		}
 		p.gauge("loopgate_upstream_retries_in_flight", p.labels("upstream", names[i]), n)
+	}
+	p.family("loopgate_route_breaker_state", "gauge", "The route's circuit: 0 closed, 1 open, 2 half-open.")
+	for _, br := range breakers {
+		p.gauge("loopgate_route_breaker_state", p.labels("route", br.route), int64(br.phase.Load().state))
+	}
+	p.family("loopgate_route_breaker_transitions_total", "counter", "Circuit state changes, by the state entered.")
+	for _, br := range breakers {
+		for st := range br.transitions {
+			p.sample("loopgate_route_breaker_transitions_total", p.labels("route", br.route, "to", breakerState(st).String()), br.transitions[st].Load())
+		}
+	}
+	p.family("loopgate_route_breaker_rejected_total", "counter", "Requests answered 503, code 55301, by an open circuit, without an upstream call.")
+	for _, br := range breakers {
+		p.sample("loopgate_route_breaker_rejected_total", p.labels("route", br.route), br.rejected.Load())
 	}
 	_, _ = w.Write(b.Bytes())
 }

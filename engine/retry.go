@@ -201,9 +201,11 @@ func (ex *exchange) startCall(p *upstream.Pool, head *pool.Buffer) {
 	})
 }
 
-// endAttempts gives the exchange's place in its upstream's retry budget
-// back, once: putExchange calls it on every path an exchange ends by.
-func (ex *exchange) endAttempts() {
+// endResilience settles the exchange with its route's breaker and its
+// upstream's retry budget, once: putExchange calls it on every path an
+// exchange ends by.
+func (ex *exchange) endResilience() {
+	ex.recordBreaker()
 	if ex.budget != nil {
 		ex.budget.end(ex.loop.index, ex.retrying)
 		ex.budget, ex.group = nil, nil

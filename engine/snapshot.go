@@ -71,6 +71,8 @@ type route struct {
 	keepEscapes     bool // escaped_slashes: keep
 	metrics         *routeMetrics
 	retry           retryPolicy
+	breaker         *breaker // the server's for this route id; nil when the route has none
+	breakerCfg      breakerSettings
 }
 
 // upstreamDef is one upstream as a snapshot defines it: its nodes (shared
@@ -192,6 +194,9 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
 			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID),
 			retry: newRetryPolicy(&r.Retry)}
+		if r.CircuitBreaker.On() {
+			rt.breaker, rt.breakerCfg = kept.resilience.breaker(r.ID, r.CircuitBreaker.Window), newBreakerSettings(r.CircuitBreaker)
+		}
 		if r.Limits != nil {
 			rt.maxBody = access.RouteMaxBody(*r.Limits)
 		}
