@@ -107,8 +107,8 @@ type exchange struct {
 	upErr         *upstream.Error // the final attempt's failure; nil when none
 	upStatus      int             // the final attempt's response status; 0 when none
 	retryAfterBuf [20]byte        // the Retry-After value of a 55301
-	clientGone        bool // the client's connection ended the exchange
-	errCode           int  // the JSON error code of a gateway-made answer; 0 = none
+	clientGone    bool            // the client's connection ended the exchange
+	errCode       int             // the JSON error code of a gateway-made answer; 0 = none
 }
 
 var _ upstream.Receiver = (*exchange)(nil)

@@ -81,8 +81,8 @@ func New(cfg *config.Config) (*Server, error) {
 	s := &Server{
 		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), metrics: newRegistry(n),
 			resilience: newResilience(n)},
-		pin:     cfg.Pin,
-		booted:  make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
+		pin:    cfg.Pin,
+		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
 	}
 	snap, err := compile(cfg, n, &s.durable)
 	if err != nil {
