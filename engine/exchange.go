@@ -96,6 +96,7 @@ type exchange struct {
 	tried        upstream.NodeSet // nodes of group earlier attempts failed on
 	group        *upstream.Group  // the group attempts pick from
 	budget       *retryBudget     // the group's upstream's; nil until forward, and again once counted out
+	budgetLim    budgetLimits     // its limits in the exchange's config version
 	retrying     bool             // the exchange holds a retry in the budget
 	retryMethod  bool             // the route retries the method after its bytes reached a node
 	hostFromNode bool             // the request had no Host: the head names the node

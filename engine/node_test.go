@@ -27,7 +27,7 @@ upstreams:
   - {name: gone, nodes: ["%s"]}
 routes:
   - {id: api, prefix: /, upstream: api}
-  - {id: dead, prefix: /dead/, upstream: dead, retry: {attempts: 1}} # one call, one outcome
+  - {id: dead, prefix: /dead/, upstream: dead}
   - {id: gone, prefix: /gone/, upstream: gone}
 `
 	g := startGateway(t, cfg, up, dead, gone.addr)

@@ -6,9 +6,13 @@ package engine
 import (
 	"bytes"
 	"io"
+	"strconv"
 	"sync"
+	"time"
 
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/upstream"
 )
 
 // resilience holds the state of the resilience mechanisms that outlives a
@@ -22,11 +26,13 @@ type resilience struct {
 	budgets  map[string]*retryBudget
 	upstream []string // budget names in creation order
 	breakers map[string]*breaker
+	ejection map[string]*upstream.Outliers
 	routes   []*breaker // in creation order
 }
 
 func newResilience(loops int) *resilience {
-	return &resilience{loops: loops, budgets: map[string]*retryBudget{}, breakers: map[string]*breaker{}}
+	return &resilience{loops: loops, budgets: map[string]*retryBudget{}, breakers: map[string]*breaker{},
+		ejection: map[string]*upstream.Outliers{}}
 }
 
 // breaker returns route's circuit breaker, made the first time with a
@@ -44,24 +50,64 @@ func (rs *resilience) breaker(route string, window int) *breaker {
 	return b
 }
 
-// budget returns upstream u's retry budget, made the first time, with u's
-// settings. Off-loop only.
-func (rs *resilience) budget(u *config.Upstream) *retryBudget {
+// budget returns upstream name's retry budget, made the first time.
+// Off-loop only.
+func (rs *resilience) budget(name string) *retryBudget {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	b := rs.budgets[u.Name]
+	b := rs.budgets[name]
 	if b == nil {
 		b = newRetryBudget(rs.loops)
-		rs.budgets[u.Name] = b
-		rs.upstream = append(rs.upstream, u.Name)
+		rs.budgets[name] = b
+		rs.upstream = append(rs.upstream, name)
 	}
-	b.percent.Store(int64(u.RetryBudget.Percent))
-	b.floor.Store(int64(u.RetryBudget.MinRetries))
 	return b
 }
 
-// writeSeries is the metrics.Set writer for the resilience series.
-func (rs *resilience) writeSeries(w io.Writer) {
+// outliers returns upstream name's ejection state, made the first time.
+// Off-loop only.
+func (rs *resilience) outliers(name string) *upstream.Outliers {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	o := rs.ejection[name]
+	if o == nil {
+		o = &upstream.Outliers{}
+		rs.ejection[name] = o
+	}
+	return o
+}
+
+// outlierConfig compiles an upstream's ejection policy; nil when off.
+func outlierConfig(o *config.Outlier) *upstream.OutlierConfig {
+	if !o.On() {
+		return nil
+	}
+	return &upstream.OutlierConfig{Consecutive: int32(o.Consecutive), BaseEjection: time.Duration(o.BaseEjection),
+		MaxEjection: time.Duration(o.MaxEjection), MaxEjectedPct: int32(o.MaxEjectedPercent),
+		ForgetAfterClean: time.Duration(o.MaxEjection)}
+}
+
+// activate sets what the snapshot configures on the server's shared
+// state, when it becomes the running version: compiling changes nothing
+// that runs (see Server.Compile). Under the reload lock, or before Run.
+func (s *snapshot) activate() {
+	for _, d := range s.upstreams {
+		nodes := make([]*upstream.Node, len(d.group.Nodes))
+		for i, n := range d.group.Nodes {
+			nodes[i] = n.Node
+		}
+		d.outliers.Configure(d.outlierCfg, nodes)
+	}
+}
+
+// writeResilienceSeries is the metrics.Set writer for the resilience
+// series: retry budgets, breakers, and the nodes' ejections.
+func (s *Server) writeResilienceSeries(w io.Writer) {
+	reg := s.metrics
+	reg.mu.Lock()
+	nodes := append([]*upstream.Node(nil), reg.nodes...)
+	reg.mu.Unlock()
+	rs := s.resilience
 	rs.mu.Lock()
 	names := append([]string(nil), rs.upstream...)
 	budgets := make([]*retryBudget, len(names))
@@ -111,5 +157,23 @@ func (rs *resilience) writeSeries(w io.Writer) {
 	for _, br := range breakers {
 		p.sample("loopgate_route_breaker_rejected_total", p.labels("route", br.route), br.rejected.Load())
 	}
+	now := loopstat.Now()
+	p.family("loopgate_upstream_node_ejected_seconds", "gauge", "Seconds the node stays ejected by outlier detection; 0 when in rotation.")
+	for _, n := range nodes {
+		p.gaugeFloat("loopgate_upstream_node_ejected_seconds", p.labels("upstream", n.Upstream, "node", n.Addr), n.EjectedFor(now).Seconds())
+	}
+	p.family("loopgate_upstream_node_ejections_total", "counter", "Times outlier detection ejected the node.")
+	for _, n := range nodes {
+		p.sample("loopgate_upstream_node_ejections_total", p.labels("upstream", n.Upstream, "node", n.Addr), n.Ejections())
+	}
 	_, _ = w.Write(b.Bytes())
+}
+
+// gaugeFloat writes a gauge sample with a fractional value.
+func (p promWriter) gaugeFloat(name, labels string, v float64) {
+	p.b.WriteString(name)
+	p.b.WriteString(labels)
+	p.b.WriteByte(' ')
+	p.b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	p.b.WriteByte('\n')
 }

@@ -74,13 +74,16 @@ func classifyFailure(c *upstream.Call, err *upstream.Error, perTry bool) failure
 }
 
 // shouldRetry is the one place a failed attempt is judged: it reports
-// whether the exchange tries again on another node. The last condition
-// takes a retry from the upstream's budget.
-func (ex *exchange) shouldRetry(kind failureKind) bool {
+// whether the exchange tries again, on a node outside exclude (those tried
+// and those out of rotation). The last condition takes a retry from the
+// upstream's budget.
+func (ex *exchange) shouldRetry(kind failureKind, exclude upstream.NodeSet) bool {
 	p := &ex.route.retry
 	switch {
 	case kind == failFinal, ex.cc == nil, ex.attempt >= p.attempts:
 		return false
+	case !hasNodeOutside(ex.group, exclude):
+		return false // as nginx: a node is not tried twice for one request
 	case ex.respStarted || ex.interims > 0:
 		return false // part of a response reached the client
 	case ex.hostFromNode:
@@ -90,7 +93,7 @@ func (ex *exchange) shouldRetry(kind failureKind) bool {
 	case kind != failUnsent && ex.reqMode != codec.BodyNone:
 		return false // the body that went out was not kept for a replay
 	}
-	return ex.budget.admit(ex.loop.index, ex.retrying)
+	return ex.budget.admit(ex.loop.index, ex.retrying, ex.budgetLim)
 }
 
 // retryAfter tries the request again on a node not yet tried (when there is
@@ -99,11 +102,15 @@ func (ex *exchange) shouldRetry(kind failureKind) bool {
 // response is abandoned first. On the call's loop, from its CallFailed or
 // ResponseHead.
 func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstream.Pool) bool {
-	if !ex.shouldRetry(kind) {
+	if kind == failFinal {
+		return false // before the exclusion is worked out: the common case
+	}
+	exclude := ex.group.Exclude(ex.tried, failed)
+	if !ex.shouldRetry(kind, exclude|ex.group.Unavailable()) {
 		return false
 	}
 	head := c.TakeHead()
-	if head == nil {
+	if head == nil { // cannot happen: the call keeps its head until it ends
 		ex.budget.release(ex.loop.index, !ex.retrying)
 		return false
 	}
@@ -112,10 +119,22 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 	}
 	ex.retrying = true
 	ex.attempt++
-	ex.tried = ex.group.Exclude(ex.tried, failed)
+	ex.tried = exclude
 	ex.callReady = false
-	ex.startCall(ex.group.Pick(ex.tried), head)
+	ex.startCall(ex.group.Pick(exclude|ex.group.Unavailable()), head)
 	return true
+}
+
+// hasNodeOutside reports whether g has a node not in s. Nodes past the
+// 64th are never in a NodeSet.
+func hasNodeOutside(g *upstream.Group, s upstream.NodeSet) bool {
+	n := len(g.Pools())
+	for i := range min(n, 64) {
+		if !s.Has(i) {
+			return true
+		}
+	}
+	return n > 64
 }
 
 // retryBudget is one upstream's retry budget (Envoy's): retries in flight
@@ -123,9 +142,11 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 // server under the upstream's name, so reloads keep the counts; a loop
 // writes only its own shard.
 type retryBudget struct {
-	percent, floor atomic.Int64 // the current config's (set at compile)
-	shards         []budgetShard
+	shards []budgetShard
 }
+
+// budgetLimits are an upstream's config.RetryBudget, per config version.
+type budgetLimits struct{ percent, floor int64 }
 
 type budgetShard struct {
 	_         cacheLine
@@ -152,9 +173,9 @@ func (b *retryBudget) end(loop int, retried bool) {
 	}
 }
 
-// admit takes a retry for a request on loop; one that holds a retry
-// already keeps it. It sums the shards, which only a retry pays for.
-func (b *retryBudget) admit(loop int, holding bool) bool {
+// admit takes a retry for a request on loop within lim; one that holds a
+// retry already keeps it. It sums the shards, which only a retry pays for.
+func (b *retryBudget) admit(loop int, holding bool, lim budgetLimits) bool {
 	s := &b.shards[loop]
 	if holding {
 		s.retried.Add(1)
@@ -165,7 +186,7 @@ func (b *retryBudget) admit(loop int, holding bool) bool {
 		requests += b.shards[i].requests.Load()
 		retries += b.shards[i].retries.Load()
 	}
-	if retries >= max(b.floor.Load(), requests*b.percent.Load()/100) {
+	if retries >= max(lim.floor, requests*lim.percent/100) {
 		s.exhausted.Add(1)
 		return false
 	}

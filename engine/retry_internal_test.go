@@ -14,31 +14,30 @@ import (
 // flight, counted across loops; a request already on a retry keeps its own.
 func TestRetryBudget(t *testing.T) {
 	b := newRetryBudget(2)
-	b.percent.Store(20)
-	b.floor.Store(3)
+	lim := budgetLimits{percent: 20, floor: 3}
 	for range 10 {
 		b.begin(0)
 	}
 	for i := range 3 {
-		if !b.admit(i%2, false) {
+		if !b.admit(i%2, false, lim) {
 			t.Fatalf("retry %d refused under the floor of 3", i)
 		}
 	}
-	if b.admit(1, false) {
+	if b.admit(1, false, lim) {
 		t.Fatal("a 4th retry in flight of 10 requests was admitted: floor 3, 20 % is 2")
 	}
-	if !b.admit(0, true) {
+	if !b.admit(0, true, lim) {
 		t.Fatal("a request holding a retry was refused its next attempt")
 	}
 	for range 20 {
 		b.begin(1)
 	}
 	for i := range 3 { // 30 in flight: 6 retries
-		if !b.admit(1, false) {
+		if !b.admit(1, false, lim) {
 			t.Fatalf("retry %d of 6 refused with 30 requests in flight", 4+i)
 		}
 	}
-	if b.admit(0, false) {
+	if b.admit(0, false, lim) {
 		t.Fatal("a 7th retry admitted with 30 requests in flight")
 	}
 	if got := b.shards[0].exhausted.Load() + b.shards[1].exhausted.Load(); got != 2 {
@@ -46,7 +45,7 @@ func TestRetryBudget(t *testing.T) {
 	}
 	b.end(0, true)
 	b.end(1, true) // 28 in flight, 4 on retries: 5 allowed
-	if !b.admit(0, false) {
+	if !b.admit(0, false, lim) {
 		t.Fatal("retries that ended did not free their places")
 	}
 }

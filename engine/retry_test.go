@@ -76,9 +76,11 @@ func load(t *testing.T, g *gateway, n int, send func() (int, error)) map[int]int
 func TestRetryDeadNode(t *testing.T) {
 	a, b := &countingHandler{name: "a"}, &countingHandler{name: "b"}
 	// The budget's floor (3 retries in flight) would refuse some of
-	// these 8 clients' retries: this test is about which requests may be
-	// retried, so the floor is raised above the client count.
-	g := startGateway(t, threeNodes, startUpstream(t, a), closedPort(t), startUpstream(t, b), "    retry_budget: {min_retries: 8}")
+	// these 8 clients' retries, and ejection would soon spare them: this
+	// test is about which requests may be retried, so the floor is raised
+	// above the client count and ejection is off.
+	g := startGateway(t, threeNodes, startUpstream(t, a), closedPort(t), startUpstream(t, b), `    retry_budget: {min_retries: 8}
+    outlier: {enabled: false}`)
 	get := func() (int, error) {
 		r := fetch(g.url("/x"))
 		if r.err != nil {
@@ -146,6 +148,7 @@ loops: 1
 upstreams:
   - name: backend
     nodes: ["%s", "%s"]
+    outlier: {enabled: false} # the failing node stays in rotation
 routes:
   - id: all
     prefix: /
@@ -203,6 +206,7 @@ loops: 1
 upstreams:
   - name: backend
     nodes: ["%s", "%s"]
+    outlier: {enabled: false} # the failing node stays in rotation
 routes:
   - id: listed
     prefix: /listed/

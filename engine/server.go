@@ -93,9 +93,10 @@ func New(cfg *config.Config) (*Server, error) {
 		return nil, err
 	}
 	s.addr = "tcp://" + listen
+	snap.activate()
 	s.state.Store(&state{version: 1, cfg: cfg, snap: snap})
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
-	s.metricSet.RegisterMetricsWriter(s.resilience.writeSeries)
+	s.metricSet.RegisterMetricsWriter(s.writeResilienceSeries)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = newLoop(s, i)

@@ -79,9 +79,16 @@ type route struct {
 // upstream.Node objects, kept by the server across reloads), balancer and
 // pool settings.
 type upstreamDef struct {
-	name   string
-	group  upstream.GroupConfig
-	budget *retryBudget // the server's for this upstream name
+	name      string
+	group     upstream.GroupConfig
+	budget    *retryBudget // the server's for this upstream name
+	budgetLim budgetLimits
+
+	// Passive ejection: the server's state for this upstream name, and the
+	// policy this version sets on it when it becomes the running one
+	// (snapshot.activate); nil when ejection is off.
+	outliers   *upstream.Outliers
+	outlierCfg *upstream.OutlierConfig
 
 	// loops holds each loop's Group for this definition, built on that
 	// loop when it adopts the snapshot (loop.adopt) from its own pools.
@@ -107,11 +114,11 @@ func (ex *exchange) pickNode() *upstream.Pool {
 		hashKey = ex.fx.Upstream.HashKey
 	}
 	g := def.on(ex.loop)
-	ex.group, ex.budget = g, def.budget
+	ex.group, ex.budget, ex.budgetLim = g, def.budget, def.budgetLim
 	if hashKey != nil {
-		return g.PickHash(hashKey, 0)
+		return g.PickHash(hashKey, g.Unavailable()) // walks the ring past nodes out of rotation
 	}
-	return g.Pick(0)
+	return g.Pick(g.Unavailable())
 }
 
 // compileErrors are every error one compile found, reported on one line.
@@ -213,7 +220,9 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 // reloads.
 func upstreamDefOf(u *config.Upstream, loops int, kept *durable) *upstreamDef {
 	reg := kept.metrics
-	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops), budget: kept.resilience.budget(u)}
+	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops), budget: kept.resilience.budget(u.Name),
+		budgetLim: budgetLimits{percent: int64(u.RetryBudget.Percent), floor: int64(u.RetryBudget.MinRetries)},
+		outliers:  kept.resilience.outliers(u.Name), outlierCfg: outlierConfig(&u.Outlier)}
 	d.group = upstream.GroupConfig{
 		Name:     u.Name,
 		Weighted: u.Balancer == config.WeightedRoundRobin,

@@ -22,7 +22,8 @@ type Node struct {
 	Upstream string // the upstream's name
 	Addr     string // "host:port"
 
-	shards []nodeShard // by loop index (Host.Index)
+	shards  []nodeShard // by loop index (Host.Index)
+	outlier nodeOutlier // passive ejection (outlier.go)
 }
 
 // nodeShard keeps one loop's stats off the cache lines of the others.
@@ -75,4 +76,5 @@ func (n *Node) report(s *NodeStats, o *Outcome) {
 		s.Responses[class].Add(1)
 	}
 	s.Duration.Observe(int64(o.Total))
+	n.judge(o)
 }

@@ -163,6 +163,7 @@ type Upstream struct {
 	IdleTimeout        Duration `yaml:"idle_timeout"`         // idle pooled connections older than this are closed; default 30s
 
 	RetryBudget RetryBudget `yaml:"retry_budget"` // retries in flight the upstream takes (see RetryBudget)
+	Outlier     Outlier     `yaml:"outlier"`      // passive ejection of failing nodes (see Outlier)
 }
 
 // Node is one backend address. In YAML it is either the bare string

@@ -217,6 +217,7 @@ func TestSampleParses(t *testing.T) {
 			MaxConns:           32,
 			IdleTimeout:        Duration(30 * time.Second),
 			RetryBudget:        RetryBudget{Percent: 20, MinRetries: 3},
+			Outlier:            defaultOutlier,
 		}, {
 			Name:               "static",
 			Nodes:              []Node{{Addr: "10.0.1.1:80", Weight: 1}, {Addr: "10.0.1.2:80", Weight: 1}},
@@ -228,6 +229,7 @@ func TestSampleParses(t *testing.T) {
 			MaxConns:           16,
 			IdleTimeout:        Duration(90 * time.Second),
 			RetryBudget:        RetryBudget{Percent: 20, MinRetries: 3},
+			Outlier:            defaultOutlier,
 		}},
 		Routes: []Route{{
 			ID: "get-user", Path: "/api/users/*", Host: "api.example.com", Methods: []string{"GET", "head"},
@@ -508,7 +510,7 @@ func TestDocsExampleParses(t *testing.T) {
 	users.Nodes, users.Name = nil, ""
 	want := Upstream{Balancer: WeightedRoundRobin, ConnectTimeout: defaultConnectTimeout, ResponseTimeout: defaultResponseTimeout,
 		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxIdle, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout,
-		RetryBudget: RetryBudget{Percent: defaultRetryBudgetPct, MinRetries: defaultRetryBudgetMin}}
+		RetryBudget: RetryBudget{Percent: defaultRetryBudgetPct, MinRetries: defaultRetryBudgetMin}, Outlier: defaultOutlier}
 	if !reflect.DeepEqual(users, want) {
 		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
 	}
@@ -530,3 +532,6 @@ func TestDocsExampleParses(t *testing.T) {
 
 // defaultRetry is a route's retry policy when it sets none.
 var defaultRetry = Retry{Attempts: 2, Methods: []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"}}
+
+// defaultOutlier is an upstream's ejection policy when it sets none.
+var defaultOutlier = Outlier{Consecutive: 5, BaseEjection: Duration(30 * time.Second), MaxEjection: Duration(300 * time.Second), MaxEjectedPercent: 50}

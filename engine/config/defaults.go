@@ -102,6 +102,7 @@ func applyUpstreamDefaults(u *Upstream) {
 	}
 	setDefault(&u.IdleTimeout, defaultIdleTimeout)
 	applyRetryBudgetDefaults(&u.RetryBudget)
+	applyOutlierDefaults(&u.Outlier)
 }
 
 // defaultRouteID is the id of routes[i] when the config gives none.

@@ -212,3 +212,42 @@ func isToken(s string) bool {
 	}
 	return true
 }
+
+// Outlier is an upstream's passive outlier ejection (docs/resilience.md):
+// a node whose calls fail Consecutive times in a row (connect errors,
+// resets, timeouts, 5xx) leaves rotation for BaseEjection × 2^(k−1) on its
+// k-th ejection, capped at MaxEjection, with at most MaxEjectedPercent of
+// the upstream's nodes out at once. On by default.
+type Outlier struct {
+	Enabled           *bool    `yaml:"enabled"`             // default true
+	Consecutive       int      `yaml:"consecutive"`         // default 5
+	BaseEjection      Duration `yaml:"base_ejection"`       // default 30s
+	MaxEjection       Duration `yaml:"max_ejection"`        // default 300s
+	MaxEjectedPercent int      `yaml:"max_ejected_percent"` // default 50; a one-node upstream is never ejected
+}
+
+// On reports whether ejection is enabled.
+func (o *Outlier) On() bool { return o.Enabled == nil || *o.Enabled }
+
+const (
+	defaultOutlierConsecutive = 5
+	defaultOutlierBase        = Duration(30 * time.Second)
+	defaultOutlierMax         = Duration(300 * time.Second)
+	defaultOutlierMaxPercent  = 50
+)
+
+func applyOutlierDefaults(o *Outlier) {
+	setDefault(&o.Consecutive, defaultOutlierConsecutive)
+	setDefault(&o.BaseEjection, defaultOutlierBase)
+	setDefault(&o.MaxEjection, defaultOutlierMax)
+	setDefault(&o.MaxEjectedPercent, defaultOutlierMaxPercent)
+}
+
+func validateOutlier(p *problems, path string, o *Outlier) {
+	positive(p, path+".consecutive", o.Consecutive)
+	positive(p, path+".base_ejection", o.BaseEjection)
+	if o.MaxEjection < o.BaseEjection {
+		p.add(path+".max_ejection", "%v is shorter than base_ejection %v", o.MaxEjection, o.BaseEjection)
+	}
+	percent(p, path+".max_ejected_percent", o.MaxEjectedPercent)
+}

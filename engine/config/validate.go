@@ -124,6 +124,7 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 	positive(p, path+".max_conns", u.MaxConns)
 	positive(p, path+".max_idle", u.MaxIdle)
 	validateRetryBudget(p, path+".retry_budget", &u.RetryBudget)
+	validateOutlier(p, path+".outlier", &u.Outlier)
 	if u.MaxIdle > u.MaxConns && u.MaxConns > 0 {
 		p.add(path+".max_idle", "%d exceeds max_conns %d", u.MaxIdle, u.MaxConns)
 	}
