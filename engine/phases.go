@@ -240,6 +240,10 @@ func (ex *exchange) proceed(req *codec.Request) {
 		return
 	}
 	node := ex.pickNode()
+	if node == nil {
+		ex.localReply(errNoHealthyNode)
+		return
+	}
 	ex.retryMethod = r.retry.allowsMethod(req.Method)
 	ex.hostFromNode = len(req.Host) == 0
 	head, bad := ex.buildUpstreamHead(req, node.Addr)

@@ -59,7 +59,7 @@ func (s *Server) Apply(c *Compiled) (uint64, error) {
 // apply stores c as the version after old. s.reloading must be held.
 func (s *Server) apply(old *state, c *Compiled) uint64 {
 	st := &state{version: old.version + 1, cfg: c.cfg, snap: c.snap}
-	c.snap.activate()
+	c.snap.activate(s.resilience.prober)
 	s.state.Store(st)
 	for _, l := range s.loops {
 		if el := l.eventLoop(); el != nil {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/upstream"
@@ -27,12 +28,13 @@ type resilience struct {
 	upstream []string // budget names in creation order
 	breakers map[string]*breaker
 	ejection map[string]*upstream.Outliers
-	routes   []*breaker // in creation order
+	prober   *upstream.Prober // every upstream's active checks; runs while the server does
+	routes   []*breaker       // in creation order
 }
 
-func newResilience(loops int) *resilience {
+func newResilience(loops int, hc config.HealthChecks) *resilience {
 	return &resilience{loops: loops, budgets: map[string]*retryBudget{}, breakers: map[string]*breaker{},
-		ejection: map[string]*upstream.Outliers{}}
+		ejection: map[string]*upstream.Outliers{}, prober: upstream.NewProber(hc.MaxInFlight, hc.Batch)}
 }
 
 // breaker returns route's circuit breaker, made the first time with a
@@ -90,15 +92,34 @@ func outlierConfig(o *config.Outlier) *upstream.OutlierConfig {
 // activate sets what the snapshot configures on the server's shared
 // state, when it becomes the running version: compiling changes nothing
 // that runs (see Server.Compile). Under the reload lock, or before Run.
-func (s *snapshot) activate() {
+func (s *snapshot) activate(prober *upstream.Prober) {
+	checks := map[*upstream.Node]*upstream.HealthCheckConfig{}
 	for _, d := range s.upstreams {
 		nodes := make([]*upstream.Node, len(d.group.Nodes))
 		for i, n := range d.group.Nodes {
 			nodes[i] = n.Node
+			if d.healthCfg != nil {
+				checks[n.Node] = d.healthCfg
+			}
 		}
+		d.outliers.SetHealthCheck(d.healthCfg)
 		d.outliers.Configure(d.outlierCfg, nodes)
 	}
+	prober.Set(checks)
 }
+
+// healthConfig compiles an upstream's active check; nil when it has none.
+func healthConfig(h *config.HealthCheck) *upstream.HealthCheckConfig {
+	if h == nil {
+		return nil
+	}
+	return &upstream.HealthCheckConfig{TCP: h.Type == config.HealthTCP, Method: h.Method, Path: h.Path, Host: h.Host,
+		Expect: h.Expected, Timeout: time.Duration(h.Timeout), Healthy: h.HealthyThreshold, Unhealthy: h.UnhealthyThreshold,
+		New: time.Duration(h.Interval), Stable: time.Duration(h.StableInterval), Degraded: time.Duration(h.DegradedInterval),
+		StableAfter: h.StableAfter, DegradedAfter: h.DegradedAfter, PanicPercent: int32(*h.PanicThreshold)}
+}
+
+var errNoHealthyNode = &codec.Error{Status: 503, Code: 50301, Message: "no healthy upstream node"}
 
 // writeResilienceSeries is the metrics.Set writer for the resilience
 // series: retry budgets, breakers, and the nodes' ejections.
@@ -161,6 +182,20 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	p.family("loopgate_upstream_node_ejected_seconds", "gauge", "Seconds the node stays ejected by outlier detection; 0 when in rotation.")
 	for _, n := range nodes {
 		p.gaugeFloat("loopgate_upstream_node_ejected_seconds", p.labels("upstream", n.Upstream, "node", n.Addr), n.EjectedFor(now).Seconds())
+	}
+	p.family("loopgate_upstream_node_healthy", "gauge", "1 while the node passes its active health checks (or has none), 0 while they hold it out of rotation.")
+	for _, n := range nodes {
+		up := int64(1)
+		if n.Down() {
+			up = 0
+		}
+		p.gauge("loopgate_upstream_node_healthy", p.labels("upstream", n.Upstream, "node", n.Addr), up)
+	}
+	p.family("loopgate_upstream_node_health_probes_total", "counter", "Active health probes of the node, and how many failed.")
+	for _, n := range nodes {
+		probes, failed := n.HealthProbes()
+		p.sample("loopgate_upstream_node_health_probes_total", p.labels("upstream", n.Upstream, "node", n.Addr, "result", "pass"), probes-failed)
+		p.sample("loopgate_upstream_node_health_probes_total", p.labels("upstream", n.Upstream, "node", n.Addr, "result", "fail"), failed)
 	}
 	p.family("loopgate_upstream_node_ejections_total", "counter", "Times outlier detection ejected the node.")
 	for _, n := range nodes {

@@ -80,7 +80,7 @@ func New(cfg *config.Config) (*Server, error) {
 	n := cfg.EventLoops()
 	s := &Server{
 		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), metrics: newRegistry(n),
-			resilience: newResilience(n)},
+			resilience: newResilience(n, cfg.HealthChecks)},
 		pin:    cfg.Pin,
 		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
 	}
@@ -93,7 +93,7 @@ func New(cfg *config.Config) (*Server, error) {
 		return nil, err
 	}
 	s.addr = "tcp://" + listen
-	snap.activate()
+	snap.activate(s.resilience.prober)
 	s.state.Store(&state{version: 1, cfg: cfg, snap: snap})
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
 	s.metricSet.RegisterMetricsWriter(s.writeResilienceSeries)
@@ -124,6 +124,7 @@ func (s *Server) Run() error {
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)
+	go s.resilience.prober.Run(stop)
 	err := gnet.Run(s, s.addr,
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(len(s.loops)),

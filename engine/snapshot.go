@@ -89,6 +89,7 @@ type upstreamDef struct {
 	// (snapshot.activate); nil when ejection is off.
 	outliers   *upstream.Outliers
 	outlierCfg *upstream.OutlierConfig
+	healthCfg  *upstream.HealthCheckConfig // nil when the upstream has no active check
 
 	// loops holds each loop's Group for this definition, built on that
 	// loop when it adopts the snapshot (loop.adopt) from its own pools.
@@ -115,6 +116,9 @@ func (ex *exchange) pickNode() *upstream.Pool {
 	}
 	g := def.on(ex.loop)
 	ex.group, ex.budget, ex.budgetLim = g, def.budget, def.budgetLim
+	if g.AllDown() {
+		return nil
+	}
 	if hashKey != nil {
 		return g.PickHash(hashKey, g.Unavailable()) // walks the ring past nodes out of rotation
 	}
@@ -222,7 +226,7 @@ func upstreamDefOf(u *config.Upstream, loops int, kept *durable) *upstreamDef {
 	reg := kept.metrics
 	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops), budget: kept.resilience.budget(u.Name),
 		budgetLim: budgetLimits{percent: int64(u.RetryBudget.Percent), floor: int64(u.RetryBudget.MinRetries)},
-		outliers:  kept.resilience.outliers(u.Name), outlierCfg: outlierConfig(&u.Outlier)}
+		outliers:  kept.resilience.outliers(u.Name), outlierCfg: outlierConfig(&u.Outlier), healthCfg: healthConfig(u.HealthCheck)}
 	d.group = upstream.GroupConfig{
 		Name:     u.Name,
 		Weighted: u.Balancer == config.WeightedRoundRobin,

@@ -24,6 +24,7 @@ type Node struct {
 
 	shards  []nodeShard // by loop index (Host.Index)
 	outlier nodeOutlier // passive ejection (outlier.go)
+	health  nodeHealth  // active health checks (health.go)
 }
 
 // nodeShard keeps one loop's stats off the cache lines of the others.

@@ -28,7 +28,9 @@ type Outliers struct {
 	cfg     atomic.Pointer[OutlierConfig]
 	nodes   atomic.Int32 // nodes in the upstream now
 	ejected atomic.Int32 // nodes ejected now
-	members []*Node      // the nodes Configure last set; off the loops only
+	down    atomic.Int32 // nodes active checks took down
+	health  atomic.Pointer[HealthCheckConfig]
+	members []*Node // the nodes Configure last set; off the loops only
 }
 
 // Configure sets the policy (nil disables ejection) and makes nodes the
@@ -38,12 +40,15 @@ func (o *Outliers) Configure(cfg *OutlierConfig, nodes []*Node) {
 	o.cfg.Store(cfg)
 	o.nodes.Store(int32(len(nodes)))
 	keep := make(map[*Node]bool, len(nodes))
-	var out int32
+	var out, down int32
 	for _, n := range nodes {
 		keep[n] = true
 		n.outlier.group.Store(o)
 		if n.outlier.until.Load() != 0 {
 			out++
+		}
+		if n.Down() {
+			down++
 		}
 	}
 	for _, n := range o.members {
@@ -53,7 +58,12 @@ func (o *Outliers) Configure(cfg *OutlierConfig, nodes []*Node) {
 	}
 	o.members = nodes
 	o.ejected.Store(out)
+	o.down.Store(down)
 }
+
+// SetHealthCheck sets the upstream's active check (nil: none). Off the
+// loops, at activation, before its nodes are handed to the prober.
+func (o *Outliers) SetHealthCheck(hc *HealthCheckConfig) { o.health.Store(hc) }
 
 // Ejected returns how many of the upstream's nodes are ejected now.
 func (o *Outliers) Ejected() int { return int(o.ejected.Load()) }
@@ -164,11 +174,14 @@ func (g *Group) Unavailable() NodeSet {
 		return 0
 	}
 	o := g.pools[0].node.outlier.group.Load()
-	if o == nil || o.ejected.Load() == 0 {
+	if o == nil || o.ejected.Load() == 0 && o.down.Load() == 0 {
 		return 0
 	}
+	out := o.unhealthy(g)
+	if o.ejected.Load() == 0 {
+		return out
+	}
 	now := loopstat.Now()
-	var out NodeSet
 	for i, p := range g.pools[:min(len(g.pools), 64)] {
 		if p.node.EjectedFor(now) > 0 {
 			out = out.With(i)

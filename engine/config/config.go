@@ -68,6 +68,8 @@ type Config struct {
 	// (see CircuitBreaker). Default absent: no breakers.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
 
+	HealthChecks HealthChecks `yaml:"health_checks"` // bounds on the active health prober (see HealthChecks)
+
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
 
@@ -162,8 +164,9 @@ type Upstream struct {
 	MaxConns           int      `yaml:"max_conns"`            // connections per node per loop (active + idle + dialing); default 1024 (Envoy's per-cluster default); past it requests wait, up to as many again
 	IdleTimeout        Duration `yaml:"idle_timeout"`         // idle pooled connections older than this are closed; default 30s
 
-	RetryBudget RetryBudget `yaml:"retry_budget"` // retries in flight the upstream takes (see RetryBudget)
-	Outlier     Outlier     `yaml:"outlier"`      // passive ejection of failing nodes (see Outlier)
+	RetryBudget RetryBudget  `yaml:"retry_budget"`           // retries in flight the upstream takes (see RetryBudget)
+	Outlier     Outlier      `yaml:"outlier"`                // passive ejection of failing nodes (see Outlier)
+	HealthCheck *HealthCheck `yaml:"health_check,omitempty"` // active health check; default none (see HealthCheck)
 }
 
 // Node is one backend address. In YAML it is either the bare string

@@ -55,7 +55,8 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			Drain:      Duration(30 * time.Second),
 			Suspend:    Duration(5 * time.Second),
 		},
-		Filters: []string{"request_id", "ip_access", "forwarded"},
+		Filters:      []string{"request_id", "ip_access", "forwarded"},
+		HealthChecks: HealthChecks{MaxInFlight: 20, Batch: 100},
 	}
 	wantGlobals := map[string]filters.GlobalConfig{
 		auth.Name:           &auth.Global{Auth: documentedAuth()},
@@ -206,6 +207,7 @@ func TestSampleParses(t *testing.T) {
 		Filters:        []string{"request_id", "forwarded", "limits"},
 		FilterOrders:   map[string]int{"forwarded": 50},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1", "::1"},
+		HealthChecks:   HealthChecks{MaxInFlight: 20, Batch: 100},
 		Upstreams: []Upstream{{
 			Name:               "users",
 			Nodes:              []Node{{Addr: "10.0.0.1:8080", Weight: 1}, {Addr: "10.0.0.2:8080", Weight: 3}},

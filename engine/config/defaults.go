@@ -63,6 +63,7 @@ func applyDefaults(c *Config) {
 	setDefault(&c.Timeouts.Drain, defaultDrain)
 	setDefault(&c.Timeouts.Suspend, defaultSuspend)
 
+	applyHealthChecksDefaults(&c.HealthChecks)
 	for i := range c.Upstreams {
 		applyUpstreamDefaults(&c.Upstreams[i])
 	}
@@ -103,6 +104,9 @@ func applyUpstreamDefaults(u *Upstream) {
 	setDefault(&u.IdleTimeout, defaultIdleTimeout)
 	applyRetryBudgetDefaults(&u.RetryBudget)
 	applyOutlierDefaults(&u.Outlier)
+	if u.HealthCheck != nil {
+		applyHealthCheckDefaults(u.HealthCheck)
+	}
 }
 
 // defaultRouteID is the id of routes[i] when the config gives none.

@@ -44,6 +44,8 @@ func (c *Config) problems() problems {
 		p.add("loops", "%d is negative; 0 means one per CPU", c.Loops)
 	}
 	c.validateLimits(&p)
+	positive(&p, "health_checks.max_in_flight", c.HealthChecks.MaxInFlight)
+	positive(&p, "health_checks.batch", c.HealthChecks.Batch)
 	positive(&p, "timeouts.header_read", c.Timeouts.HeaderRead)
 	positive(&p, "timeouts.idle", c.Timeouts.Idle)
 	positive(&p, "timeouts.drain", c.Timeouts.Drain)
@@ -125,6 +127,9 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 	positive(p, path+".max_idle", u.MaxIdle)
 	validateRetryBudget(p, path+".retry_budget", &u.RetryBudget)
 	validateOutlier(p, path+".outlier", &u.Outlier)
+	if u.HealthCheck != nil {
+		validateHealthCheck(p, path+".health_check", u.HealthCheck)
+	}
 	if u.MaxIdle > u.MaxConns && u.MaxConns > 0 {
 		p.add(path+".max_idle", "%d exceeds max_conns %d", u.MaxIdle, u.MaxConns)
 	}
