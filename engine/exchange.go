@@ -108,6 +108,7 @@ type exchange struct {
 	upErr         *upstream.Error // the final attempt's failure; nil when none
 	upStatus      int             // the final attempt's response status; 0 when none
 	retryAfterBuf [20]byte        // the Retry-After value of a 55301
+	isoHeld       bool            // a permit of the route's isolation limiter is held (isolation.go)
 	clientGone    bool            // the client's connection ended the exchange
 	errCode       int             // the JSON error code of a gateway-made answer; 0 = none
 }
@@ -138,7 +139,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.started, ex.status, ex.errCode = loopstat.Now(), 0, 0
 	ex.bytesIn, ex.bytesOut = int64(headLen), 0
 	ex.forwarded, ex.clientGone = false, false
-	ex.brkPhase, ex.upErr, ex.upStatus = nil, nil, 0
+	ex.brkPhase, ex.upErr, ex.upStatus, ex.isoHeld = nil, nil, 0, false
 	if cc.state == stateReadingHead { // the head took more than one read
 		ex.started = cc.headStart
 	}

@@ -239,6 +239,10 @@ func (ex *exchange) proceed(req *codec.Request) {
 	if r.breaker != nil && !ex.admitBreaker() {
 		return
 	}
+	if r.isolation != nil && !ex.acquireIsolation() {
+		ex.abandonBreaker()
+		return
+	}
 	node := ex.pickNode()
 	if node == nil {
 		ex.localReply(errNoHealthyNode)

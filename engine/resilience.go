@@ -29,12 +29,14 @@ type resilience struct {
 	breakers map[string]*breaker
 	ejection map[string]*upstream.Outliers
 	prober   *upstream.Prober // every upstream's active checks; runs while the server does
-	routes   []*breaker       // in creation order
+	isolated map[string]*isolation
+	limiters []*isolation // in creation order
+	routes   []*breaker   // in creation order
 }
 
 func newResilience(loops int, hc config.HealthChecks) *resilience {
 	return &resilience{loops: loops, budgets: map[string]*retryBudget{}, breakers: map[string]*breaker{},
-		ejection: map[string]*upstream.Outliers{}, prober: upstream.NewProber(hc.MaxInFlight, hc.Batch)}
+		ejection: map[string]*upstream.Outliers{}, isolated: map[string]*isolation{}, prober: upstream.NewProber(hc.MaxInFlight, hc.Batch)}
 }
 
 // breaker returns route's circuit breaker, made the first time with a
@@ -64,6 +66,20 @@ func (rs *resilience) budget(name string) *retryBudget {
 		rs.upstream = append(rs.upstream, name)
 	}
 	return b
+}
+
+// isolation returns route's slow-call limiter, made the first time.
+// Off-loop only.
+func (rs *resilience) isolation(route string, s *isolationSettings) *isolation {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	iso := rs.isolated[route]
+	if iso == nil {
+		iso = newIsolation(route, s)
+		rs.isolated[route] = iso
+		rs.limiters = append(rs.limiters, iso)
+	}
+	return iso
 }
 
 // outliers returns upstream name's ejection state, made the first time.
@@ -105,6 +121,11 @@ func (s *snapshot) activate(prober *upstream.Prober) {
 		d.outliers.SetHealthCheck(d.healthCfg)
 		d.outliers.Configure(d.outlierCfg, nodes)
 	}
+	for i := range s.routes {
+		if r := &s.routes[i]; r.isolation != nil {
+			r.isolation.reset(&r.isolationCfg)
+		}
+	}
 	prober.Set(checks)
 }
 
@@ -136,6 +157,7 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 		budgets[i] = rs.budgets[n]
 	}
 	breakers := append([]*breaker(nil), rs.routes...)
+	limiters := append([]*isolation(nil), rs.limiters...)
 	rs.mu.Unlock()
 
 	var b bytes.Buffer
@@ -177,6 +199,22 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	p.family("loopgate_route_breaker_rejected_total", "counter", "Requests answered 503, code 55301, by an open circuit, without an upstream call.")
 	for _, br := range breakers {
 		p.sample("loopgate_route_breaker_rejected_total", p.labels("route", br.route), br.rejected.Load())
+	}
+	p.family("loopgate_route_isolation_limit", "gauge", "The route's current concurrency limit on upstream calls (adaptive slow-call isolation).")
+	for _, iso := range limiters {
+		p.gauge("loopgate_route_isolation_limit", p.labels("route", iso.route), iso.limit.Load())
+	}
+	p.family("loopgate_route_isolation_in_flight", "gauge", "The route's upstream calls holding an isolation permit.")
+	for _, iso := range limiters {
+		p.gauge("loopgate_route_isolation_in_flight", p.labels("route", iso.route), iso.inFlight.Load())
+	}
+	p.family("loopgate_route_isolation_rejected_total", "counter", "Requests answered 429, code 42901, at the route's limit.")
+	for _, iso := range limiters {
+		p.sample("loopgate_route_isolation_rejected_total", p.labels("route", iso.route), iso.rejected.Load())
+	}
+	p.family("loopgate_route_isolation_warnings_total", "counter", "Episodes of the route's limit below half its base (the alert hook; each logged once).")
+	for _, iso := range limiters {
+		p.sample("loopgate_route_isolation_warnings_total", p.labels("route", iso.route), iso.warnings.Load())
 	}
 	now := loopstat.Now()
 	p.family("loopgate_upstream_node_ejected_seconds", "gauge", "Seconds the node stays ejected by outlier detection; 0 when in rotation.")

@@ -1,5 +1,6 @@
 // The cost of the resilience mechanisms on the hot path: the bench route
-// with its circuit breaker enabled (retries are on by default everywhere).
+// with its circuit breaker and slow-call isolation enabled (retries and
+// outlier ejection are on by default everywhere).
 
 package engine_test
 
@@ -12,7 +13,8 @@ import (
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
-// resilientRoute is oneRoute with a circuit breaker on the route.
+// resilientRoute is oneRoute with a circuit breaker and isolation on the
+// route, one line each.
 const resilientRoute = `
 upstreams:
   - name: backend
@@ -22,11 +24,12 @@ routes:
     prefix: /
     upstream: backend
     circuit_breaker: {}
+    isolation: {}
 `
 
 func BenchmarkProxyResilience(b *testing.B) { benchmarkProxy(b, resilientRoute, benchRequest) }
 
-// With a breaker on the route, a request still costs no allocation in
+// With a breaker and isolation on the route, a request still costs no allocation in
 // steady state, in the whole process.
 func TestResilienceAllocs(t *testing.T) {
 	pooltest.SkipAllocsUnderRace(t)
@@ -55,6 +58,6 @@ func TestResilienceAllocs(t *testing.T) {
 		roundTrip()
 	}
 	if allocs := testing.AllocsPerRun(2000, roundTrip); allocs != 0 {
-		t.Fatalf("%.0f allocations per request with a circuit breaker, want 0", allocs)
+		t.Fatalf("%.0f allocations per request with a circuit breaker and isolation, want 0", allocs)
 	}
 }

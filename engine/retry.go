@@ -227,6 +227,7 @@ func (ex *exchange) startCall(p *upstream.Pool, head *pool.Buffer) {
 // exchange ends by.
 func (ex *exchange) endResilience() {
 	ex.recordBreaker()
+	ex.releaseIsolation()
 	if ex.budget != nil {
 		ex.budget.end(ex.loop.index, ex.retrying)
 		ex.budget, ex.group = nil, nil

@@ -73,6 +73,8 @@ type route struct {
 	retry           retryPolicy
 	breaker         *breaker // the server's for this route id; nil when the route has none
 	breakerCfg      breakerSettings
+	isolation       *isolation // the server's for this route id; nil when the route has none
+	isolationCfg    isolationSettings
 }
 
 // upstreamDef is one upstream as a snapshot defines it: its nodes (shared
@@ -207,6 +209,10 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 			retry: newRetryPolicy(&r.Retry)}
 		if r.CircuitBreaker.On() {
 			rt.breaker, rt.breakerCfg = kept.resilience.breaker(r.ID, r.CircuitBreaker.Window), newBreakerSettings(r.CircuitBreaker)
+		}
+		if r.Isolation.On() {
+			rt.isolationCfg = newIsolationSettings(r.Isolation)
+			rt.isolation = kept.resilience.isolation(r.ID, &rt.isolationCfg)
 		}
 		if r.Limits != nil {
 			rt.maxBody = access.RouteMaxBody(*r.Limits)

@@ -189,3 +189,7 @@ func (g *Group) Unavailable() NodeSet {
 	}
 	return out
 }
+
+// FailuresInARow returns n's current run of failed calls (connect errors,
+// resets, timeouts, 5xx).
+func (n *Node) FailuresInARow() int { return int(n.outlier.consecutive.Load()) }

@@ -68,6 +68,10 @@ type Config struct {
 	// (see CircuitBreaker). Default absent: no breakers.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
 
+	// Isolation, when present, enables adaptive slow-call isolation with
+	// these settings on every route (see Isolation). Default absent.
+	Isolation *Isolation `yaml:"isolation,omitempty"`
+
 	HealthChecks HealthChecks `yaml:"health_checks"` // bounds on the active health prober (see HealthChecks)
 
 	Upstreams []Upstream `yaml:"upstreams"` // default none
@@ -201,6 +205,9 @@ type Route struct {
 	// CircuitBreaker); after defaults, the effective settings, or nil when
 	// the route has none.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
+	// Isolation is the route's slow-call isolation over the global one
+	// (see Isolation); after defaults, the effective settings, or nil.
+	Isolation *Isolation `yaml:"isolation,omitempty"`
 
 	// Filters (see filters.go). The route keys a filter owns (auth,
 	// roles, ip_allow, gray, ...) are decoded into that filter's own

@@ -74,6 +74,7 @@ func applyDefaults(c *Config) {
 		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
 		applyRetryDefaults(&r.Retry)
 		r.CircuitBreaker = routeBreaker(c.CircuitBreaker, r.CircuitBreaker)
+		r.Isolation = routeIsolation(c.Isolation, r.Isolation)
 		if u := c.findUpstream(r.Upstream); u != nil {
 			setDefault(&r.ConnectTimeout, u.ConnectTimeout)
 			setDefault(&r.ResponseTimeout, u.ResponseTimeout)

@@ -353,3 +353,73 @@ func containsCTL(s string) bool {
 	}
 	return false
 }
+
+// Isolation is a route's adaptive slow-call isolation (docs/resilience.md):
+// a concurrency limit on its upstream calls that shrinks to Floor when a
+// window's calls are slow and grows back by Step per healthy window. As
+// with CircuitBreaker, the section's presence enables it, globally or per
+// route, and a route's section overrides the global one.
+type Isolation struct {
+	Enabled *bool `yaml:"enabled"` // default true where the section is present
+
+	Limit      int      `yaml:"limit"`       // concurrent upstream calls of the route; default 200; past it 429, code 42901
+	Floor      int      `yaml:"floor"`       // the limit in a slow window; default 5
+	Step       int      `yaml:"step"`        // added per healthy window, up to limit; default 50
+	SlowCall   Duration `yaml:"slow_call"`   // a call longer than this is slow; default 1s
+	Window     Duration `yaml:"window"`      // default 3s
+	MinSamples int      `yaml:"min_samples"` // calls a window needs before it can shrink the limit; default 20
+	SlowRatio  int      `yaml:"slow_ratio"`  // percent of slow calls that shrinks it; default 30
+	ColdStart  int      `yaml:"cold_start"`  // calls after a start or reload before any shrink; default 50
+}
+
+// On reports whether isolation is enabled.
+func (s *Isolation) On() bool { return s != nil && (s.Enabled == nil || *s.Enabled) }
+
+// routeIsolation is a route's effective isolation: its own section over
+// the global one, defaults filled in; nil when neither is present.
+func routeIsolation(global, own *Isolation) *Isolation {
+	if global == nil && own == nil {
+		return nil
+	}
+	s := &Isolation{}
+	if global != nil {
+		*s = *global
+	}
+	if own != nil {
+		if own.Enabled != nil {
+			s.Enabled = own.Enabled
+		}
+		setIf(&s.Limit, own.Limit)
+		setIf(&s.Floor, own.Floor)
+		setIf(&s.Step, own.Step)
+		setIf(&s.SlowCall, own.SlowCall)
+		setIf(&s.Window, own.Window)
+		setIf(&s.MinSamples, own.MinSamples)
+		setIf(&s.SlowRatio, own.SlowRatio)
+		setIf(&s.ColdStart, own.ColdStart)
+	}
+	setDefault(&s.Limit, 200)
+	setDefault(&s.Floor, min(5, s.Limit))
+	setDefault(&s.Step, 50)
+	setDefault(&s.SlowCall, Duration(time.Second))
+	setDefault(&s.Window, Duration(3*time.Second))
+	setDefault(&s.MinSamples, 20)
+	setDefault(&s.SlowRatio, 30)
+	setDefault(&s.ColdStart, 50)
+	return s
+}
+
+func validateIsolation(p *problems, path string, s *Isolation) {
+	positive(p, path+".limit", s.Limit)
+	if s.Floor < 1 || s.Floor > s.Limit {
+		p.add(path+".floor", "%d: want 1 to limit (%d)", s.Floor, s.Limit)
+	}
+	positive(p, path+".step", s.Step)
+	positive(p, path+".slow_call", s.SlowCall)
+	positive(p, path+".window", s.Window)
+	positive(p, path+".min_samples", s.MinSamples)
+	percent(p, path+".slow_ratio", s.SlowRatio)
+	if s.ColdStart < 0 {
+		p.add(path+".cold_start", "must not be negative, got %d", s.ColdStart)
+	}
+}

@@ -164,6 +164,9 @@ func (c *Config) validateRoutes(p *problems) {
 		if r.CircuitBreaker != nil {
 			validateBreaker(p, path+".circuit_breaker", r.CircuitBreaker)
 		}
+		if r.Isolation != nil {
+			validateIsolation(p, path+".isolation", r.Isolation)
+		}
 		c.validateRouteFilters(p, i, path, r)
 	}
 	if _, err := router.Compile(c.RouterSpecs()); err != nil {
