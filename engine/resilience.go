@@ -250,3 +250,11 @@ func (p promWriter) gaugeFloat(name, labels string, v float64) {
 	p.b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
 	p.b.WriteByte('\n')
 }
+
+// balancerKinds maps config.Upstream.Balancer to the upstream package's.
+var balancerKinds = map[string]upstream.BalancerKind{
+	config.RoundRobin:         upstream.BalanceRoundRobin,
+	config.WeightedRoundRobin: upstream.BalanceWeighted,
+	config.Random:             upstream.BalanceRandom,
+	config.LeastRequest:       upstream.BalanceLeastRequest,
+}

@@ -234,8 +234,10 @@ func upstreamDefOf(u *config.Upstream, loops int, kept *durable) *upstreamDef {
 		budgetLim: budgetLimits{percent: int64(u.RetryBudget.Percent), floor: int64(u.RetryBudget.MinRetries)},
 		outliers:  kept.resilience.outliers(u.Name), outlierCfg: outlierConfig(&u.Outlier), healthCfg: healthConfig(u.HealthCheck)}
 	d.group = upstream.GroupConfig{
-		Name:     u.Name,
-		Weighted: u.Balancer == config.WeightedRoundRobin,
+		Name:      u.Name,
+		Weighted:  u.Balancer == config.WeightedRoundRobin,
+		Kind:      balancerKinds[u.Balancer],
+		SlowStart: time.Duration(*u.SlowStart),
 		Pool: upstream.PoolConfig{
 			MaxIdle:        u.MaxIdle,
 			MaxConns:       u.MaxConns,

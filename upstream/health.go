@@ -98,6 +98,9 @@ func (n *Node) setDown(down bool) {
 			g.down.Add(-1)
 		}
 	}
+	if !down {
+		n.markUp()
+	}
 	state := "healthy"
 	if down {
 		state = "unhealthy"

@@ -5,6 +5,7 @@ package upstream
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,9 +23,10 @@ type Node struct {
 	Upstream string // the upstream's name
 	Addr     string // "host:port"
 
-	shards  []nodeShard // by loop index (Host.Index)
-	outlier nodeOutlier // passive ejection (outlier.go)
-	health  nodeHealth  // active health checks (health.go)
+	shards  []nodeShard  // by loop index (Host.Index)
+	outlier nodeOutlier  // passive ejection (outlier.go)
+	health  nodeHealth   // active health checks (health.go)
+	upSince atomic.Int64 // loopstat.Now when it last came (back) into rotation, for slow start; 0 = in it from the start
 }
 
 // nodeShard keeps one loop's stats off the cache lines of the others.

@@ -25,12 +25,14 @@ type OutlierConfig struct {
 // and how many nodes are out. Shared by every loop; kept by the engine
 // under the upstream's name, so reloads keep it.
 type Outliers struct {
-	cfg     atomic.Pointer[OutlierConfig]
-	nodes   atomic.Int32 // nodes in the upstream now
-	ejected atomic.Int32 // nodes ejected now
-	down    atomic.Int32 // nodes active checks took down
-	health  atomic.Pointer[HealthCheckConfig]
-	members []*Node // the nodes Configure last set; off the loops only
+	cfg        atomic.Pointer[OutlierConfig]
+	nodes      atomic.Int32 // nodes in the upstream now
+	ejected    atomic.Int32 // nodes ejected now
+	down       atomic.Int32 // nodes active checks took down
+	health     atomic.Pointer[HealthCheckConfig]
+	lastUp     atomic.Int64 // loopstat.Now when a node last came into rotation (slow start)
+	members    []*Node      // the nodes Configure last set; off the loops only
+	configured bool         // Configure ran before: nodes it adds are new (slow start)
 }
 
 // Configure sets the policy (nil disables ejection) and makes nodes the
@@ -40,10 +42,17 @@ func (o *Outliers) Configure(cfg *OutlierConfig, nodes []*Node) {
 	o.cfg.Store(cfg)
 	o.nodes.Store(int32(len(nodes)))
 	keep := make(map[*Node]bool, len(nodes))
+	was := make(map[*Node]bool, len(o.members))
+	for _, n := range o.members {
+		was[n] = true
+	}
 	var out, down int32
 	for _, n := range nodes {
 		keep[n] = true
 		n.outlier.group.Store(o)
+		if o.configured && !was[n] {
+			n.markUp() // added by a reload: it ramps up (slow start)
+		}
 		if n.outlier.until.Load() != 0 {
 			out++
 		}
@@ -57,6 +66,7 @@ func (o *Outliers) Configure(cfg *OutlierConfig, nodes []*Node) {
 		}
 	}
 	o.members = nodes
+	o.configured = true
 	o.ejected.Store(out)
 	o.down.Store(down)
 }
@@ -162,6 +172,7 @@ func (n *Node) unEject(until, now int64) {
 		}
 	}
 	out.back.Store(now)
+	n.markUp()
 	out.ejecting.Store(false)
 	log.Printf("outlier upstream=%s node=%s back in rotation", n.Upstream, n.Addr)
 }

@@ -31,6 +31,8 @@ const (
 const (
 	RoundRobin         = "round_robin"
 	WeightedRoundRobin = "weighted_round_robin" // smooth weighted round robin, as in nginx
+	Random             = "random"               // weighted random
+	LeastRequest       = "least_request"        // power of two choices on in-flight calls, by weight
 )
 
 // Config is the whole gateway configuration.
@@ -157,9 +159,15 @@ type Upstream struct {
 	Name  string `yaml:"name"`  // required, unique; letters, digits, '-', '_', '.'
 	Nodes []Node `yaml:"nodes"` // at least one; each "host:port" or {addr: "host:port", weight: 3}
 
-	// Balancer is "round_robin" or "weighted_round_robin". Default
-	// round_robin, or weighted_round_robin when any node's weight is not 1.
+	// Balancer is "round_robin", "weighted_round_robin", "random" or
+	// "least_request". Default round_robin, or weighted_round_robin when
+	// any node's weight is not 1.
 	Balancer string `yaml:"balancer"`
+
+	// SlowStart: a node added by a reload, or back from an ejection or a
+	// failed health check, takes 10 % of its weight, rising to all of it
+	// over this window. Default 30s; 0 disables it.
+	SlowStart *Duration `yaml:"slow_start"`
 
 	ConnectTimeout     Duration `yaml:"connect_timeout"`      // dial deadline; default 1s; failure: 502, code 50201
 	ResponseTimeout    Duration `yaml:"response_timeout"`     // request sent to first response byte, then max gap between response reads; default 5s; expiry: 504, code 50401

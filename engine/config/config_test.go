@@ -220,6 +220,7 @@ func TestSampleParses(t *testing.T) {
 			IdleTimeout:        Duration(30 * time.Second),
 			RetryBudget:        RetryBudget{Percent: 20, MinRetries: 3},
 			Outlier:            defaultOutlier,
+			SlowStart:          &defaultSlowStart,
 		}, {
 			Name:               "static",
 			Nodes:              []Node{{Addr: "10.0.1.1:80", Weight: 1}, {Addr: "10.0.1.2:80", Weight: 1}},
@@ -232,6 +233,7 @@ func TestSampleParses(t *testing.T) {
 			IdleTimeout:        Duration(90 * time.Second),
 			RetryBudget:        RetryBudget{Percent: 20, MinRetries: 3},
 			Outlier:            defaultOutlier,
+			SlowStart:          &defaultSlowStart,
 		}},
 		Routes: []Route{{
 			ID: "get-user", Path: "/api/users/*", Host: "api.example.com", Methods: []string{"GET", "head"},
@@ -443,7 +445,7 @@ func TestValidationErrors(t *testing.T) {
 		{"upstreams:\n  - name: u\n    nodes: [\"h:0\"]\n", `config: line 3: upstreams[0].nodes[0].addr: port 0 in address "h:0"; a node needs a real port`},
 		{"upstreams:\n  - name: u\n    nodes: [h:1, h:1]\n", `config: line 3: upstreams[0].nodes[1].addr: duplicate address "h:1" (also nodes[0])`},
 		{"upstreams:\n  - name: u\n    nodes: [{addr: \"h:1\", weight: -2}]\n", "config: line 3: upstreams[0].nodes[0].weight: -2 is less than 1"},
-		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    balancer: random\n", `config: line 4: upstreams[0].balancer: unknown balancer "random" (want round_robin or weighted_round_robin)`},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    balancer: fastest\n", `config: line 4: upstreams[0].balancer: unknown balancer "fastest" (want round_robin, weighted_round_robin, random or least_request)`},
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    connect_timeout: -1s\n", "config: line 4: upstreams[0].connect_timeout: must be positive, got -1s"},
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_idle: 10\n    max_conns: 5\n", "config: line 4: upstreams[0].max_idle: 10 exceeds max_conns 5"},
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_conns: -1\n", "config: line 4: upstreams[0].max_conns: must be positive, got -1"},
@@ -512,7 +514,8 @@ func TestDocsExampleParses(t *testing.T) {
 	users.Nodes, users.Name = nil, ""
 	want := Upstream{Balancer: WeightedRoundRobin, ConnectTimeout: defaultConnectTimeout, ResponseTimeout: defaultResponseTimeout,
 		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxIdle, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout,
-		RetryBudget: RetryBudget{Percent: defaultRetryBudgetPct, MinRetries: defaultRetryBudgetMin}, Outlier: defaultOutlier}
+		RetryBudget: RetryBudget{Percent: defaultRetryBudgetPct, MinRetries: defaultRetryBudgetMin}, Outlier: defaultOutlier,
+		SlowStart: &defaultSlowStart}
 	if !reflect.DeepEqual(users, want) {
 		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
 	}
@@ -537,3 +540,6 @@ var defaultRetry = Retry{Attempts: 2, Methods: []string{"GET", "HEAD", "OPTIONS"
 
 // defaultOutlier is an upstream's ejection policy when it sets none.
 var defaultOutlier = Outlier{Consecutive: 5, BaseEjection: Duration(30 * time.Second), MaxEjection: Duration(300 * time.Second), MaxEjectedPercent: 50}
+
+// defaultSlowStart is an upstream's slow_start when it sets none.
+var defaultSlowStart = Duration(30 * time.Second)

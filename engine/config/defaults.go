@@ -105,6 +105,10 @@ func applyUpstreamDefaults(u *Upstream) {
 	setDefault(&u.IdleTimeout, defaultIdleTimeout)
 	applyRetryBudgetDefaults(&u.RetryBudget)
 	applyOutlierDefaults(&u.Outlier)
+	if u.SlowStart == nil {
+		d := Duration(30 * time.Second)
+		u.SlowStart = &d
+	}
 	if u.HealthCheck != nil {
 		applyHealthCheckDefaults(u.HealthCheck)
 	}

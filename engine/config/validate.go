@@ -116,8 +116,13 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 			p.add(np+".weight", "%d is less than 1", n.Weight)
 		}
 	}
-	if u.Balancer != RoundRobin && u.Balancer != WeightedRoundRobin {
-		p.add(path+".balancer", "unknown balancer %q (want %s or %s)", u.Balancer, RoundRobin, WeightedRoundRobin)
+	switch u.Balancer {
+	case RoundRobin, WeightedRoundRobin, Random, LeastRequest:
+	default:
+		p.add(path+".balancer", "unknown balancer %q (want %s, %s, %s or %s)", u.Balancer, RoundRobin, WeightedRoundRobin, Random, LeastRequest)
+	}
+	if u.SlowStart != nil && *u.SlowStart < 0 {
+		p.add(path+".slow_start", "must not be negative (0 disables it), got %v", *u.SlowStart)
 	}
 	positive(p, path+".connect_timeout", u.ConnectTimeout)
 	positive(p, path+".response_timeout", u.ResponseTimeout)
