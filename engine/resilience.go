@@ -235,6 +235,10 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 		p.sample("loopgate_upstream_node_health_probes_total", p.labels("upstream", n.Upstream, "node", n.Addr, "result", "pass"), probes-failed)
 		p.sample("loopgate_upstream_node_health_probes_total", p.labels("upstream", n.Upstream, "node", n.Addr, "result", "fail"), failed)
 	}
+	p.family("loopgate_upstream_node_failures_in_a_row", "gauge", "The node's current run of failed calls (connect errors, resets, timeouts, 5xx); outlier ejection acts on it.")
+	for _, n := range nodes {
+		p.gauge("loopgate_upstream_node_failures_in_a_row", p.labels("upstream", n.Upstream, "node", n.Addr), int64(n.FailuresInARow()))
+	}
 	p.family("loopgate_upstream_node_ejections_total", "counter", "Times outlier detection ejected the node.")
 	for _, n := range nodes {
 		p.sample("loopgate_upstream_node_ejections_total", p.labels("upstream", n.Upstream, "node", n.Addr), n.Ejections())

@@ -26,7 +26,7 @@ type Diff struct {
 	// allow_underscore_headers. They apply live.
 	Settings []string
 	// Fixed are the settings that cannot change while the gateway runs
-	// (listen, loops, pin, admin), each with its old and new value. A
+	// (listen, loops, pin, admin, health_checks), each with its old and new value. A
 	// reload that changes one is refused.
 	Fixed []string
 }
@@ -66,6 +66,7 @@ func Compare(old, next *Config) Diff {
 	fixed("loops", old.EventLoops(), next.EventLoops())
 	fixed("pin", old.Pin, next.Pin)
 	fixed("admin", old.Admin, next.Admin)
+	fixed("health_checks", old.HealthChecks, next.HealthChecks) // the prober's bounds, set at start
 	return d
 }
 
