@@ -95,7 +95,8 @@ type exchange struct {
 	attempt      int              // the attempt running: 1 for the first
 	tried        upstream.NodeSet // nodes of group earlier attempts failed on
 	group        *upstream.Group  // the group attempts pick from
-	budget       *retryBudget     // the group's upstream's; nil until forward, and again once counted out
+	upDef        *upstreamDef     // the upstream attempts go to (pickNode)
+	budget       *retryBudget     // upDef's; set by forward, nil again once counted out
 	budgetLim    budgetLimits     // its limits in the exchange's config version
 	retrying     bool             // the exchange holds a retry in the budget
 	retryMethod  bool             // the route retries the method after its bytes reached a node
@@ -180,6 +181,7 @@ func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
 	ex.forwarded = true
 	ex.attempt, ex.tried, ex.retrying = 1, 0, false
 	ex.callStart = loopstat.Now()
+	ex.budget, ex.budgetLim = ex.upDef.budget, ex.upDef.budgetLim
 	ex.budget.begin(ex.loop.index)
 	ex.startCall(p, head)
 }

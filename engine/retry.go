@@ -230,6 +230,7 @@ func (ex *exchange) endResilience() {
 	ex.releaseIsolation()
 	if ex.budget != nil {
 		ex.budget.end(ex.loop.index, ex.retrying)
-		ex.budget, ex.group = nil, nil
+		ex.budget = nil
 	}
+	ex.group, ex.upDef = nil, nil // a recycled exchange holds no config version
 }

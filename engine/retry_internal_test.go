@@ -90,3 +90,33 @@ func TestRetriesReachDonePhase(t *testing.T) {
 		t.Fatalf("End.Retries %d, End.Node %v; want 1 and %s", w.retries.Load(), w.node.Load(), up)
 	}
 }
+
+// A request answered before its call began (every node down) leaves the
+// retry budget as it found it.
+func TestRetryBudgetUntouchedWithoutCall(t *testing.T) {
+	up := listen(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
+	cfg, err := config.Parse([]byte(fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 1\nupstreams:\n  - {name: b, nodes: [\"%s\"], health_check: {path: /h, interval: 20ms, unhealthy_threshold: 1}}\nroutes:\n  - {id: r, prefix: /, upstream: b}\n", up)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ServeForTest(t, srv)
+	node := srv.state.Load().snap.upstreams[0].group.Nodes[0].Node
+	waitForInternal(t, node.Down)
+	resp, _, _ := exchangeRaw(t, addr, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	resp.Body.Close()
+	if resp.StatusCode != 503 {
+		t.Fatalf("status %d, want 503 (50301)", resp.StatusCode)
+	}
+	b := srv.state.Load().snap.upstreams[0].budget
+	waitForInternal(t, func() bool { return b.shards[0].requests.Load() == 0 })
+	for range 5 {
+		exchangeRaw(t, addr, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	}
+	if n := b.shards[0].requests.Load(); n != 0 {
+		t.Fatalf("requests in flight %d after answered requests, want 0", n)
+	}
+}

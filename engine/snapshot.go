@@ -117,7 +117,7 @@ func (ex *exchange) pickNode() *upstream.Pool {
 		hashKey = ex.fx.Upstream.HashKey
 	}
 	g := def.on(ex.loop)
-	ex.group, ex.budget, ex.budgetLim = g, def.budget, def.budgetLim
+	ex.group, ex.upDef = g, def
 	if g.AllDown() {
 		return nil
 	}
