@@ -60,8 +60,10 @@ func (n *Node) shard(loop int) *NodeStats {
 
 // Outcome is how one call to a node ended. Call reports one per call that
 // ended on its own: completed, or failed by the node, the network or a
-// deadline. A call its owner aborted (the client left) reports nothing,
-// since the node did not decide how it ended.
+// deadline. A call its owner aborted before the node answered (the client
+// left) reports nothing, since the node did not decide how it ended; one
+// aborted after the final response head (a status retried elsewhere)
+// reports that status.
 type Outcome struct {
 	Err       *Error        // why the call failed (ErrConnect, ErrReset, ErrTimeout, ...); nil when the response completed
 	Status    int           // the final response status; 0 when none arrived
