@@ -1,6 +1,12 @@
 package engine
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/loopstat"
+)
 
 // The cold-start guard: no shrink before cold_start calls after a start or
 // a reload, however slow; after it, a slow window cuts the limit to the
@@ -53,5 +59,24 @@ func TestIsolationColdStartAndSteps(t *testing.T) {
 	}
 	if iso.inFlight.Load() != 0 {
 		t.Fatalf("%d permits leaked", iso.inFlight.Load())
+	}
+}
+
+// BenchmarkResiliencePerRequest is what a request pays for a breaker and
+// isolation on its route, alone: admit, acquire, release and record.
+func BenchmarkResiliencePerRequest(b *testing.B) {
+	bs := newBreakerSettings(&config.CircuitBreaker{Window: 10, MinCalls: 5, FailureRate: 50, SlowCallRate: 80,
+		SlowCall: config.Duration(time.Minute), OpenFor: config.Duration(30 * time.Second), HalfOpenCalls: 3})
+	br := newBreaker("r", 10)
+	is := isolationSettings{limit: 200, floor: 5, step: 50, slowCall: 1e9, window: 3e9, minSamples: 20, slowRatio: 30, coldStart: 50}
+	iso := newIsolation("r", &is)
+	b.ReportAllocs()
+	for range b.N {
+		now := loopstat.Now()
+		p, _ := br.admit(&bs, now)
+		iso.acquire()
+		end := loopstat.Now()
+		iso.release(&is, end-now, end)
+		br.record(&bs, p, false, false, end)
 	}
 }
