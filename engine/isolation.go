@@ -74,7 +74,9 @@ func (iso *isolation) acquire() bool {
 }
 
 // release returns a permit and records how long its call took; the call
-// that ends a window judges it.
+// that ends a window judges it: slow (at least min_samples calls, the slow
+// ratio reached, past the cold start) cuts the limit to the floor; too few
+// calls with some slow keeps it; any other window adds step.
 func (iso *isolation) release(s *isolationSettings, took, now int64) {
 	iso.inFlight.Add(-1)
 	iso.samples.Add(1)
@@ -94,6 +96,10 @@ func (iso *isolation) release(s *isolationSettings, took, now int64) {
 			iso.shrinks.Add(1)
 		}
 		limit = s.floor
+	case samples < s.minSamples && slow > 0:
+		// Too few calls to judge, some of them slow: at the floor with a
+		// slow upstream this is every window, and it must not count as
+		// healthy. A quiet window of fast calls still does.
 	default:
 		limit = min(limit+s.step, s.limit)
 	}

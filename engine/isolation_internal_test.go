@@ -47,6 +47,10 @@ func TestIsolationColdStartAndSteps(t *testing.T) {
 		now += 1e6
 		iso.release(&s, 0, now)
 	}
+	window(3, 2e9) // at the floor a slow upstream gives a few slow calls a window: no recovery
+	if l := iso.limit.Load(); l != 5 {
+		t.Fatalf("limit %d after a window of 4 calls, 3 slow; want the floor kept", l)
+	}
 	window(30, 1e6)
 	window(30, 1e6)
 	if l := iso.limit.Load(); l != 105 {
