@@ -21,9 +21,11 @@ type OutlierConfig struct {
 	ForgetAfterClean time.Duration // back this long without an ejection, a node's next one is a first again
 }
 
-// Outliers is one upstream's ejection state across its nodes: the policy
-// and how many nodes are out. Shared by every loop; kept by the engine
-// under the upstream's name, so reloads keep it.
+// Outliers is one upstream's availability state across its nodes: the
+// ejection policy and how many nodes are ejected, the active check and how
+// many nodes it holds down (health.go), and when a node last came back
+// (slow start). Shared by every loop; kept by the engine under the
+// upstream's name, so reloads keep it.
 type Outliers struct {
 	cfg        atomic.Pointer[OutlierConfig]
 	nodes      atomic.Int32 // nodes in the upstream now
