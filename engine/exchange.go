@@ -92,15 +92,19 @@ type exchange struct {
 	forwarded         bool // an upstream call was started
 
 	// Retries (retry.go), set when the first attempt starts.
-	attempt      int              // the attempt running: 1 for the first
-	tried        upstream.NodeSet // nodes of group earlier attempts failed on
-	group        *upstream.Group  // the group attempts pick from
-	upDef        *upstreamDef     // the upstream attempts go to (pickNode)
-	budget       *retryBudget     // upDef's; set by forward, nil again once counted out
-	budgetLim    budgetLimits     // its limits in the exchange's config version
-	retrying     bool             // the exchange holds a retry in the budget
-	retryMethod  bool             // the route retries the method after its bytes reached a node
-	hostFromNode bool             // the request had no Host: the head names the node
+	attempt       int              // the attempt running: 1 for the first
+	tried         upstream.NodeSet // nodes of group earlier attempts failed on
+	group         *upstream.Group  // the group attempts pick from
+	upDef         *upstreamDef     // the upstream attempts go to (pickNode)
+	budget        *retryBudget     // upDef's; set by forward, nil again once counted out
+	budgetLim     budgetLimits     // its limits in the exchange's config version
+	retrying      bool             // the exchange holds a retry in the budget
+	retryMethod   bool             // the route retries the method after its bytes reached a node
+	hostFromNode  bool             // the request had no Host: the head names the node
+	keepBody      bool             // the body, held whole, stays in the client's input until the attempt is final (replay)
+	kept          int              // bytes of it sent and kept there
+	chunkLimit    int64            // the chunked body's size limit, to decode it again for a replay
+	contentLength int64            // the request's Content-Length, to send it again for a replay
 
 	// The circuit breaker (breaker.go): the phase the call was admitted
 	// under, and how the upstream call ended.
@@ -141,6 +145,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.bytesIn, ex.bytesOut = int64(headLen), 0
 	ex.forwarded, ex.clientGone = false, false
 	ex.brkPhase, ex.upErr, ex.upStatus, ex.isoHeld = nil, nil, 0, false
+	ex.keepBody, ex.kept = false, 0
 	if cc.state == stateReadingHead { // the head took more than one read
 		ex.started = cc.headStart
 	}
@@ -148,9 +153,10 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	case req.Chunked:
 		ex.reqMode = codec.BodyChunked
 		ex.reqChunked.Reset(ex.snap.limits.MaxBodyBytes)
+		ex.chunkLimit = ex.snap.limits.MaxBodyBytes
 	case req.ContentLength > 0:
 		ex.reqMode = codec.BodyLength
-		ex.reqRemaining = req.ContentLength
+		ex.reqRemaining, ex.contentLength = req.ContentLength, req.ContentLength
 	default:
 		ex.reqMode = codec.BodyNone
 	}
@@ -224,6 +230,7 @@ func (ex *exchange) pumpBody() {
 		}
 		ex.bodyStalled = false
 		buf, _ := cc.gc.Peek(-1)
+		buf = buf[ex.kept:] // a body kept for a replay stays in the input
 		if len(buf) == 0 {
 			return
 		}
@@ -257,7 +264,7 @@ func (ex *exchange) pumpBody() {
 		// once the last piece went out.
 		// A chunked body is re-encoded: the upstream sees canonical size
 		// lines, no extensions and no trailers, never the client's framing.
-		sent := true
+		sent, attempt := true, ex.attempt
 		switch {
 		case ex.reqMode != codec.BodyChunked:
 			sent = ex.call.Send(buf[:take])
@@ -271,7 +278,14 @@ func (ex *exchange) pumpBody() {
 			sent = ex.call.Send(lastChunk)
 		}
 		chunk = nil
-		_, _ = cc.gc.Discard(take)
+		if ex.attempt != attempt {
+			return // the send failed and a retry rewound the kept body: the next attempt sends it
+		}
+		if ex.keepBody {
+			ex.kept += take
+		} else {
+			_, _ = cc.gc.Discard(take)
+		}
 		ex.bytesIn += int64(take)
 		if !sent {
 			return
@@ -325,6 +339,7 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 			return false
 		}
 		ex.upStatus = r.Status
+		ex.dropKeptBody()
 	}
 	if r.Status < 200 {
 		// Interim responses bypass the spool; an upstream sending them
@@ -494,6 +509,7 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 		return
 	}
 	ex.upErr = err
+	ex.dropKeptBody()
 	if ex.respStarted {
 		if !cc.headPending {
 			cc.close()
@@ -514,6 +530,7 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 // close.
 func (ex *exchange) respond(status, code int, msg string) {
 	cc := ex.cc
+	ex.dropKeptBody() // whatever ended the exchange, a kept body is never read as the next request
 	ex.respStarted = true
 	if ex.loop.srv.draining.Load() {
 		cc.closeAfter = true // as in ResponseHead

@@ -90,8 +90,8 @@ func (ex *exchange) shouldRetry(kind failureKind, exclude upstream.NodeSet) bool
 		return false // the head names the failed node as its Host
 	case kind != failUnsent && !ex.retryMethod:
 		return false // its bytes reached a node, and the method may not be sent twice
-	case kind != failUnsent && ex.reqMode != codec.BodyNone:
-		return false // the body that went out was not kept for a replay
+	case kind != failUnsent && ex.reqMode != codec.BodyNone && !ex.keepBody:
+		return false // the body that went out was not kept for a replay (streamed, or over request_buffer_bytes)
 	}
 	return ex.budget.admit(ex.loop.index, ex.retrying, ex.budgetLim)
 }
@@ -121,8 +121,36 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 	ex.attempt++
 	ex.tried = exclude
 	ex.callReady = false
+	ex.rewindBody()
 	ex.startCall(ex.group.Pick(exclude|ex.group.Unavailable()), head)
 	return true
+}
+
+// rewindBody makes a kept body go out again from its start with the next
+// attempt. A body that never left (a connect failure) is where it was.
+func (ex *exchange) rewindBody() {
+	if ex.reqMode == codec.BodyNone || !ex.keepBody {
+		return
+	}
+	ex.bytesIn -= int64(ex.kept)
+	ex.kept = 0
+	ex.reqDone = false
+	switch ex.reqMode {
+	case codec.BodyLength:
+		ex.reqRemaining = ex.contentLength
+	case codec.BodyChunked:
+		ex.reqChunked.Reset(ex.chunkLimit)
+	}
+}
+
+// dropKeptBody lets the client's input go of a body kept for a replay,
+// once the attempt is final: its response has begun, or it failed for good.
+func (ex *exchange) dropKeptBody() {
+	if ex.keepBody {
+		ex.keepBody = false
+		_, _ = ex.cc.gc.Discard(ex.kept)
+		ex.kept = 0
+	}
 }
 
 // hasNodeOutside reports whether g has a node not in s. Nodes past the
