@@ -70,6 +70,9 @@ func (ex *exchange) bufferBody() bool {
 		}
 	}
 	if complete {
+		// Held whole within request_buffer_bytes: it can be sent again
+		// (proceed keeps it only when the route may retry the request).
+		ex.keepBody = ex.reqMode == codec.BodyLength || ex.dechunk
 		return true
 	}
 	if cc.state != stateBufferingBody {

@@ -99,6 +99,30 @@ type exchange struct {
 	logReq        accesslog.Request // method and path, copied while the head is readable
 	upstreamStart int64             // loopstat.Now at the call's start; 0 = not noted
 	upstreamNs    int64             // from then to the final response head; -1 = none
+
+	// Retries (retry.go), set when the first attempt starts.
+	attempt       int              // the attempt running: 1 for the first
+	tried         upstream.NodeSet // nodes of group earlier attempts failed on
+	group         *upstream.Group  // the group attempts pick from
+	upDef         *upstreamDef     // the upstream attempts go to (pickNode)
+	budget        *retryBudget     // upDef's; set by forward, nil again once counted out
+	budgetLim     budgetLimits     // its limits in the exchange's config version
+	retrying      bool             // the exchange holds a retry in the budget
+	retryMethod   bool             // the route retries the method after its bytes reached a node
+	hostFromNode  bool             // the request had no Host: the head names the node
+	keepBody      bool             // the body, held whole, stays in the client's input until the attempt is final (replay)
+	kept          int              // bytes of it sent and kept there
+	chunkLimit    int64            // the chunked body's size limit, to decode it again for a replay
+	contentLength int64            // the request's Content-Length, to send it again for a replay
+
+	// The circuit breaker (breaker.go): the phase the call was admitted
+	// under, and how the upstream call ended.
+	brkPhase      *breakerPhase   // nil when the route has no breaker or it was counted
+	callStart     int64           // loopstat.Now at the first attempt
+	upErr         *upstream.Error // the final attempt's failure; nil when none
+	upStatus      int             // the final attempt's response status; 0 when none
+	retryAfterBuf [20]byte        // the Retry-After value of a 55301
+	isoHeld       bool            // a permit of the route's isolation limiter is held (isolation.go)
 }
 
 var _ upstream.Receiver = (*exchange)(nil)
@@ -130,6 +154,8 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.errMsg = ""
 	ex.logReq.Set(req.Method, req.Path)
 	ex.upstreamStart, ex.upstreamNs = 0, -1
+	ex.brkPhase, ex.upErr, ex.upStatus, ex.isoHeld = nil, nil, 0, false
+	ex.keepBody, ex.kept = false, 0
 	if cc.state == stateReadingHead { // the head took more than one read
 		ex.started = cc.headStart
 	}
@@ -137,9 +163,10 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	case req.Chunked:
 		ex.reqMode = codec.BodyChunked
 		ex.reqChunked.Reset(ex.snap.limits.MaxBodyBytes)
+		ex.chunkLimit = ex.snap.limits.MaxBodyBytes
 	case req.ContentLength > 0:
 		ex.reqMode = codec.BodyLength
-		ex.reqRemaining = req.ContentLength
+		ex.reqRemaining, ex.contentLength = req.ContentLength, req.ContentLength
 	default:
 		ex.reqMode = codec.BodyNone
 	}
@@ -164,17 +191,16 @@ func (ex *exchange) requestID() []byte {
 	return ex.id[:ex.idLen]
 }
 
-// forward starts the upstream call for route r on node p.
-func (ex *exchange) forward(r *route, p *upstream.Pool, head *pool.Buffer) {
+// forward starts the upstream call's first attempt on node p; see
+// retryAfter for the others.
+func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
 	ex.forwarded = true
+	ex.attempt, ex.tried, ex.retrying = 1, 0, false
+	ex.callStart = loopstat.Now()
 	ex.markUpstreamStart()
-	ex.call.Start(p, head, upstream.Options{
-		ConnectTimeout:  r.connectTimeout,
-		ResponseTimeout: r.responseTimeout,
-		HEAD:            ex.isHEAD,
-		HasBody:         ex.reqMode != codec.BodyNone,
-		Retryable:       ex.reqMode == codec.BodyNone && ex.idempotent,
-	})
+	ex.budget, ex.budgetLim = ex.upDef.budget, ex.upDef.budgetLim
+	ex.budget.begin(ex.loop.index)
+	ex.startCall(p, head)
 }
 
 // idempotent: only these methods are resent after a stale connection.
@@ -215,6 +241,7 @@ func (ex *exchange) pumpBody() {
 		}
 		ex.bodyStalled = false
 		buf, _ := cc.gc.Peek(-1)
+		buf = buf[ex.kept:] // a body kept for a replay stays in the input
 		if len(buf) == 0 {
 			return
 		}
@@ -248,7 +275,7 @@ func (ex *exchange) pumpBody() {
 		// once the last piece went out.
 		// A chunked body is re-encoded: the upstream sees canonical size
 		// lines, no extensions and no trailers, never the client's framing.
-		sent := true
+		sent, attempt := true, ex.attempt
 		switch {
 		case ex.reqMode != codec.BodyChunked:
 			sent = ex.call.Send(buf[:take])
@@ -262,7 +289,14 @@ func (ex *exchange) pumpBody() {
 			sent = ex.call.Send(lastChunk)
 		}
 		chunk = nil
-		_, _ = cc.gc.Discard(take)
+		if ex.attempt != attempt {
+			return // the send failed and a retry rewound the kept body: the next attempt sends it
+		}
+		if ex.keepBody {
+			ex.kept += take
+		} else {
+			_, _ = cc.gc.Discard(take)
+		}
 		ex.bytesIn += int64(take)
 		if !sent {
 			return
@@ -310,6 +344,13 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	cc := ex.cc
 	if cc == nil {
 		return false
+	}
+	if r.Status >= 200 {
+		if ex.route.retry.retriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
+			return false
+		}
+		ex.upStatus = r.Status
+		ex.dropKeptBody()
 	}
 	if r.Status < 200 {
 		// Interim responses bypass the spool; an upstream sending them
@@ -476,6 +517,11 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	if cc == nil {
 		return
 	}
+	if ex.retryAfter(c, classifyFailure(c, err, ex.route.retry.perTry > 0), c.Pool()) {
+		return
+	}
+	ex.upErr = err
+	ex.dropKeptBody()
 	if ex.respStarted {
 		if !cc.headPending {
 			cc.close()
@@ -496,6 +542,7 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 // close.
 func (ex *exchange) respond(status, code int, msg string) {
 	cc := ex.cc
+	ex.dropKeptBody() // whatever ended the exchange, a kept body is never read as the next request
 	ex.respStarted = true
 	if ex.loop.srv.draining.Load() {
 		cc.closeAfter = true // as in ResponseHead
@@ -527,7 +574,7 @@ func (ex *exchange) done() {
 	end := filters.End{Status: ex.status, BytesIn: ex.bytesIn, BytesOut: ex.bytesOut,
 		Duration: loopstat.Now() - ex.started}
 	if ex.forwarded {
-		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()
+		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()+ex.attempt-1
 	}
 	switch {
 	case ex.status == 0 || ex.clientGone:

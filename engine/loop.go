@@ -385,6 +385,7 @@ const maxFreeExchanges = 1024
 func (l *loop) putExchange(ex *exchange) {
 	ex.endPark() // a resume still on its way is dropped: see inbox.go
 	ex.done()
+	ex.endResilience()
 	ex.logEnd()
 	ex.record()
 	ex.cc, ex.snap, ex.route, ex.chain = nil, nil, nil, nil

@@ -72,6 +72,7 @@ func (ex *exchange) dispatch(req *codec.Request) {
 	}
 	if ex.reqMode == codec.BodyChunked && ex.route.maxBody > 0 {
 		ex.reqChunked.Reset(ex.route.maxBody)
+		ex.chunkLimit = ex.route.maxBody
 	}
 	if ex.route.chain == nil {
 		ex.proceed(req)
@@ -236,7 +237,21 @@ func (ex *exchange) proceed(req *codec.Request) {
 			return // waiting for the rest of the body, or answered
 		}
 	}
+	if r.breaker != nil && !ex.admitBreaker() {
+		return
+	}
+	if r.isolation != nil && !ex.acquireIsolation() {
+		ex.abandonBreaker()
+		return
+	}
 	node := ex.pickNode()
+	if node == nil {
+		ex.localReply(errNoHealthyNode)
+		return
+	}
+	ex.retryMethod = r.retry.allowsMethod(req.Method)
+	ex.keepBody = ex.keepBody && ex.retryMethod && r.retry.attempts > 1
+	ex.hostFromNode = len(req.Host) == 0
 	head, bad := ex.buildUpstreamHead(req, node.Addr)
 	if bad != nil { // a rewrite produced a path that does not normalise
 		ex.localReply(bad)
@@ -251,5 +266,5 @@ func (ex *exchange) proceed(req *codec.Request) {
 	} else {
 		cc.setState(stateWaitingUpstream)
 	}
-	ex.forward(r, node, head)
+	ex.forward(node, head)
 }

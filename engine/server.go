@@ -64,6 +64,8 @@ type durable struct {
 	revoked *auth.Revocations // token and API key revocations
 	limits  *limiter.Store    // rate limits' buckets, key tables and Redis cluster
 	metrics *registry         // route, filter and loop metrics, and the upstream nodes
+
+	resilience *resilience // retry budgets and circuit breakers
 }
 
 // maxBans bounds the runtime ban list.
@@ -91,9 +93,10 @@ func (s *Server) LimitsHandler() http.Handler { return s.limits.Handler() }
 func New(cfg *config.Config) (*Server, error) {
 	n := cfg.EventLoops()
 	s := &Server{
-		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), limits: limiter.NewStore(), metrics: newRegistry(n)},
-		pin:     cfg.Pin,
-		booted:  make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
+		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), limits: limiter.NewStore(), metrics: newRegistry(n),
+			resilience: newResilience(n, cfg.HealthChecks)},
+		pin:    cfg.Pin,
+		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
 	}
 	snap, err := compile(cfg, n, &s.durable)
 	if err != nil {
@@ -104,9 +107,11 @@ func New(cfg *config.Config) (*Server, error) {
 		return nil, err
 	}
 	s.addr = "tcp://" + listen
+	snap.activate(s.resilience.prober)
 	s.state.Store(&state{version: 1, cfg: cfg, snap: snap})
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
 	s.metricSet.RegisterMetricsWriter(s.limits.WriteMetrics)
+	s.metricSet.RegisterMetricsWriter(s.writeResilienceSeries)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = newLoop(s, i)
@@ -140,6 +145,7 @@ func (s *Server) Run() error {
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)
+	go s.resilience.prober.Run(stop)
 	err := gnet.Run(s, s.addr,
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(len(s.loops)),

@@ -70,14 +70,28 @@ type route struct {
 	responseTimeout time.Duration
 	keepEscapes     bool // escaped_slashes: keep
 	metrics         *routeMetrics
+	retry           retryPolicy
+	breaker         *breaker // the server's for this route id; nil when the route has none
+	breakerCfg      breakerSettings
+	isolation       *isolation // the server's for this route id; nil when the route has none
+	isolationCfg    isolationSettings
 }
 
 // upstreamDef is one upstream as a snapshot defines it: its nodes (shared
 // upstream.Node objects, kept by the server across reloads), balancer and
 // pool settings.
 type upstreamDef struct {
-	name  string
-	group upstream.GroupConfig
+	name      string
+	group     upstream.GroupConfig
+	budget    *retryBudget // the server's for this upstream name
+	budgetLim budgetLimits
+
+	// Passive ejection: the server's state for this upstream name, and the
+	// policy this version sets on it when it becomes the running one
+	// (snapshot.activate); nil when ejection is off.
+	outliers   *upstream.Outliers
+	outlierCfg *upstream.OutlierConfig
+	healthCfg  *upstream.HealthCheckConfig // nil when the upstream has no active check
 
 	// loops holds each loop's Group for this definition, built on that
 	// loop when it adopts the snapshot (loop.adopt) from its own pools.
@@ -103,10 +117,14 @@ func (ex *exchange) pickNode() *upstream.Pool {
 		hashKey = ex.fx.Upstream.HashKey
 	}
 	g := def.on(ex.loop)
-	if hashKey != nil {
-		return g.PickHash(hashKey, 0)
+	ex.group, ex.upDef = g, def
+	if g.AllDown() {
+		return nil
 	}
-	return g.Pick(0)
+	if hashKey != nil {
+		return g.PickHash(hashKey, g.Unavailable()) // walks the ring past nodes out of rotation
+	}
+	return g.Pick(g.Unavailable())
 }
 
 // compileErrors are every error one compile found, reported on one line.
@@ -162,7 +180,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 	}
 	groupIndex := make(map[string]int, len(cfg.Upstreams))
 	for i := range cfg.Upstreams {
-		d := upstreamDefOf(&cfg.Upstreams[i], loops, kept.metrics)
+		d := upstreamDefOf(&cfg.Upstreams[i], loops, kept)
 		groupIndex[d.name] = i
 		s.upstreams = append(s.upstreams, d)
 	}
@@ -187,7 +205,15 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 		// routes that do not override them.
 		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain,
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
-			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID)}
+			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID),
+			retry: newRetryPolicy(&r.Retry)}
+		if r.CircuitBreaker.On() {
+			rt.breaker, rt.breakerCfg = kept.resilience.breaker(r.ID, r.CircuitBreaker.Window), newBreakerSettings(r.CircuitBreaker)
+		}
+		if r.Isolation.On() {
+			rt.isolationCfg = newIsolationSettings(r.Isolation)
+			rt.isolation = kept.resilience.isolation(r.ID, &rt.isolationCfg)
+		}
 		if r.Limits != nil {
 			rt.maxBody = access.RouteMaxBody(*r.Limits)
 		}
@@ -202,11 +228,16 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 // upstreamDefOf compiles one upstream. Its nodes are the registry's, by
 // upstream name and address, so pools and stats follow a node across
 // reloads.
-func upstreamDefOf(u *config.Upstream, loops int, reg *registry) *upstreamDef {
-	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops)}
+func upstreamDefOf(u *config.Upstream, loops int, kept *durable) *upstreamDef {
+	reg := kept.metrics
+	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops), budget: kept.resilience.budget(u.Name),
+		budgetLim: budgetLimits{percent: int64(u.RetryBudget.Percent), floor: int64(u.RetryBudget.MinRetries)},
+		outliers:  kept.resilience.outliers(u.Name), outlierCfg: outlierConfig(&u.Outlier), healthCfg: healthConfig(u.HealthCheck)}
 	d.group = upstream.GroupConfig{
-		Name:     u.Name,
-		Weighted: u.Balancer == config.WeightedRoundRobin,
+		Name:      u.Name,
+		Weighted:  u.Balancer == config.WeightedRoundRobin,
+		Kind:      balancerKinds[u.Balancer],
+		SlowStart: time.Duration(*u.SlowStart),
 		Pool: upstream.PoolConfig{
 			MaxIdle:        u.MaxIdle,
 			MaxConns:       u.MaxConns,

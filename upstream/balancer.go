@@ -3,6 +3,8 @@
 
 package upstream
 
+import "github.com/loopgate/loopgate/engine/loopstat"
+
 // Balancer picks the index of the next node, passing over the nodes in
 // exclude unless every node is in it. A Balancer belongs to one loop and
 // is not safe for concurrent use.
@@ -55,6 +57,7 @@ type SmoothWeighted struct {
 	weights []int
 	current []int
 	total   int
+	ramp    slowStart // nodes back in rotation take part at a reduced weight
 }
 
 // NewSmoothWeighted returns a balancer with the given positive weights.
@@ -71,9 +74,14 @@ func NewSmoothWeighted(weights []int) *SmoothWeighted {
 // others decide.
 func (s *SmoothWeighted) Pick(exclude NodeSet) int {
 	best, total := -1, 0
+	now := loopstat.Now()
+	ramping := s.ramp.active(now)
 	for i, w := range s.weights {
 		if exclude.Has(i) {
 			continue
+		}
+		if ramping {
+			w = s.ramp.weight(i, w, now)
 		}
 		s.current[i] += w
 		total += w

@@ -47,7 +47,8 @@ type Call struct {
 	conn       *Conn
 	recv       Receiver
 	opts       Options
-	head       *pool.Buffer // request head; kept until a response byte arrives, for a retry
+	head       *pool.Buffer // request head; kept until the call ends, for a resend or the owner's retry (TakeHead)
+	spare      *pool.Buffer // the head of a failed call, while CallFailed runs (see TakeHead)
 	timer      Timer        // acquire, then response deadline; made by the loop's Clock at the first Start
 	timerLoop  *Loop        // the loop timer belongs to
 	waiting    *Pool        // pool whose waiter queue holds the call
@@ -55,6 +56,7 @@ type Call struct {
 	retried    bool
 	sendDone   bool
 	gotBytes   bool // a response byte arrived: never resend after this
+	wrote      bool // the request head was handed to a socket: its bytes may have reached the node
 	reusedConn bool // the current connection served earlier exchanges
 
 	mode      codec.BodyMode
@@ -96,9 +98,14 @@ func (c *Call) Node() string {
 	return c.pool.Addr
 }
 
+// Pool returns the node pool of the call's current attempt; nil before
+// the first Start.
+func (c *Call) Pool() *Pool { return c.pool }
+
 // Start begins an exchange on a node of p. head is the complete request head
 // as it goes on the wire; the call owns it from now on and releases it.
 func (c *Call) Start(p *Pool, head *pool.Buffer, opts Options) {
+	c.spare.SafeRelease() // restarted from CallFailed without TakeHead
 	timer := c.timer
 	if c.timerLoop != p.loop { // the first Start (a call stays on its loop)
 		c.stopTimer()
@@ -125,6 +132,7 @@ func (c *Call) attach(uc *Conn) {
 		c.connFailed()
 		return
 	}
+	c.wrote = true
 	if !c.opts.HasBody {
 		c.SendDone()
 	}
@@ -197,6 +205,9 @@ func (c *Call) SendDone() {
 // Abort ends the call from the owner's side (the client went away). The
 // connection is closed unless the exchange was complete.
 func (c *Call) Abort() {
+	if c.status != 0 && !c.state.Terminal() {
+		c.report(nil) // the node answered; only the owner gave up on the rest
+	}
 	c.stopTimer()
 	if c.waiting != nil {
 		c.waiting.dequeue(c)
@@ -277,8 +288,6 @@ func (c *Call) parseHead(buf []byte) int {
 	}
 	if !c.gotBytes {
 		c.gotBytes = true
-		c.head.SafeRelease()
-		c.head = nil
 		c.firstByte = loopstat.Now()
 		c.pool.stats.FirstByte.Observe(c.firstByte - c.started)
 	}
@@ -333,6 +342,8 @@ func (c *Call) nextBody(buf []byte) (raw, data []byte, done, bad bool) {
 // the request went out whole and nothing unexpected follows the response.
 func (c *Call) finish(trailing bool) {
 	c.timer.Stop()
+	c.head.SafeRelease()
+	c.head = nil
 	c.setState(Done)
 	c.report(nil)
 	uc := c.conn
@@ -408,14 +419,40 @@ func (c *Call) abort(err *Error) {
 // fail ends the call and tells the receiver.
 func (c *Call) fail(err *Error) {
 	c.stopTimer()
-	c.head.SafeRelease()
-	c.head = nil
+	c.spare, c.head = c.head, nil
 	if c.state != Timeout {
 		c.setState(Failed)
 	}
 	c.report(err)
 	c.recv.CallFailed(c, err)
+	// The receiver may have taken the head back for a retry, and may have
+	// started the call again (Start frees an untaken one): spare is set
+	// only when neither happened.
+	c.spare.SafeRelease()
+	c.spare = nil
 }
+
+// TakeHead hands the request head back to the owner, for a retry of the
+// same request on another node with Start: during CallFailed, or during
+// ResponseHead before an Abort. The owner then owns it; nil when the call
+// holds none.
+func (c *Call) TakeHead() *pool.Buffer {
+	if c.spare != nil {
+		h := c.spare
+		c.spare = nil
+		return h
+	}
+	h := c.head
+	c.head = nil
+	return h
+}
+
+// Wrote reports whether the request head was handed to a socket, so its
+// bytes may have reached the node; a call that failed to connect did not.
+func (c *Call) Wrote() bool { return c.wrote }
+
+// Answered reports whether any response byte arrived.
+func (c *Call) Answered() bool { return c.gotBytes }
 
 // report tells the node how the call ended (see Outcome); err is nil for
 // a complete response.

@@ -15,7 +15,14 @@
 // A Node is one upstream address, shared by every loop's pool for it and
 // kept by the engine across config reloads. Every call reports how it
 // ended to its node (Outcome), each loop into its own shard of atomics:
-// metrics read it, and health and breakers are meant to.
+// metrics read it, and so does passive outlier ejection (outlier.go),
+// which takes a node that fails in a row out of rotation for a while.
+// Active health checks (health.go) run in a Prober off the loops
+// (prober.go), bounded in flight and spread in time; loops only read a
+// node's health. Group.Unavailable is the set of nodes a pick passes over.
+// Balancers (balancer.go, balancers.go): round robin, smooth weighted
+// round robin, random, least request, and slow start for nodes that come
+// back.
 //
 // Loop.Update installs a config version's groups: a node that stays keeps
 // its pool and connections, and the pools of nodes that left are retired,

@@ -45,10 +45,12 @@ type NodeConfig struct {
 // GroupConfig is one named upstream: its nodes, how to balance across them
 // and the limits and timeouts of each node's pool.
 type GroupConfig struct {
-	Name     string
-	Nodes    []NodeConfig
-	Weighted bool // smooth weighted round robin instead of plain round robin
-	Pool     PoolConfig
+	Name      string
+	Nodes     []NodeConfig
+	Weighted  bool          // smooth weighted round robin instead of plain round robin
+	Kind      BalancerKind  // the balancer (Weighted picks BalanceWeighted too)
+	SlowStart time.Duration // the slow-start ramp of nodes that come back; 0 = none
+	Pool      PoolConfig
 
 	ring *hashRing // built once by Prepare
 }
@@ -122,11 +124,7 @@ func (l *Loop) Update(groups []*GroupConfig) []*Group {
 			g.pools[j] = p
 			weights[j] = n.Weight
 		}
-		if gc.Weighted {
-			g.balancer = NewSmoothWeighted(weights)
-		} else {
-			g.balancer = NewRoundRobin(len(gc.Nodes))
-		}
+		g.balancer = newBalancer(gc, g.pools, weights)
 		out[i] = g
 	}
 	for n, p := range l.pools {

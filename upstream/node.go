@@ -5,6 +5,7 @@ package upstream
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -22,7 +23,10 @@ type Node struct {
 	Upstream string // the upstream's name
 	Addr     string // "host:port"
 
-	shards []nodeShard // by loop index (Host.Index)
+	shards  []nodeShard  // by loop index (Host.Index)
+	outlier nodeOutlier  // passive ejection (outlier.go)
+	health  nodeHealth   // active health checks (health.go)
+	upSince atomic.Int64 // loopstat.Now when it last came (back) into rotation, for slow start; 0 = in it from the start
 }
 
 // nodeShard keeps one loop's stats off the cache lines of the others.
@@ -56,8 +60,10 @@ func (n *Node) shard(loop int) *NodeStats {
 
 // Outcome is how one call to a node ended. Call reports one per call that
 // ended on its own: completed, or failed by the node, the network or a
-// deadline. A call its owner aborted (the client left) reports nothing,
-// since the node did not decide how it ended.
+// deadline. A call its owner aborted before the node answered (the client
+// left) reports nothing, since the node did not decide how it ended; one
+// aborted after the final response head (a status retried elsewhere)
+// reports that status.
 type Outcome struct {
 	Err       *Error        // why the call failed (ErrConnect, ErrReset, ErrTimeout, ...); nil when the response completed
 	Status    int           // the final response status; 0 when none arrived
@@ -75,4 +81,5 @@ func (n *Node) report(s *NodeStats, o *Outcome) {
 		s.Responses[class].Add(1)
 	}
 	s.Duration.Observe(int64(o.Total))
+	n.judge(o)
 }

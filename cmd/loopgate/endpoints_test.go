@@ -40,3 +40,36 @@ routes:
 		t.Fatalf("GET /limits = %s, want the route's ip limit (50/s, burst 20)", body)
 	}
 }
+
+// GET /upstreams reports every node of every upstream with its health and
+// the breaker of each route using it.
+func TestAdminServesUpstreams(t *testing.T) {
+	up := serveUpstream(t, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	_, _, adminAddr := startServing(t, `
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: api, prefix: /, upstream: backend, circuit_breaker: {}}
+`, up)
+	code, body, err := adminGet(adminAddr, "/upstreams")
+	if err != nil || code != 200 {
+		t.Fatalf("GET /upstreams: %d %v", code, err)
+	}
+	var report []struct {
+		Name   string `json:"name"`
+		Routes []struct {
+			Route, Breaker string
+		} `json:"routes"`
+		Nodes []struct {
+			Addr    string `json:"addr"`
+			Healthy bool   `json:"healthy"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(body), &report); err != nil {
+		t.Fatalf("GET /upstreams is not a JSON list: %v\n%s", err, body)
+	}
+	if len(report) != 1 || report[0].Name != "backend" || len(report[0].Nodes) != 1 ||
+		!report[0].Nodes[0].Healthy || len(report[0].Routes) != 1 || report[0].Routes[0].Breaker != "closed" {
+		t.Fatalf("GET /upstreams = %s, want backend's one healthy node and route api's closed breaker", body)
+	}
+}

@@ -23,7 +23,8 @@ type Gateway interface {
 	Ready() <-chan struct{} // closed once the listener accepts connections
 	Draining() bool         // a shutdown has begun
 	WriteMetrics(w io.Writer)
-	LimitsHandler() http.Handler // GET /limits: rate limits and Redis health, JSON
+	LimitsHandler() http.Handler    // GET /limits: rate limits and Redis health, JSON
+	UpstreamsHandler() http.Handler // GET /upstreams: nodes' health, ejections, breakers, JSON
 }
 
 // Server is a running admin listener.
@@ -66,6 +67,7 @@ func (s *Server) mux() *http.ServeMux {
 	m.HandleFunc("GET /metrics", s.metrics)
 	m.HandleFunc("/reload", s.reload)
 	m.Handle("GET /limits", s.gw.LimitsHandler())
+	m.Handle("GET /upstreams", s.gw.UpstreamsHandler())
 	m.HandleFunc("GET /debug/pprof/", pprof.Index) // and the named profiles: heap, goroutine, allocs, ...
 	m.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	m.HandleFunc("GET /debug/pprof/profile", pprof.Profile)

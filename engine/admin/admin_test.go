@@ -134,6 +134,10 @@ func (g *fakeGateway) Ready() <-chan struct{}   { return g.ready }
 func (g *fakeGateway) Draining() bool           { return g.draining.Load() }
 func (g *fakeGateway) WriteMetrics(w io.Writer) { io.WriteString(w, "loopgate_test_total 1\n") }
 
+func (g *fakeGateway) UpstreamsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"upstreams":[]}`) })
+}
+
 func (g *fakeGateway) LimitsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"limits":[]}`) })
 }

@@ -31,6 +31,8 @@ const (
 const (
 	RoundRobin         = "round_robin"
 	WeightedRoundRobin = "weighted_round_robin" // smooth weighted round robin, as in nginx
+	Random             = "random"               // weighted random
+	LeastRequest       = "least_request"        // power of two choices on in-flight calls, by weight
 )
 
 // Config is the whole gateway configuration.
@@ -65,6 +67,17 @@ type Config struct {
 
 	AccessLog AccessLog `yaml:"access_log"` // default off (see accesslog.go)
 	Metrics   Metrics   `yaml:"metrics"`    // per-request series on by default
+
+	// CircuitBreaker, when present, enables a circuit breaker with these
+	// settings on every route; a route's own circuit_breaker overrides it
+	// (see CircuitBreaker). Default absent: no breakers.
+	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
+
+	// Isolation, when present, enables adaptive slow-call isolation with
+	// these settings on every route (see Isolation). Default absent.
+	Isolation *Isolation `yaml:"isolation,omitempty"`
+
+	HealthChecks HealthChecks `yaml:"health_checks"` // bounds on the active health prober (see HealthChecks)
 
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
@@ -149,9 +162,15 @@ type Upstream struct {
 	Name  string `yaml:"name"`  // required, unique; letters, digits, '-', '_', '.'
 	Nodes []Node `yaml:"nodes"` // at least one; each "host:port" or {addr: "host:port", weight: 3}
 
-	// Balancer is "round_robin" or "weighted_round_robin". Default
-	// round_robin, or weighted_round_robin when any node's weight is not 1.
+	// Balancer is "round_robin", "weighted_round_robin", "random" or
+	// "least_request". Default round_robin, or weighted_round_robin when
+	// any node's weight is not 1.
 	Balancer string `yaml:"balancer"`
+
+	// SlowStart: a node added by a reload, or back from an ejection or a
+	// failed health check, takes 10 % of its weight, rising to all of it
+	// over this window. Default 30s; 0 disables it.
+	SlowStart *Duration `yaml:"slow_start"`
 
 	ConnectTimeout     Duration `yaml:"connect_timeout"`      // dial deadline; default 1s; failure: 502, code 50201
 	ResponseTimeout    Duration `yaml:"response_timeout"`     // request sent to first response byte, then max gap between response reads; default 5s; expiry: 504, code 50401
@@ -159,6 +178,10 @@ type Upstream struct {
 	MaxIdle            int      `yaml:"max_idle"`             // idle keep-alive connections per node per loop; default max_conns
 	MaxConns           int      `yaml:"max_conns"`            // connections per node per loop (active + idle + dialing); default 1024 (Envoy's per-cluster default); past it requests wait, up to as many again
 	IdleTimeout        Duration `yaml:"idle_timeout"`         // idle pooled connections older than this are closed; default 30s
+
+	RetryBudget RetryBudget  `yaml:"retry_budget"`           // retries in flight the upstream takes (see RetryBudget)
+	Outlier     Outlier      `yaml:"outlier"`                // passive ejection of failing nodes (see Outlier)
+	HealthCheck *HealthCheck `yaml:"health_check,omitempty"` // active health check; default none (see HealthCheck)
 }
 
 // Node is one backend address. In YAML it is either the bare string
@@ -187,6 +210,15 @@ type Route struct {
 	// Per-route overrides; default (zero) inherits the upstream's value.
 	ConnectTimeout  Duration `yaml:"connect_timeout"`
 	ResponseTimeout Duration `yaml:"response_timeout"`
+
+	Retry Retry `yaml:"retry"` // the retry policy (see Retry); defaults apply when absent
+	// CircuitBreaker is the route's breaker over the global one (see
+	// CircuitBreaker); after defaults, the effective settings, or nil when
+	// the route has none.
+	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
+	// Isolation is the route's slow-call isolation over the global one
+	// (see Isolation); after defaults, the effective settings, or nil.
+	Isolation *Isolation `yaml:"isolation,omitempty"`
 
 	// Filters (see filters.go). The route keys a filter owns (auth,
 	// roles, ip_allow, gray, ...) are decoded into that filter's own

@@ -57,8 +57,9 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			Drain:      Duration(30 * time.Second),
 			Suspend:    Duration(5 * time.Second),
 		},
-		Filters:   []string{"request_id", "ip_access", "forwarded"},
-		AccessLog: AccessLog{RingSize: 4096},
+		Filters:      []string{"request_id", "ip_access", "forwarded"},
+		AccessLog:    AccessLog{RingSize: 4096},
+		HealthChecks: HealthChecks{MaxInFlight: 20, Batch: 100},
 	}
 	wantGlobals := map[string]filters.GlobalConfig{
 		auth.Name:           &auth.Global{Auth: documentedAuth()},
@@ -211,6 +212,7 @@ func TestSampleParses(t *testing.T) {
 		FilterOrders:   map[string]int{"forwarded": 50},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1", "::1"},
 		AccessLog:      AccessLog{RingSize: 4096},
+		HealthChecks:   HealthChecks{MaxInFlight: 20, Batch: 100},
 		Upstreams: []Upstream{{
 			Name:               "users",
 			Nodes:              []Node{{Addr: "10.0.0.1:8080", Weight: 1}, {Addr: "10.0.0.2:8080", Weight: 3}},
@@ -221,6 +223,9 @@ func TestSampleParses(t *testing.T) {
 			MaxIdle:            32, // default: max_conns
 			MaxConns:           32,
 			IdleTimeout:        Duration(30 * time.Second),
+			RetryBudget:        RetryBudget{Percent: 20, MinRetries: 3},
+			Outlier:            defaultOutlier,
+			SlowStart:          &defaultSlowStart,
 		}, {
 			Name:               "static",
 			Nodes:              []Node{{Addr: "10.0.1.1:80", Weight: 1}, {Addr: "10.0.1.2:80", Weight: 1}},
@@ -231,6 +236,9 @@ func TestSampleParses(t *testing.T) {
 			MaxIdle:            8,
 			MaxConns:           16,
 			IdleTimeout:        Duration(90 * time.Second),
+			RetryBudget:        RetryBudget{Percent: 20, MinRetries: 3},
+			Outlier:            defaultOutlier,
+			SlowStart:          &defaultSlowStart,
 		}},
 		Routes: []Route{{
 			ID: "get-user", Path: "/api/users/*", Host: "api.example.com", Methods: []string{"GET", "head"},
@@ -238,17 +246,20 @@ func TestSampleParses(t *testing.T) {
 			EscapedSlashes:  EscapedSlashesReject,             // default
 			ConnectTimeout:  Duration(250 * time.Millisecond), // inherited from users
 			ResponseTimeout: Duration(2 * time.Second),        // own override
+			Retry:           defaultRetry,
 			DisableFilters:  []string{"forwarded"},
 			Limits:          &codec.Limits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10},
 		}, {
 			ID: "route-1", Path: "/assets/**", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(100 * time.Millisecond),
 			ResponseTimeout: Duration(30 * time.Second),
+			Retry:           defaultRetry,
 			Filters:         []string{"ip_access"},
 		}, {
 			ID: "site", Prefix: "/", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(time.Second),
 			ResponseTimeout: Duration(30 * time.Second),
+			Retry:           defaultRetry,
 		}},
 	}
 	if !reflect.DeepEqual(withoutFilters(c), want) {
@@ -439,7 +450,7 @@ func TestValidationErrors(t *testing.T) {
 		{"upstreams:\n  - name: u\n    nodes: [\"h:0\"]\n", `config: line 3: upstreams[0].nodes[0].addr: port 0 in address "h:0"; a node needs a real port`},
 		{"upstreams:\n  - name: u\n    nodes: [h:1, h:1]\n", `config: line 3: upstreams[0].nodes[1].addr: duplicate address "h:1" (also nodes[0])`},
 		{"upstreams:\n  - name: u\n    nodes: [{addr: \"h:1\", weight: -2}]\n", "config: line 3: upstreams[0].nodes[0].weight: -2 is less than 1"},
-		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    balancer: random\n", `config: line 4: upstreams[0].balancer: unknown balancer "random" (want round_robin or weighted_round_robin)`},
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    balancer: fastest\n", `config: line 4: upstreams[0].balancer: unknown balancer "fastest" (want round_robin, weighted_round_robin, random or least_request)`},
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    connect_timeout: -1s\n", "config: line 4: upstreams[0].connect_timeout: must be positive, got -1s"},
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_idle: 10\n    max_conns: 5\n", "config: line 4: upstreams[0].max_idle: 10 exceeds max_conns 5"},
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_conns: -1\n", "config: line 4: upstreams[0].max_conns: must be positive, got -1"},
@@ -507,7 +518,9 @@ func TestDocsExampleParses(t *testing.T) {
 	users := c.Upstreams[0]
 	users.Nodes, users.Name = nil, ""
 	want := Upstream{Balancer: WeightedRoundRobin, ConnectTimeout: defaultConnectTimeout, ResponseTimeout: defaultResponseTimeout,
-		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxConns, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout}
+		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxConns, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout,
+		RetryBudget: RetryBudget{Percent: defaultRetryBudgetPct, MinRetries: defaultRetryBudgetMin}, Outlier: defaultOutlier,
+		SlowStart: &defaultSlowStart}
 	if !reflect.DeepEqual(users, want) {
 		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
 	}
@@ -537,3 +550,12 @@ func documentedRateLimit() *limiter.Global {
 			FailureThreshold: 3, ProbeMin: units.Duration(100 * time.Millisecond), ProbeMax: units.Duration(2 * time.Second), RampStep: 0.10},
 	}
 }
+
+// defaultRetry is a route's retry policy when it sets none.
+var defaultRetry = Retry{Attempts: 2, Methods: []string{"GET", "HEAD", "OPTIONS", "PUT", "DELETE"}}
+
+// defaultOutlier is an upstream's ejection policy when it sets none.
+var defaultOutlier = Outlier{Consecutive: 5, BaseEjection: Duration(30 * time.Second), MaxEjection: Duration(300 * time.Second), MaxEjectedPercent: 50}
+
+// defaultSlowStart is an upstream's slow_start when it sets none.
+var defaultSlowStart = Duration(30 * time.Second)

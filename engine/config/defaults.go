@@ -62,6 +62,7 @@ func applyDefaults(c *Config) {
 	setDefault(&c.Timeouts.Drain, defaultDrain)
 	setDefault(&c.Timeouts.Suspend, defaultSuspend)
 
+	applyHealthChecksDefaults(&c.HealthChecks)
 	for i := range c.Upstreams {
 		applyUpstreamDefaults(&c.Upstreams[i])
 	}
@@ -71,6 +72,9 @@ func applyDefaults(c *Config) {
 		r := &c.Routes[i]
 		setDefault(&r.ID, defaultRouteID(i))
 		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
+		applyRetryDefaults(&r.Retry)
+		r.CircuitBreaker = routeBreaker(c.CircuitBreaker, r.CircuitBreaker)
+		r.Isolation = routeIsolation(c.Isolation, r.Isolation)
 		if u := c.findUpstream(r.Upstream); u != nil {
 			setDefault(&r.ConnectTimeout, u.ConnectTimeout)
 			setDefault(&r.ResponseTimeout, u.ResponseTimeout)
@@ -102,6 +106,15 @@ func applyUpstreamDefaults(u *Upstream) {
 		setDefault(&u.MaxIdle, defaultMaxConns) // max_conns is invalid; let Validate name only it
 	}
 	setDefault(&u.IdleTimeout, defaultIdleTimeout)
+	applyRetryBudgetDefaults(&u.RetryBudget)
+	applyOutlierDefaults(&u.Outlier)
+	if u.SlowStart == nil {
+		d := Duration(30 * time.Second)
+		u.SlowStart = &d
+	}
+	if u.HealthCheck != nil {
+		applyHealthCheckDefaults(u.HealthCheck)
+	}
 }
 
 // defaultRouteID is the id of routes[i] when the config gives none.

@@ -26,8 +26,8 @@ type Diff struct {
 	// allow_underscore_headers, metrics. They apply live.
 	Settings []string
 	// Fixed are the settings that cannot change while the gateway runs
-	// (listen, loops, pin, admin, access_log), each with its old and new
-	// value. A
+	// (listen, loops, pin, admin, access_log, health_checks), each with
+	// its old and new value. A
 	// reload that changes one is refused.
 	Fixed []string
 }
@@ -68,7 +68,8 @@ func Compare(old, next *Config) Diff {
 	fixed("loops", old.EventLoops(), next.EventLoops())
 	fixed("pin", old.Pin, next.Pin)
 	fixed("admin", old.Admin, next.Admin)
-	fixed("access_log", old.AccessLog, next.AccessLog) // its rings and file are made at start
+	fixed("access_log", old.AccessLog, next.AccessLog)          // its rings and file are made at start
+	fixed("health_checks", old.HealthChecks, next.HealthChecks) // the prober's bounds, set at start
 	return d
 }
 

@@ -44,6 +44,8 @@ func (c *Config) problems() problems {
 		p.add("loops", "%d is negative; 0 means one per CPU", c.Loops)
 	}
 	c.validateLimits(&p)
+	positive(&p, "health_checks.max_in_flight", c.HealthChecks.MaxInFlight)
+	positive(&p, "health_checks.batch", c.HealthChecks.Batch)
 	positive(&p, "timeouts.header_read", c.Timeouts.HeaderRead)
 	positive(&p, "timeouts.idle", c.Timeouts.Idle)
 	positive(&p, "timeouts.drain", c.Timeouts.Drain)
@@ -115,8 +117,13 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 			p.add(np+".weight", "%d is less than 1", n.Weight)
 		}
 	}
-	if u.Balancer != RoundRobin && u.Balancer != WeightedRoundRobin {
-		p.add(path+".balancer", "unknown balancer %q (want %s or %s)", u.Balancer, RoundRobin, WeightedRoundRobin)
+	switch u.Balancer {
+	case RoundRobin, WeightedRoundRobin, Random, LeastRequest:
+	default:
+		p.add(path+".balancer", "unknown balancer %q (want %s, %s, %s or %s)", u.Balancer, RoundRobin, WeightedRoundRobin, Random, LeastRequest)
+	}
+	if u.SlowStart != nil && *u.SlowStart < 0 {
+		p.add(path+".slow_start", "must not be negative (0 disables it), got %v", *u.SlowStart)
 	}
 	positive(p, path+".connect_timeout", u.ConnectTimeout)
 	positive(p, path+".response_timeout", u.ResponseTimeout)
@@ -124,6 +131,11 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 	positive(p, path+".idle_timeout", u.IdleTimeout)
 	positive(p, path+".max_conns", u.MaxConns)
 	positive(p, path+".max_idle", u.MaxIdle)
+	validateRetryBudget(p, path+".retry_budget", &u.RetryBudget)
+	validateOutlier(p, path+".outlier", &u.Outlier)
+	if u.HealthCheck != nil {
+		validateHealthCheck(p, path+".health_check", u.HealthCheck)
+	}
 	if u.MaxIdle > u.MaxConns && u.MaxConns > 0 {
 		p.add(path+".max_idle", "%d exceeds max_conns %d", u.MaxIdle, u.MaxConns)
 	}
@@ -153,6 +165,13 @@ func (c *Config) validateRoutes(p *problems) {
 		}
 		if r.EscapedSlashes != EscapedSlashesReject && r.EscapedSlashes != EscapedSlashesKeep {
 			p.add(path+".escaped_slashes", "%q: want %q or %q", r.EscapedSlashes, EscapedSlashesReject, EscapedSlashesKeep)
+		}
+		validateRetry(p, path+".retry", &r.Retry)
+		if r.CircuitBreaker != nil {
+			validateBreaker(p, path+".circuit_breaker", r.CircuitBreaker)
+		}
+		if r.Isolation != nil {
+			validateIsolation(p, path+".isolation", r.Isolation)
 		}
 		c.validateRouteFilters(p, i, path, r)
 	}

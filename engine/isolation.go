@@ -1,0 +1,146 @@
+// Adaptive slow-call isolation per route: a concurrency limit on the
+// route's upstream calls that falls to a floor while its calls are slow,
+// so a slow backend holds a few connections, not everyone's.
+
+package engine
+
+import (
+	"log"
+	"sync/atomic"
+	"time"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/loopstat"
+)
+
+// isolationSettings are a route's compiled config.Isolation.
+type isolationSettings struct {
+	limit, floor, step    int64
+	slowCall, window      int64 // nanoseconds
+	minSamples, slowRatio int64
+	coldStart             int64
+}
+
+func newIsolationSettings(s *config.Isolation) isolationSettings {
+	return isolationSettings{limit: int64(s.Limit), floor: int64(s.Floor), step: int64(s.Step),
+		slowCall: int64(s.SlowCall), window: int64(s.Window), minSamples: int64(s.MinSamples),
+		slowRatio: int64(s.SlowRatio), coldStart: int64(s.ColdStart)}
+}
+
+// isolation is one route's limiter, kept by the server under the route id.
+// Lock-free: permits are one atomic counter against the current limit,
+// and the loop whose call ends a window (one CAS) judges it.
+type isolation struct {
+	route string
+
+	limit    atomic.Int64 // the current limit
+	inFlight atomic.Int64 // permits held: upstream calls started and not yet ended
+
+	windowStart   atomic.Int64 // loopstat.Now when the window began
+	samples, slow atomic.Int64 // calls ended in the window, and the slow ones
+	seen          atomic.Int64 // calls ended since the start or the last reload (the cold-start guard)
+
+	warned   atomic.Bool   // the limit is below half its base: warned once this episode
+	rejected atomic.Uint64 // requests answered 42901
+	warnings atomic.Uint64 // episodes below half the base
+	shrinks  atomic.Uint64 // windows that shrank the limit
+}
+
+func newIsolation(route string, s *isolationSettings) *isolation {
+	iso := &isolation{route: route}
+	iso.limit.Store(s.limit)
+	iso.windowStart.Store(loopstat.Now())
+	return iso
+}
+
+// reset applies a config version's settings: the cold-start guard starts
+// over, and the limit keeps its value unless the new base is lower.
+func (iso *isolation) reset(s *isolationSettings) {
+	iso.seen.Store(0)
+	if iso.limit.Load() > s.limit {
+		iso.limit.Store(s.limit)
+	}
+}
+
+// acquire takes a permit, or reports that the route is at its limit.
+func (iso *isolation) acquire() bool {
+	if iso.inFlight.Add(1) > iso.limit.Load() {
+		iso.inFlight.Add(-1)
+		iso.rejected.Add(1)
+		return false
+	}
+	return true
+}
+
+// release returns a permit and records how long its call took; the call
+// that ends a window judges it: slow (at least min_samples calls, the slow
+// ratio reached, past the cold start) cuts the limit to the floor; too few
+// calls with some slow keeps it; any other window adds step.
+func (iso *isolation) release(s *isolationSettings, took, now int64) {
+	iso.inFlight.Add(-1)
+	iso.samples.Add(1)
+	iso.seen.Add(1)
+	if took > s.slowCall {
+		iso.slow.Add(1)
+	}
+	start := iso.windowStart.Load()
+	if now-start < s.window || !iso.windowStart.CompareAndSwap(start, now) {
+		return
+	}
+	samples, slow := iso.samples.Swap(0), iso.slow.Swap(0)
+	limit := iso.limit.Load()
+	switch {
+	case iso.seen.Load() >= s.coldStart && samples >= s.minSamples && slow*100 >= s.slowRatio*samples:
+		if limit != s.floor {
+			iso.shrinks.Add(1)
+		}
+		limit = s.floor
+	case samples < s.minSamples && slow > 0:
+		// Too few calls to judge, some of them slow: at the floor with a
+		// slow upstream this is every window, and it must not count as
+		// healthy. A quiet window of fast calls still does.
+	default:
+		limit = min(limit+s.step, s.limit)
+	}
+	iso.limit.Store(limit)
+	if limit*2 < s.limit {
+		if !iso.warned.Swap(true) {
+			iso.warnings.Add(1)
+			// Once per episode: not a per-request write on the loop.
+			log.Printf("warning: isolation route=%s limit %d, below half its base %d: %d of %d calls in %v over %v",
+				iso.route, limit, s.limit, slow, samples, time.Duration(s.window), time.Duration(s.slowCall))
+		}
+	} else {
+		iso.warned.Store(false)
+	}
+}
+
+var errIsolated = &codec.Error{Status: 429, Code: 42901, Message: "route at its concurrency limit (slow upstream); retry later"}
+
+// acquireIsolation takes a permit of the route's limiter before its
+// upstream call, or answers 429, code 42901. Done (endResilience) gives
+// it back on every path, so a client that leaves leaks nothing.
+func (ex *exchange) acquireIsolation() bool {
+	if ex.route.isolation.acquire() {
+		ex.isoHeld = true
+		return true
+	}
+	ex.localReply(errIsolated)
+	return false
+}
+
+// releaseIsolation gives the permit back with the call's duration.
+func (ex *exchange) releaseIsolation() {
+	if !ex.isoHeld {
+		return
+	}
+	ex.isoHeld = false
+	r := ex.route
+	if !ex.forwarded { // answered before its call began: no sample
+		r.isolation.inFlight.Add(-1)
+		return
+	}
+	now := loopstat.Now()
+	r.isolation.release(&r.isolationCfg, now-ex.callStart, now)
+}

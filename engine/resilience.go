@@ -1,0 +1,264 @@
+// resilience: the server's retry budgets and circuit breakers, kept by
+// stable name across reloads, and their metric series.
+
+package engine
+
+import (
+	"bytes"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/upstream"
+)
+
+// resilience holds the state of the resilience mechanisms that outlives a
+// configuration version: each upstream's retry budget by upstream name.
+// Compiling adds to it; nothing is removed. Loops never touch mu: they
+// reach what they need through the compiled snapshot.
+type resilience struct {
+	loops int
+
+	mu       sync.Mutex
+	budgets  map[string]*retryBudget
+	upstream []string // budget names in creation order
+	breakers map[string]*breaker
+	ejection map[string]*upstream.Outliers
+	prober   *upstream.Prober // every upstream's active checks; runs while the server does
+	isolated map[string]*isolation
+	limiters []*isolation // in creation order
+	routes   []*breaker   // in creation order
+}
+
+func newResilience(loops int, hc config.HealthChecks) *resilience {
+	return &resilience{loops: loops, budgets: map[string]*retryBudget{}, breakers: map[string]*breaker{},
+		ejection: map[string]*upstream.Outliers{}, isolated: map[string]*isolation{}, prober: upstream.NewProber(hc.MaxInFlight, hc.Batch)}
+}
+
+// breaker returns route's circuit breaker, made the first time with a
+// window of window calls. A reload keeps its state; a new window size
+// applies from its next CLOSED phase. Off-loop only.
+func (rs *resilience) breaker(route string, window int) *breaker {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	b := rs.breakers[route]
+	if b == nil {
+		b = newBreaker(route, window)
+		rs.breakers[route] = b
+		rs.routes = append(rs.routes, b)
+	}
+	return b
+}
+
+// budget returns upstream name's retry budget, made the first time.
+// Off-loop only.
+func (rs *resilience) budget(name string) *retryBudget {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	b := rs.budgets[name]
+	if b == nil {
+		b = newRetryBudget(rs.loops)
+		rs.budgets[name] = b
+		rs.upstream = append(rs.upstream, name)
+	}
+	return b
+}
+
+// isolation returns route's slow-call limiter, made the first time.
+// Off-loop only.
+func (rs *resilience) isolation(route string, s *isolationSettings) *isolation {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	iso := rs.isolated[route]
+	if iso == nil {
+		iso = newIsolation(route, s)
+		rs.isolated[route] = iso
+		rs.limiters = append(rs.limiters, iso)
+	}
+	return iso
+}
+
+// outliers returns upstream name's ejection state, made the first time.
+// Off-loop only.
+func (rs *resilience) outliers(name string) *upstream.Outliers {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	o := rs.ejection[name]
+	if o == nil {
+		o = &upstream.Outliers{}
+		rs.ejection[name] = o
+	}
+	return o
+}
+
+// outlierConfig compiles an upstream's ejection policy; nil when off.
+func outlierConfig(o *config.Outlier) *upstream.OutlierConfig {
+	if !o.On() {
+		return nil
+	}
+	return &upstream.OutlierConfig{Consecutive: int32(o.Consecutive), BaseEjection: time.Duration(o.BaseEjection),
+		MaxEjection: time.Duration(o.MaxEjection), MaxEjectedPct: int32(o.MaxEjectedPercent),
+		ForgetAfterClean: time.Duration(o.MaxEjection)}
+}
+
+// activate sets what the snapshot configures on the server's shared
+// state, when it becomes the running version: compiling changes nothing
+// that runs (see Server.Compile). Under the reload lock, or before Run.
+func (s *snapshot) activate(prober *upstream.Prober) {
+	checks := map[*upstream.Node]*upstream.HealthCheckConfig{}
+	for _, d := range s.upstreams {
+		nodes := make([]*upstream.Node, len(d.group.Nodes))
+		for i, n := range d.group.Nodes {
+			nodes[i] = n.Node
+			if d.healthCfg != nil {
+				checks[n.Node] = d.healthCfg
+			}
+		}
+		d.outliers.SetHealthCheck(d.healthCfg)
+		d.outliers.Configure(d.outlierCfg, nodes)
+	}
+	for i := range s.routes {
+		if r := &s.routes[i]; r.isolation != nil {
+			r.isolation.reset(&r.isolationCfg)
+		}
+	}
+	prober.Set(checks)
+}
+
+// healthConfig compiles an upstream's active check; nil when it has none.
+func healthConfig(h *config.HealthCheck) *upstream.HealthCheckConfig {
+	if h == nil {
+		return nil
+	}
+	return &upstream.HealthCheckConfig{TCP: h.Type == config.HealthTCP, Method: h.Method, Path: h.Path, Host: h.Host,
+		Expect: h.Expected, Timeout: time.Duration(h.Timeout), Healthy: h.HealthyThreshold, Unhealthy: h.UnhealthyThreshold,
+		New: time.Duration(h.Interval), Stable: time.Duration(h.StableInterval), Degraded: time.Duration(h.DegradedInterval),
+		StableAfter: h.StableAfter, DegradedAfter: h.DegradedAfter, PanicPercent: int32(*h.PanicThreshold)}
+}
+
+var errNoHealthyNode = &codec.Error{Status: 503, Code: 50301, Message: "no healthy upstream node"}
+
+// writeResilienceSeries is the metrics.Set writer for the resilience
+// series: retry budgets, breakers, and the nodes' ejections.
+func (s *Server) writeResilienceSeries(w io.Writer) {
+	reg := s.metrics
+	reg.mu.Lock()
+	nodes := append([]*upstream.Node(nil), reg.nodes...)
+	reg.mu.Unlock()
+	rs := s.resilience
+	rs.mu.Lock()
+	names := append([]string(nil), rs.upstream...)
+	budgets := make([]*retryBudget, len(names))
+	for i, n := range names {
+		budgets[i] = rs.budgets[n]
+	}
+	breakers := append([]*breaker(nil), rs.routes...)
+	limiters := append([]*isolation(nil), rs.limiters...)
+	rs.mu.Unlock()
+
+	var b bytes.Buffer
+	p := promWriter{b: &b}
+	p.family("loopgate_upstream_retries_total", "counter", "Attempts made again on another node after a retryable failure.")
+	for i, bg := range budgets {
+		var n uint64
+		for j := range bg.shards {
+			n += bg.shards[j].retried.Load()
+		}
+		p.sample("loopgate_upstream_retries_total", p.labels("upstream", names[i]), n)
+	}
+	p.family("loopgate_upstream_retries_exhausted_total", "counter", "Retries refused by the upstream's retry budget; the client got the attempt's own error.")
+	for i, bg := range budgets {
+		var n uint64
+		for j := range bg.shards {
+			n += bg.shards[j].exhausted.Load()
+		}
+		p.sample("loopgate_upstream_retries_exhausted_total", p.labels("upstream", names[i]), n)
+	}
+	p.family("loopgate_upstream_retries_in_flight", "gauge", "Requests to the upstream that are on a retry now.")
+	for i, bg := range budgets {
+		var n int64
+		for j := range bg.shards {
+			n += bg.shards[j].retries.Load()
+		}
+		p.gauge("loopgate_upstream_retries_in_flight", p.labels("upstream", names[i]), n)
+	}
+	p.family("loopgate_route_breaker_state", "gauge", "The route's circuit: 0 closed, 1 open, 2 half-open.")
+	for _, br := range breakers {
+		p.gauge("loopgate_route_breaker_state", p.labels("route", br.route), int64(br.phase.Load().state))
+	}
+	p.family("loopgate_route_breaker_transitions_total", "counter", "Circuit state changes, by the state entered.")
+	for _, br := range breakers {
+		for st := range br.transitions {
+			p.sample("loopgate_route_breaker_transitions_total", p.labels("route", br.route, "to", breakerState(st).String()), br.transitions[st].Load())
+		}
+	}
+	p.family("loopgate_route_breaker_rejected_total", "counter", "Requests answered 503, code 55301, by an open circuit, without an upstream call.")
+	for _, br := range breakers {
+		p.sample("loopgate_route_breaker_rejected_total", p.labels("route", br.route), br.rejected.Load())
+	}
+	p.family("loopgate_route_isolation_limit", "gauge", "The route's current concurrency limit on upstream calls (adaptive slow-call isolation).")
+	for _, iso := range limiters {
+		p.gauge("loopgate_route_isolation_limit", p.labels("route", iso.route), iso.limit.Load())
+	}
+	p.family("loopgate_route_isolation_in_flight", "gauge", "The route's upstream calls holding an isolation permit.")
+	for _, iso := range limiters {
+		p.gauge("loopgate_route_isolation_in_flight", p.labels("route", iso.route), iso.inFlight.Load())
+	}
+	p.family("loopgate_route_isolation_rejected_total", "counter", "Requests answered 429, code 42901, at the route's limit.")
+	for _, iso := range limiters {
+		p.sample("loopgate_route_isolation_rejected_total", p.labels("route", iso.route), iso.rejected.Load())
+	}
+	p.family("loopgate_route_isolation_warnings_total", "counter", "Episodes of the route's limit below half its base (the alert hook; each logged once).")
+	for _, iso := range limiters {
+		p.sample("loopgate_route_isolation_warnings_total", p.labels("route", iso.route), iso.warnings.Load())
+	}
+	now := loopstat.Now()
+	p.family("loopgate_upstream_node_ejected_seconds", "gauge", "Seconds the node stays ejected by outlier detection; 0 when in rotation.")
+	for _, n := range nodes {
+		p.gaugeFloat("loopgate_upstream_node_ejected_seconds", p.labels("upstream", n.Upstream, "node", n.Addr), n.EjectedFor(now).Seconds())
+	}
+	p.family("loopgate_upstream_node_healthy", "gauge", "1 while the node passes its active health checks (or has none), 0 while they hold it out of rotation.")
+	for _, n := range nodes {
+		up := int64(1)
+		if n.Down() {
+			up = 0
+		}
+		p.gauge("loopgate_upstream_node_healthy", p.labels("upstream", n.Upstream, "node", n.Addr), up)
+	}
+	p.family("loopgate_upstream_node_health_probes_total", "counter", "Active health probes of the node, and how many failed.")
+	for _, n := range nodes {
+		probes, failed := n.HealthProbes()
+		p.sample("loopgate_upstream_node_health_probes_total", p.labels("upstream", n.Upstream, "node", n.Addr, "result", "pass"), probes-failed)
+		p.sample("loopgate_upstream_node_health_probes_total", p.labels("upstream", n.Upstream, "node", n.Addr, "result", "fail"), failed)
+	}
+	p.family("loopgate_upstream_node_failures_in_a_row", "gauge", "The node's current run of failed calls (connect errors, resets, timeouts, 5xx); outlier ejection acts on it.")
+	for _, n := range nodes {
+		p.gauge("loopgate_upstream_node_failures_in_a_row", p.labels("upstream", n.Upstream, "node", n.Addr), int64(n.FailuresInARow()))
+	}
+	p.family("loopgate_upstream_node_ejections_total", "counter", "Times outlier detection ejected the node.")
+	for _, n := range nodes {
+		p.sample("loopgate_upstream_node_ejections_total", p.labels("upstream", n.Upstream, "node", n.Addr), n.Ejections())
+	}
+	_, _ = w.Write(b.Bytes())
+}
+
+// gaugeFloat writes a gauge sample with a fractional value.
+func (p promWriter) gaugeFloat(name, labels string, v float64) {
+	p.b.WriteString(name)
+	p.b.WriteString(labels)
+	p.b.WriteByte(' ')
+	p.b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
+	p.b.WriteByte('\n')
+}
+
+// balancerKinds maps config.Upstream.Balancer to the upstream package's.
+var balancerKinds = map[string]upstream.BalancerKind{
+	config.RoundRobin:         upstream.BalanceRoundRobin,
+	config.WeightedRoundRobin: upstream.BalanceWeighted,
+	config.Random:             upstream.BalanceRandom,
+	config.LeastRequest:       upstream.BalanceLeastRequest,
+}

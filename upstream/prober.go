@@ -1,0 +1,174 @@
+// Prober: runs every upstream's active health checks off the loops, in
+// batches with a bounded number in flight, spread in time by jitter.
+
+package upstream
+
+import (
+	"bufio"
+	"math/rand/v2"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Prober probes the nodes it is given, each on its own schedule (the
+// tiers of HealthCheckConfig). Nothing of it runs on a loop: loops only
+// read the nodes' health (Node.Down). Safe for concurrent use.
+type Prober struct {
+	maxInFlight int
+	batch       int
+	tick        time.Duration
+	sem         chan struct{}
+
+	mu      sync.Mutex
+	targets map[*Node]*target
+
+	inFlight atomic.Int32
+	peak     atomic.Int32 // the most probes ever in flight at once
+	started  atomic.Uint64
+}
+
+// target is one node's schedule. Guarded by Prober.mu.
+type target struct {
+	node    *Node
+	cfg     *HealthCheckConfig
+	due     time.Time
+	running bool
+}
+
+// NewProber returns a prober that starts at most batch probes per tick and
+// keeps at most maxInFlight in flight.
+func NewProber(maxInFlight, batch int) *Prober {
+	return &Prober{maxInFlight: maxInFlight, batch: batch, tick: 100 * time.Millisecond,
+		sem: make(chan struct{}, maxInFlight), targets: map[*Node]*target{}}
+}
+
+// Set makes checks the nodes to probe, each with its upstream's check. A
+// node already probed keeps its schedule; a new one is first probed at a
+// random point within its interval, so many nodes added at once are not
+// probed at once. Nodes left out are no longer probed, and count as up.
+func (p *Prober) Set(checks map[*Node]*HealthCheckConfig) {
+	now := time.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for n, t := range p.targets {
+		if checks[n] == nil {
+			delete(p.targets, n)
+			n.health.passes.Store(0)
+			n.health.failures.Store(0)
+			n.setDown(false)
+		} else {
+			t.cfg = checks[n]
+		}
+	}
+	for n, cfg := range checks {
+		if p.targets[n] == nil {
+			p.targets[n] = &target{node: n, cfg: cfg, due: now.Add(jitter(cfg.New, 0, 1))}
+		}
+	}
+}
+
+// jitter returns a random duration in [d×lo, d×hi).
+func jitter(d time.Duration, lo, hi float64) time.Duration {
+	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
+}
+
+// Run probes until stop is closed.
+func (p *Prober) Run(stop <-chan struct{}) {
+	t := time.NewTicker(p.tick)
+	defer t.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			for _, tg := range p.due(now) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p.run(tg, stop)
+				}()
+			}
+		}
+	}
+}
+
+// due marks up to batch targets whose time came as running and returns them.
+func (p *Prober) due(now time.Time) []*target {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []*target
+	for _, t := range p.targets {
+		if len(out) == p.batch {
+			break
+		}
+		if !t.running && !now.Before(t.due) {
+			t.running = true
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// run probes one target when a place in flight frees, and schedules its
+// next probe by its tier, with ±10 % jitter.
+func (p *Prober) run(t *target, stop <-chan struct{}) {
+	select {
+	case p.sem <- struct{}{}:
+	case <-stop:
+		return
+	}
+	n := p.inFlight.Add(1)
+	for peak := p.peak.Load(); n > peak && !p.peak.CompareAndSwap(peak, n); peak = p.peak.Load() {
+	}
+	p.started.Add(1)
+	p.mu.Lock()
+	cfg := t.cfg
+	p.mu.Unlock()
+	ok := probe(t.node.Addr, cfg)
+	p.inFlight.Add(-1)
+	<-p.sem
+	next := t.node.checked(cfg, ok)
+	p.mu.Lock()
+	t.running = false
+	t.due = time.Now().Add(jitter(next, 0.9, 1.1))
+	p.mu.Unlock()
+}
+
+// Peak returns the most probes that were ever in flight at once.
+func (p *Prober) Peak() int { return int(p.peak.Load()) }
+
+// Probes returns how many probes were started.
+func (p *Prober) Probes() uint64 { return p.started.Load() }
+
+// probe runs one check against addr: a TCP connect, or an HTTP request
+// whose status must be expected.
+func probe(addr string, cfg *HealthCheckConfig) bool {
+	c, err := net.DialTimeout("tcp", addr, cfg.Timeout)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	if cfg.TCP {
+		return true
+	}
+	_ = c.SetDeadline(time.Now().Add(cfg.Timeout))
+	host := cfg.Host
+	if host == "" {
+		host = addr
+	}
+	req := cfg.Method + " " + cfg.Path + " HTTP/1.1\r\nHost: " + host + "\r\nUser-Agent: loopgate-health\r\nConnection: close\r\n\r\n"
+	if _, err := c.Write([]byte(req)); err != nil {
+		return false
+	}
+	line, err := bufio.NewReaderSize(c, 256).ReadSlice('\n')
+	if err != nil || len(line) < 12 || string(line[:5]) != "HTTP/" {
+		return false
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	return err == nil && cfg.passes(status)
+}
