@@ -315,6 +315,8 @@ BENCH_JWT=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJiZW5jaC11c2VyIiwiaXNzI
 #   accesslog  plain with the access log written to $TMP/access-PORT.log
 #   default    the default filter chain, metrics on
 #   ratelimit  plain with a local rate limit on ip, far above the load
+#   resilience plain with a circuit breaker and slow-call isolation on every
+#              route (the one line that enables each)
 #   cluster    plain with a cluster rate limit on global through Redis on
 #              $REDIS_PORT, leased, far above the load
 write_loopgate_config() {
@@ -361,6 +363,9 @@ EOF
 	ratelimit)
 		sed -i 's/^    upstream: backend$/    upstream: backend\n    rate_limits: [{key: ip, rate: 10000000, burst: 1000000}]/' "$file"
 		printf 'filters: []\nmetrics: {per_request: false}\n' >>"$file"
+		;;
+	resilience)
+		printf 'filters: []\nmetrics: {per_request: false}\ncircuit_breaker: {}\nisolation: {}\n' >>"$file"
 		;;
 	cluster)
 		sed -i 's/^    upstream: backend$/    upstream: backend\n    rate_limits: [{key: global, rate: 1000000, burst: 1000000, scope: cluster}]/' "$file"

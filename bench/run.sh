@@ -8,7 +8,7 @@
 #   BENCH_ROUNDS    interleaved rounds over all proxies (default 3)
 #   BENCH_ONLY      space-separated subset of: direct nginx haproxy loopgate
 #                   loopgate-metrics loopgate-accesslog loopgate-chain
-#                   loopgate-ratelimit loopgate-cluster
+#                   loopgate-ratelimit loopgate-cluster loopgate-resilience
 #   LOOPGATE_BIN    gateway binary (default bin/loopgate, built by `make build`)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -34,11 +34,12 @@ declare -A LABEL=(
 	[loopgate-chain]="loopgate (default chain)"
 	[loopgate-ratelimit]="loopgate (local rate limit, ip)"
 	[loopgate-cluster]="loopgate (cluster rate limit, leased)"
+	[loopgate-resilience]="loopgate (breaker + isolation)"
 )
 # The Loopgate rows in table order, and the write_loopgate_config setup of each.
-LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain loopgate-ratelimit loopgate-cluster)
+LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain loopgate-ratelimit loopgate-cluster loopgate-resilience)
 declare -A SETUP=([loopgate]=plain [loopgate-metrics]=metrics [loopgate-accesslog]=accesslog [loopgate-chain]=default
-	[loopgate-ratelimit]=ratelimit [loopgate-cluster]=cluster)
+	[loopgate-ratelimit]=ratelimit [loopgate-cluster]=cluster [loopgate-resilience]=resilience)
 declare -A PORT=() PID=()
 TARGETS=()  # keys of the targets that started, in table order
 NOTES=()    # lines printed under the table
@@ -228,10 +229,10 @@ relative_to_nginx() {
 relative_to_plain() {
 	local key limit base=${MEDIAN_CPU[loopgate]:-NA}
 	[[ $base != NA && -z ${HAS_ERRORS[loopgate]:-} ]] || return 0
-	for key in loopgate-metrics loopgate-accesslog loopgate-ratelimit; do
+	for key in loopgate-metrics loopgate-accesslog loopgate-ratelimit loopgate-resilience; do
 		[[ ${MEDIAN_CPU[$key]:-NA} != NA && -z ${HAS_ERRORS[$key]:-} ]] || continue
 		case $key in
-		loopgate-metrics) limit=3 ;;
+		loopgate-metrics | loopgate-resilience) limit=3 ;;
 		loopgate-ratelimit) limit=5 ;;
 		*) limit=10 ;;
 		esac
