@@ -151,6 +151,9 @@ func (s *Server) Run() error {
 		gnet.WithNumEventLoop(len(s.loops)),
 		gnet.WithLockOSThread(s.pin),
 		gnet.WithReusePort(true),
+		// SO_REUSEADDR, as nginx and Go's net.Listen set it: a restart must not
+		// wait out the TIME_WAIT of connections the last process closed.
+		gnet.WithReuseAddr(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReadBufferCap(64<<10),
 		gnet.WithLogger(gnetLogger{}),

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -89,4 +90,33 @@ routes:
 	if !strings.Contains(body, "go_gc_duration_seconds") {
 		t.Errorf("/metrics lacks the Go runtime series:\n%s", body)
 	}
+}
+
+// A restart binds the port the last process served on at once, even while
+// connections that process closed wait out TIME_WAIT on it (nginx's and
+// Go's listeners set SO_REUSEADDR for this; without it the bind fails for
+// a minute).
+func TestRestartWhileClosedConnectionsLinger(t *testing.T) {
+	up := serveUpstream(t, func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	listen := freeAddr(t)
+	cfg := writeConfig(t, fmt.Sprintf("listen: %s\nadmin: \"off\"\nloops: 1\nupstreams:\n  - {name: backend, nodes: [%q]}\nroutes:\n  - {id: all, prefix: /, upstream: backend}\n", listen, up))
+	first := startProcess(t, "-config", cfg)
+	first.serving(t)
+	// The gateway closes each of these connections first, so their
+	// TIME_WAIT is on its side, on the listening port.
+	for i := 0; i < 5; i++ {
+		c, err := net.Dial("tcp", listen)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(c, "GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n")
+		if _, err := io.ReadAll(c); err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	}
+	first.stop(t)
+	second := startProcess(t, "-config", cfg)
+	second.serving(t)
+	second.stop(t)
 }
