@@ -195,7 +195,7 @@ func (ex *exchange) requestID() []byte {
 // retryAfter for the others.
 func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
 	ex.forwarded = true
-	ex.attempt, ex.tried, ex.retrying = 1, 0, false
+	ex.attempt, ex.tried, ex.retrying = 1, upstream.NodeSet{}, false
 	ex.callStart = loopstat.Now()
 	ex.markUpstreamStart()
 	ex.budget, ex.budgetLim = ex.upDef.budget, ex.upDef.budgetLim

@@ -77,7 +77,7 @@ func classifyFailure(c *upstream.Call, err *upstream.Error, perTry bool) failure
 // whether the exchange tries again, on a node outside exclude (those tried
 // and those out of rotation). The last condition takes a retry from the
 // upstream's budget.
-func (ex *exchange) shouldRetry(kind failureKind, exclude upstream.NodeSet) bool {
+func (ex *exchange) shouldRetry(kind failureKind, exclude *upstream.NodeSet) bool {
 	p := &ex.route.retry
 	switch {
 	case kind == failFinal, ex.cc == nil, ex.attempt >= p.attempts:
@@ -106,7 +106,8 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 		return false // before the exclusion is worked out: the common case
 	}
 	exclude := ex.group.Exclude(ex.tried, failed)
-	if !ex.shouldRetry(kind, exclude|ex.group.Unavailable()) {
+	avoid := exclude.Union(ex.group.Unavailable())
+	if !ex.shouldRetry(kind, &avoid) {
 		return false
 	}
 	head := c.TakeHead()
@@ -122,7 +123,7 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 	ex.tried = exclude
 	ex.callReady = false
 	ex.rewindBody()
-	ex.startCall(ex.group.Pick(exclude|ex.group.Unavailable()), head)
+	ex.startCall(ex.group.Pick(avoid), head)
 	return true
 }
 
@@ -153,16 +154,15 @@ func (ex *exchange) dropKeptBody() {
 	}
 }
 
-// hasNodeOutside reports whether g has a node not in s. Nodes past the
-// 64th are never in a NodeSet.
-func hasNodeOutside(g *upstream.Group, s upstream.NodeSet) bool {
-	n := len(g.Pools())
-	for i := range min(n, 64) {
+// hasNodeOutside reports whether g has a node not in s. Only a failed
+// attempt asks, so a walk over the nodes is affordable.
+func hasNodeOutside(g *upstream.Group, s *upstream.NodeSet) bool {
+	for i := range g.Pools() {
 		if !s.Has(i) {
 			return true
 		}
 	}
-	return n > 64
+	return false
 }
 
 // retryBudget is one upstream's retry budget (Envoy's): retries in flight

@@ -80,7 +80,7 @@ func (ex *exchange) Do(t filters.Ticket, r *filters.SubRequest, then func(*filte
 		s.ready = true
 	}
 	s.active, s.gen, s.then, s.status = true, ex.gen, then, 0
-	p := ex.snap.upstreams[r.Group].on(ex.loop).Pick(0)
+	p := ex.snap.upstreams[r.Group].on(ex.loop).Pick(upstream.NodeSet{})
 	head := pool.Get(256)
 	b := append(head.B, r.Method...)
 	b = append(b, ' ')

@@ -27,7 +27,7 @@ func NewRoundRobin(n int) *RoundRobin { return &RoundRobin{n: n} }
 
 func (r *RoundRobin) Pick(exclude NodeSet) int {
 	first := r.advance()
-	if exclude == 0 {
+	if exclude.Empty() {
 		return first
 	}
 	for i, tries := first, 1; ; i, tries = r.advance(), tries+1 {
@@ -90,7 +90,7 @@ func (s *SmoothWeighted) Pick(exclude NodeSet) int {
 		}
 	}
 	if best < 0 {
-		return s.Pick(0) // every node is excluded
+		return s.Pick(NodeSet{}) // every node is excluded
 	}
 	s.current[best] -= total
 	return best

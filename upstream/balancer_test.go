@@ -12,7 +12,7 @@ func TestRoundRobinCycles(t *testing.T) {
 	rr := NewRoundRobin(3)
 	var got []int
 	for i := 0; i < 7; i++ {
-		got = append(got, rr.Pick(0))
+		got = append(got, rr.Pick(NodeSet{}))
 	}
 	want := []int{0, 1, 2, 0, 1, 2, 0}
 	for i := range want {
@@ -29,7 +29,7 @@ func TestSmoothWeightedMatchesNginx(t *testing.T) {
 	want := []int{0, 0, 1, 0, 2, 0, 0}
 	for round := 0; round < 3; round++ {
 		for i, w := range want {
-			if got := s.Pick(0); got != w {
+			if got := s.Pick(NodeSet{}); got != w {
 				t.Fatalf("round %d pick %d = %d, want %d", round, i, got, w)
 			}
 		}
@@ -41,7 +41,7 @@ func TestSmoothWeightedShares(t *testing.T) {
 	s := NewSmoothWeighted(weights)
 	counts := make([]int, len(weights))
 	for i := 0; i < 600; i++ {
-		counts[s.Pick(0)]++
+		counts[s.Pick(NodeSet{})]++
 	}
 	for i, w := range weights {
 		if counts[i] != w*100 {
@@ -65,7 +65,7 @@ func BenchmarkSmoothWeighted(b *testing.B) {
 	s := NewSmoothWeighted([]int{5, 3, 2, 1})
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		s.Pick(0)
+		s.Pick(NodeSet{})
 	}
 }
 
@@ -76,7 +76,7 @@ func TestHashRingIsStableAndSpreads(t *testing.T) {
 	owner := map[string]int{}
 	for i := 0; i < 3000; i++ {
 		k := []byte("user-" + string(rune('a'+i%26)) + string(rune('0'+i%10)) + string(rune(i)))
-		n := r.lookup(k, 0)
+		n := r.lookup(k, NodeSet{})
 		counts[n]++
 		owner[string(k)] = n
 	}
@@ -88,7 +88,7 @@ func TestHashRingIsStableAndSpreads(t *testing.T) {
 	// Removing a node moves only that node's keys.
 	r2 := newHashRing(nodes[:2])
 	for k, n := range owner {
-		if n < 2 && r2.lookup([]byte(k), 0) != n {
+		if n < 2 && r2.lookup([]byte(k), NodeSet{}) != n {
 			t.Fatalf("key %q moved from node %d though its node stayed", k, n)
 		}
 	}
@@ -99,6 +99,6 @@ func BenchmarkHashRingLookup(b *testing.B) {
 	key := []byte("user-12345")
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
-		r.lookup(key, 0)
+		r.lookup(key, NodeSet{})
 	}
 }

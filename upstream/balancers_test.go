@@ -25,11 +25,11 @@ func counts(b Balancer, n, picks int, exclude NodeSet) []int {
 func TestRandomBalancer(t *testing.T) {
 	pools := testPools(3)
 	b := newBalancer(&GroupConfig{Kind: BalanceRandom}, pools, []int{1, 3, 1})
-	c := counts(b, 3, 10000, 0)
+	c := counts(b, 3, 10000, NodeSet{})
 	if c[1] < 5000 || c[1] > 7000 || c[0] < 1500 || c[2] < 1500 {
 		t.Fatalf("picks %v for weights 1, 3, 1", c)
 	}
-	if c := counts(b, 3, 1000, NodeSet(0).With(1)); c[1] != 0 {
+	if c := counts(b, 3, 1000, NodeSet{}.With(1)); c[1] != 0 {
 		t.Fatalf("excluded node picked %d times", c[1])
 	}
 }
@@ -41,10 +41,10 @@ func TestLeastRequestBalancer(t *testing.T) {
 	pools[0].node.Stats(1).Active.Store(4)
 	pools[1].node.Stats(1).Active.Store(1)
 	b := newBalancer(&GroupConfig{Kind: BalanceLeastRequest}, pools, []int{1, 1})
-	if c := counts(b, 2, 1000, 0); c[0] != 0 {
+	if c := counts(b, 2, 1000, NodeSet{}); c[0] != 0 {
 		t.Fatalf("picks %v: the busier node (7 in flight across loops, against 1) was picked", c)
 	}
-	if c := counts(b, 2, 100, NodeSet(0).With(1)); c[0] != 100 {
+	if c := counts(b, 2, 100, NodeSet{}.With(1)); c[0] != 100 {
 		t.Fatalf("picks %v with the idle node excluded", c)
 	}
 }
@@ -57,13 +57,13 @@ func TestSlowStart(t *testing.T) {
 	o.Configure(nil, []*Node{pools[0].node})
 	o.Configure(nil, []*Node{pools[0].node, pools[1].node}) // node 1 added
 	b := newBalancer(&GroupConfig{SlowStart: time.Minute}, pools, []int{1, 1})
-	c := counts(b, 2, 1100, 0)
+	c := counts(b, 2, 1100, NodeSet{})
 	if c[1] < 80 || c[1] > 130 {
 		t.Fatalf("picks %v: the new node should get about 1 in 11", c)
 	}
 	pools[1].node.upSince.Store(1) // long ago
 	o.lastUp.Store(1)
-	if c := counts(b, 2, 1000, 0); c[0] != 500 {
+	if c := counts(b, 2, 1000, NodeSet{}); c[0] != 500 {
 		t.Fatalf("picks %v after the ramp, want plain round robin", c)
 	}
 }

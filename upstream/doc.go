@@ -29,7 +29,10 @@
 // closing idle connections at once and busy ones after their calls.
 // Groups of older versions stay usable for the requests that began on
 // them. Balancers take an exclusion set (NodeSet), so a retry can go to
-// another node.
+// another node and a pick passes over nodes out of rotation: the nodes a
+// request tried (a bitmask for the first 64, a short list past them) and
+// a view of the nodes ejected or down, tested node by node from their
+// atomic state. It works for upstreams of any size and does not allocate.
 //
 // The engine is reached only through two small interfaces: Host (the
 // loop's index and how it runs callbacks) and Clock (timers and time),

@@ -48,7 +48,7 @@ func (r *hashRing) lookup(key []byte, exclude NodeSet) int {
 	if i == len(r.points) {
 		i = 0
 	}
-	if exclude == 0 || !exclude.Has(r.nodes[i]) {
+	if exclude.Empty() || !exclude.Has(r.nodes[i]) {
 		return r.nodes[i]
 	}
 	for k := 1; k < len(r.points); k++ {

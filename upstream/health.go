@@ -128,24 +128,19 @@ func (o *Outliers) allDown(g *Group) bool {
 	return true
 }
 
-// unhealthy returns the nodes of g that are down, unless so few are up
-// that the panic threshold applies: then none, and traffic spreads over
-// all of them rather than overload the few (as Envoy does).
-func (o *Outliers) unhealthy(g *Group) NodeSet {
-	if o.down.Load() == 0 {
-		return 0
-	}
-	var out NodeSet
-	downs := 0
-	for i, p := range g.pools {
-		if p.node.Down() {
-			downs++
-			out = out.With(i)
-		}
+// holdsDown reports whether picks pass over the nodes of g that are down:
+// some are, and not so many that the panic threshold applies. Past it,
+// traffic spreads over all of them rather than overload the few that are
+// up (as Envoy does). The upstream's count of down nodes stands for g's:
+// they differ only while a reload changes the nodes, and a count costs no
+// walk over hundreds of nodes per request.
+func (o *Outliers) holdsDown(g *Group) bool {
+	downs := int(o.down.Load())
+	if downs == 0 {
+		return false
 	}
 	n := len(g.pools)
-	if hc := o.health.Load(); hc != nil && int32((n-downs)*100) < hc.PanicPercent*int32(n) {
-		return 0
-	}
-	return out
+	downs = min(downs, n)
+	hc := o.health.Load()
+	return hc == nil || int32((n-downs)*100) >= hc.PanicPercent*int32(n)
 }

@@ -145,22 +145,6 @@ type Group struct {
 	ring     *hashRing // for PickHash; shared by every loop's group
 }
 
-// NodeSet is a set of a group's nodes by index, for a pick that must avoid
-// nodes already tried: bit i stands for node i. Nodes past the 64th cannot
-// be excluded.
-type NodeSet uint64
-
-// Has reports whether node i is in the set.
-func (s NodeSet) Has(i int) bool { return i < 64 && s&(1<<uint(i)) != 0 }
-
-// With returns the set with node i added.
-func (s NodeSet) With(i int) NodeSet {
-	if i < 0 || i >= 64 {
-		return s
-	}
-	return s | 1<<uint(i)
-}
-
 // Pick chooses the node pool for the next call, passing over the nodes in
 // exclude (so a retry can go elsewhere) unless every node is in it.
 func (g *Group) Pick(exclude NodeSet) *Pool { return g.pools[g.balancer.Pick(exclude)] }

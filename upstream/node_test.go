@@ -114,17 +114,17 @@ func TestCallsReportOutcomes(t *testing.T) {
 func TestPicksExclude(t *testing.T) {
 	rr := NewRoundRobin(3)
 	for i := 0; i < 6; i++ {
-		if got := rr.Pick(NodeSet(0).With(0).With(1)); got != 2 {
+		if got := rr.Pick(NodeSet{}.With(0).With(1)); got != 2 {
 			t.Fatalf("round robin excluding 0 and 1 picked %d", got)
 		}
 	}
-	if got := rr.Pick(NodeSet(0).With(0).With(1).With(2)); got < 0 || got > 2 {
+	if got := rr.Pick(NodeSet{}.With(0).With(1).With(2)); got < 0 || got > 2 {
 		t.Fatalf("all excluded: %d", got)
 	}
 	sw := NewSmoothWeighted([]int{5, 1, 1})
 	counts := make([]int, 3)
 	for i := 0; i < 40; i++ {
-		counts[sw.Pick(NodeSet(0).With(0))]++
+		counts[sw.Pick(NodeSet{}.With(0))]++
 	}
 	if counts[0] != 0 || counts[1] != 20 || counts[2] != 20 {
 		t.Fatalf("weighted picks excluding node 0: %v", counts)
@@ -134,8 +134,8 @@ func TestPicksExclude(t *testing.T) {
 	g := tl.groups[0]
 	for i := 0; i < 20; i++ {
 		key := []byte(fmt.Sprintf("user-%d", i))
-		first := g.PickHash(key, 0)
-		tried := g.Exclude(0, first)
+		first := g.PickHash(key, NodeSet{})
+		tried := g.Exclude(NodeSet{}, first)
 		second := g.PickHash(key, tried)
 		if second == first || g.PickHash(key, tried) != second {
 			t.Fatalf("key %s: retry went to %s after %s", key, second.Addr, first.Addr)

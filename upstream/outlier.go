@@ -179,28 +179,37 @@ func (n *Node) unEject(until, now int64) {
 	log.Printf("outlier upstream=%s node=%s back in rotation", n.Upstream, n.Addr)
 }
 
-// Unavailable returns the group's nodes that are out of rotation now, for
-// Pick and PickHash to pass over. It costs one atomic load while no node
-// of the upstream is out. Nodes past the 64th cannot be excluded.
+// Unavailable returns the set of the group's nodes that are out of
+// rotation now, for Pick and PickHash to pass over: every node, however
+// many the group has. It costs one atomic load while no node of the
+// upstream is out. While one is, a group of up to 64 nodes is tested here
+// into the set's bitmask, and a larger one's nodes are tested as a pick
+// considers them: round robin and the hash ring test a few, not hundreds.
 func (g *Group) Unavailable() NodeSet {
 	if len(g.pools) == 0 {
-		return 0
+		return NodeSet{}
 	}
 	o := g.pools[0].node.outlier.group.Load()
 	if o == nil || o.ejected.Load() == 0 && o.down.Load() == 0 {
-		return 0
+		return NodeSet{}
 	}
-	out := o.unhealthy(g)
-	if o.ejected.Load() == 0 {
-		return out
+	out := outOfRotation{g: g, ejected: o.ejected.Load() > 0, down: o.holdsDown(g)}
+	if !out.ejected && !out.down {
+		return NodeSet{}
 	}
-	now := loopstat.Now()
-	for i, p := range g.pools[:min(len(g.pools), 64)] {
-		if p.node.EjectedFor(now) > 0 {
-			out = out.With(i)
+	if out.ejected {
+		out.now = loopstat.Now()
+	}
+	if len(g.pools) > 64 {
+		return NodeSet{out: out, more: true}
+	}
+	var s NodeSet
+	for i := range g.pools {
+		if out.has(i) {
+			s.low |= 1 << uint(i)
 		}
 	}
-	return out
+	return s
 }
 
 // FailuresInARow returns n's current run of failed calls (connect errors,

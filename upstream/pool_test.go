@@ -252,8 +252,8 @@ func TestGroupPicks(t *testing.T) {
 	used := map[*Pool]int{}
 	for i := 0; i < 30; i++ {
 		key := []byte(fmt.Sprintf("user-%d", i))
-		p := g.PickHash(key, 0)
-		if g.PickHash(key, 0) != p {
+		p := g.PickHash(key, NodeSet{})
+		if g.PickHash(key, NodeSet{}) != p {
 			t.Fatalf("key %s moved", key)
 		}
 		used[p]++
@@ -262,7 +262,7 @@ func TestGroupPicks(t *testing.T) {
 		t.Fatalf("30 keys on %d of 3 nodes", len(used))
 	}
 	for i := 0; i < 6; i++ {
-		if got, want := g.Pick(0), g.Pools()[i%3]; got != want {
+		if got, want := g.Pick(NodeSet{}), g.Pools()[i%3]; got != want {
 			t.Fatalf("pick %d: %s, want %s", i, got.Addr, want.Addr)
 		}
 	}
@@ -274,7 +274,7 @@ func TestGroupPicks(t *testing.T) {
 	wg := wl.Update([]*GroupConfig{gc})[0]
 	counts := map[string]int{}
 	for i := 0; i < 8; i++ {
-		counts[wg.Pick(0).Addr]++
+		counts[wg.Pick(NodeSet{}).Addr]++
 	}
 	if counts["a:1"] != 6 || counts["b:1"] != 2 {
 		t.Fatalf("weighted picks %v, want a:1 x6, b:1 x2", counts)
@@ -285,13 +285,13 @@ func TestBalancerEdgeCases(t *testing.T) {
 	one := NewRoundRobin(1)
 	sw := NewSmoothWeighted([]int{7})
 	for i := 0; i < 3; i++ {
-		if one.Pick(0) != 0 || sw.Pick(0) != 0 {
+		if one.Pick(NodeSet{}) != 0 || sw.Pick(NodeSet{}) != 0 {
 			t.Fatal("a single node is not always picked")
 		}
 	}
 	eq := NewSmoothWeighted([]int{2, 2, 2})
 	for i := 0; i < 6; i++ {
-		if got := eq.Pick(0); got != i%3 {
+		if got := eq.Pick(NodeSet{}); got != i%3 {
 			t.Fatalf("equal weights pick %d = %d, want round robin", i, got)
 		}
 	}
