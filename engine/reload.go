@@ -10,16 +10,39 @@ import (
 	"strings"
 
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/auth"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
 // errNotCompiledHere is Apply's answer to a Compiled from another server.
 var errNotCompiledHere = errors.New("engine: apply: the config was compiled for another server")
 
-// Compiled is a config compiled for one Server, ready for Apply.
+// Compiled is a config compiled for one Server, ready for Apply, or
+// checked on its own by the package's Compile (srv and snap nil).
 type Compiled struct {
 	srv  *Server
 	cfg  *config.Config
 	snap *snapshot
+}
+
+// Compile checks that cfg compiles, off any server: it builds everything a
+// version needs, as Server.Compile does, reports every error on one line,
+// and keeps cfg for Server.Apply, which compiles it again against that
+// server's durable state (bans, revocations, limits, breakers, metrics) so
+// the state carries over. Use it to check a config before a server
+// exists; Server.Compile saves the second compile.
+func Compile(cfg *config.Config) (*Compiled, error) {
+	n := cfg.EventLoops()
+	scratch := durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), limits: limiter.NewStore(),
+		metrics: newRegistry(n), resilience: newResilience(n, cfg.HealthChecks)}
+	// A cluster rate limit dials Redis while it compiles; this copy of it
+	// serves nothing.
+	defer scratch.limits.Close()
+	if _, err := compile(cfg, n, &scratch); err != nil {
+		return nil, err
+	}
+	return &Compiled{cfg: cfg}, nil
 }
 
 // Compile builds everything a config version needs (route table, filter
@@ -44,6 +67,12 @@ func (s *Server) Compile(cfg *config.Config) (*Compiled, error) {
 // config whose fixed settings (see config.Diff.Fixed) differ from the
 // running one's. Safe for concurrent use.
 func (s *Server) Apply(c *Compiled) (uint64, error) {
+	if c.srv == nil { // from the package's Compile
+		var err error
+		if c, err = s.Compile(c.cfg); err != nil {
+			return 0, err
+		}
+	}
 	s.reloading.Lock()
 	defer s.reloading.Unlock()
 	if c.srv != s {

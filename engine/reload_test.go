@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopgate/loopgate/engine"
 	"github.com/loopgate/loopgate/engine/config"
 )
 
@@ -525,6 +526,41 @@ routes:
 		t.Fatalf("Apply: version %d, %v", v, err)
 	}
 	if resp, _ := cl.get("/new/x"); resp.Header.Get("X-New") != "1" {
+		t.Fatal("the applied config does not serve")
+	}
+}
+
+// engine.Compile checks a config with no server at hand, reporting every
+// error; Server.Apply takes its result, compiles it against the server's
+// own state and swaps it in.
+func TestPackageCompileThenApply(t *testing.T) {
+	up := startUpstream(t, textHandler("up"))
+	bad := parseTestConfig(t, `
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: one, prefix: /one/, upstream: backend}
+  - {id: two, prefix: /two/, upstream: backend}
+`, up)
+	bad.Routes[0].Upstream, bad.Routes[1].Upstream = "nowhere", "elsewhere"
+	if _, err := engine.Compile(bad); err == nil || !strings.Contains(err.Error(), `"nowhere"`) || !strings.Contains(err.Error(), `"elsewhere"`) {
+		t.Fatalf("Compile of routes to unknown upstreams: %v, want both named", err)
+	}
+
+	g := startGateway(t, oneRoute, up)
+	next, err := engine.Compile(parseTestConfig(t, `
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: new, prefix: /new/, upstream: backend, response_headers: {set: {X-New: "1"}}}
+`, up))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, err := g.srv.Apply(next); err != nil || v != 2 {
+		t.Fatalf("Apply: version %d, %v", v, err)
+	}
+	if resp, _ := g.client(t).get("/new/x"); resp.Header.Get("X-New") != "1" {
 		t.Fatal("the applied config does not serve")
 	}
 }
