@@ -80,7 +80,9 @@ func (ex *exchange) Do(t filters.Ticket, r *filters.SubRequest, then func(*filte
 		s.ready = true
 	}
 	s.active, s.gen, s.then, s.status = true, ex.gen, then, 0
-	p := ex.snap.upstreams[r.Group].on(ex.loop).Pick(upstream.NodeSet{})
+	// As the proxy picks (pickNode): past nodes ejected or held down.
+	g := ex.snap.upstreams[r.Group].on(ex.loop)
+	p := g.Pick(g.Unavailable())
 	head := pool.Get(256)
 	b := append(head.B, r.Method...)
 	b = append(b, ' ')
