@@ -123,8 +123,22 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 	ex.tried = exclude
 	ex.callReady = false
 	ex.rewindBody()
-	ex.startCall(ex.group.Pick(avoid), head)
+	ex.startCall(ex.pickRetryNode(avoid), head)
 	return true
+}
+
+// pickRetryNode picks the next attempt's node: for a consistent-hash
+// request the key's next node on the ring, so the same key keeps going to
+// the same fallback while its own node fails; else the balancer's pick.
+// The key lives in the filters' arena, which holds it until the exchange
+// ends.
+func (ex *exchange) pickRetryNode(avoid upstream.NodeSet) *upstream.Pool {
+	if ex.chain != nil {
+		if key := ex.fx.Upstream.HashKey; key != nil {
+			return ex.group.PickHash(key, avoid)
+		}
+	}
+	return ex.group.Pick(avoid)
 }
 
 // rewindBody makes a kept body go out again from its start with the next
