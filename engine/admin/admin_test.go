@@ -125,6 +125,16 @@ func TestReloaderStop(t *testing.T) {
 	}
 }
 
+// A trigger after Stop (POST /reload while the process drains) gets
+// ErrStopped at once: no reload will ever serve it.
+func TestReloaderTriggerAfterStop(t *testing.T) {
+	r := newReloader(func() (string, error) { return "", nil }, func(Result) {}, newTestClock().after)
+	r.Stop()
+	if res := wait(t, r.Trigger("POST /reload")); !errors.Is(res.Err, ErrStopped) || res.Triggers != 1 {
+		t.Fatalf("result %+v, want ErrStopped", res)
+	}
+}
+
 type fakeGateway struct {
 	ready    chan struct{}
 	draining atomic.Bool
@@ -252,5 +262,23 @@ func TestReloadEndpoint(t *testing.T) {
 	}
 	if code, body := do(t, "GET", base+"/reload"); code != 405 || !strings.Contains(body, "40501") {
 		t.Errorf("GET /reload: %d %s", code, body)
+	}
+}
+
+// POST /reload while the process drains (its Reloader stopped) answers
+// 503 at once instead of waiting for a reload that never comes.
+func TestReloadEndpointWhileDraining(t *testing.T) {
+	gw := &fakeGateway{ready: make(chan struct{})}
+	r := NewReloader(func() (string, error) { return "", nil }, func(Result) {})
+	s, err := Listen("127.0.0.1:0", gw, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	r.Stop()
+	code, body := do(t, "POST", "http://"+s.Addr()+"/reload")
+	var e errorBody
+	if code != 503 || json.Unmarshal([]byte(body), &e) != nil || e.Code != 50301 || e.RequestID == "" {
+		t.Fatalf("POST /reload after Stop: %d %s, want 503 with code 50301", code, body)
 	}
 }

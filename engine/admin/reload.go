@@ -40,8 +40,9 @@ type Reloader struct {
 	report func(Result)
 	after  func(time.Duration) <-chan time.Time // time.After, or a test's clock
 
-	mu   sync.Mutex
-	next *Pending // triggers waiting for the next reload; guarded by mu
+	mu      sync.Mutex
+	next    *Pending // triggers waiting for the next reload; guarded by mu
+	stopped bool     // Stop has run: no reload will come; guarded by mu
 
 	kick     chan struct{} // a new Pending was made
 	stop     chan struct{}
@@ -72,10 +73,16 @@ func newReloader(reload func() (string, error), report func(Result), after func(
 }
 
 // Trigger asks for a reload and returns the one that will serve it. It
-// never waits.
+// never waits. After Stop the Pending is already done, with ErrStopped.
 func (r *Reloader) Trigger(name string) *Pending {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.stopped {
+		p := &Pending{first: name, n: 1, done: make(chan struct{})}
+		p.result = Result{Trigger: name, Triggers: 1, Err: ErrStopped}
+		close(p.done)
+		return p
+	}
 	if r.next == nil {
 		r.next = &Pending{first: name, done: make(chan struct{})}
 		select {
@@ -98,7 +105,7 @@ func (p *Pending) Wait(ctx context.Context) (Result, error) {
 }
 
 // Stop ends the Reloader after the reload in progress, if any. Triggers
-// still waiting get ErrStopped.
+// still waiting, and any that come later, get ErrStopped.
 func (r *Reloader) Stop() {
 	r.stopOnce.Do(func() {
 		close(r.stop)
@@ -106,6 +113,7 @@ func (r *Reloader) Stop() {
 		r.mu.Lock()
 		p := r.next
 		r.next = nil
+		r.stopped = true
 		r.mu.Unlock()
 		if p != nil {
 			p.result = Result{Trigger: p.first, Triggers: p.n, Err: ErrStopped}
