@@ -126,7 +126,8 @@ func TestSIGHUPReloads(t *testing.T) {
 // POST /reload answers with the reload's result: a file that does not load
 // is a 422 naming the line, in the gateway's JSON error form.
 func TestPOSTReload(t *testing.T) {
-	g := startReloadable(t, okRoute, okUpstream(t))
+	up := okUpstream(t)
+	g := startReloadable(t, okRoute, up)
 	g.rewrite(t, g.head()+"timeouts: {idle: soon}\n")
 	resp, err := http.Post("http://"+g.admin+"/reload", "", nil)
 	if err != nil {
@@ -144,6 +145,20 @@ func TestPOSTReload(t *testing.T) {
 	}
 	if line := g.waitReloadLine(t, 1); line["trigger"] != "POST /reload" || line["level"] != "error" {
 		t.Errorf("reload line: %v", line)
+	}
+	g.expectServing(t)
+
+	// A file that loads but changes what only a restart can is refused
+	// with 409, and the running config keeps serving.
+	g.rewrite(t, strings.Replace(g.head(), "loops: 1", "loops: 2", 1)+fmt.Sprintf(okRoute, up))
+	resp, err = http.Post("http://"+g.admin+"/reload", "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 409 || e.Code != 40901 || !strings.Contains(e.Message, "loops") {
+		t.Fatalf("POST /reload changing loops: %d %+v %v", resp.StatusCode, e, err)
 	}
 	g.expectServing(t)
 }
