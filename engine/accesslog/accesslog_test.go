@@ -322,6 +322,36 @@ func TestWriterReopen(t *testing.T) {
 	}
 }
 
+// A reopen that cannot open the path keeps the lines going to the old
+// file, and the error log says why.
+func TestWriterReopenFails(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "access.log")
+	var errOut syncBuffer
+	w := startWriter(t, Options{Path: path, ErrorOut: &errOut})
+	w.Start()
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(path, 0o755); err != nil { // a directory: no file opens there, even as root
+		t.Fatal(err)
+	}
+	w.Reopen()
+	waitFor(t, func() bool { return strings.Contains(errOut.String(), `"access_log_reopen"`) })
+	r := w.Access(0)
+	rec := r.Reserve()
+	fill(rec, nil, "/after")
+	r.Commit()
+	w.Stop()
+	if old, _ := os.ReadFile(path + ".1"); !bytes.Contains(old, []byte("/after")) {
+		t.Fatalf("after a failed reopen the old file has %q, want the /after line", old)
+	}
+	line := readLines(t, []byte(errOut.String()))[0]
+	if msg, _ := line["error"].(string); line["level"] != "error" || !strings.Contains(msg, "access_log") {
+		t.Errorf("reopen error line: %v", line)
+	}
+}
+
 // The cached per-second prefix and the hand-made microseconds read the
 // same as time's own formatting.
 func TestFormatterTime(t *testing.T) {
