@@ -95,18 +95,29 @@ func applyRetryBudgetDefaults(b *RetryBudget) {
 	setDefault(&b.MinRetries, defaultRetryBudgetMin)
 }
 
-// routeBreaker is a route's effective breaker: its own section over the
-// global one, defaults filled in; nil when neither is present.
-func routeBreaker(global, own *CircuitBreaker) *CircuitBreaker {
+// overlay is a route's effective section: a copy of the global one with
+// merge setting over it what the route's own sets; nil when neither is
+// present.
+func overlay[T any](global, own *T, merge func(dst, own *T)) *T {
 	if global == nil && own == nil {
 		return nil
 	}
-	b := &CircuitBreaker{}
+	v := new(T)
 	if global != nil {
-		*b = *global
+		*v = *global
 	}
 	if own != nil {
-		mergeBreaker(b, own)
+		merge(v, own)
+	}
+	return v
+}
+
+// routeBreaker is a route's effective breaker: its own section over the
+// global one, defaults filled in; nil when neither is present.
+func routeBreaker(global, own *CircuitBreaker) *CircuitBreaker {
+	b := overlay(global, own, mergeBreaker)
+	if b == nil {
+		return nil
 	}
 	setDefault(&b.Window, defaultBreakerWindow)
 	setDefault(&b.MinCalls, min(defaultBreakerMinCalls, b.Window))
@@ -378,25 +389,9 @@ func (s *Isolation) On() bool { return s != nil && (s.Enabled == nil || *s.Enabl
 // routeIsolation is a route's effective isolation: its own section over
 // the global one, defaults filled in; nil when neither is present.
 func routeIsolation(global, own *Isolation) *Isolation {
-	if global == nil && own == nil {
+	s := overlay(global, own, mergeIsolation)
+	if s == nil {
 		return nil
-	}
-	s := &Isolation{}
-	if global != nil {
-		*s = *global
-	}
-	if own != nil {
-		if own.Enabled != nil {
-			s.Enabled = own.Enabled
-		}
-		setIf(&s.Limit, own.Limit)
-		setIf(&s.Floor, own.Floor)
-		setIf(&s.Step, own.Step)
-		setIf(&s.SlowCall, own.SlowCall)
-		setIf(&s.Window, own.Window)
-		setIf(&s.MinSamples, own.MinSamples)
-		setIf(&s.SlowRatio, own.SlowRatio)
-		setIf(&s.ColdStart, own.ColdStart)
 	}
 	setDefault(&s.Limit, 200)
 	setDefault(&s.Floor, min(5, s.Limit))
@@ -407,6 +402,21 @@ func routeIsolation(global, own *Isolation) *Isolation {
 	setDefault(&s.SlowRatio, 30)
 	setDefault(&s.ColdStart, 50)
 	return s
+}
+
+// mergeIsolation sets in s every field own sets.
+func mergeIsolation(s, own *Isolation) {
+	if own.Enabled != nil {
+		s.Enabled = own.Enabled
+	}
+	setIf(&s.Limit, own.Limit)
+	setIf(&s.Floor, own.Floor)
+	setIf(&s.Step, own.Step)
+	setIf(&s.SlowCall, own.SlowCall)
+	setIf(&s.Window, own.Window)
+	setIf(&s.MinSamples, own.MinSamples)
+	setIf(&s.SlowRatio, own.SlowRatio)
+	setIf(&s.ColdStart, own.ColdStart)
 }
 
 func validateIsolation(p *problems, path string, s *Isolation) {

@@ -1,0 +1,50 @@
+// A route's breaker and isolation sections over the global ones.
+
+package config
+
+import (
+	"testing"
+	"time"
+)
+
+// A route's own section sets its fields over the global section, the rest
+// come from the global one or the defaults; a route with no section takes
+// the global one; the global section itself is left as written.
+func TestRouteSectionsOverGlobal(t *testing.T) {
+	c := mustParse(t, `
+circuit_breaker: {window: 20, open_for: 10s}
+isolation: {limit: 100, step: 10}
+upstreams:
+  - {name: u, nodes: ["127.0.0.1:1"]}
+routes:
+  - {id: own, prefix: /a, upstream: u, circuit_breaker: {min_calls: 2, enabled: false}, isolation: {limit: 40, slow_ratio: 60}}
+  - {id: global, prefix: /, upstream: u}
+`)
+	own, global := c.Routes[0], c.Routes[1]
+	b := own.CircuitBreaker
+	if b.Window != 20 || b.OpenFor != Duration(10*time.Second) || b.MinCalls != 2 || b.On() ||
+		b.FailureRate != defaultBreakerFailRate || len(b.FailureStatuses) != 100 {
+		t.Errorf("route's own breaker: %+v", *b)
+	}
+	if g := global.CircuitBreaker; g.Window != 20 || g.MinCalls != defaultBreakerMinCalls || !g.On() {
+		t.Errorf("route without a breaker section: %+v", *g)
+	}
+	if c.CircuitBreaker.MinCalls != 0 || c.CircuitBreaker.Enabled != nil {
+		t.Errorf("the global breaker section changed: %+v", *c.CircuitBreaker)
+	}
+	s := own.Isolation
+	if s.Limit != 40 || s.Step != 10 || s.SlowRatio != 60 || s.Floor != 5 || s.MinSamples != 20 {
+		t.Errorf("route's own isolation: %+v", *s)
+	}
+	if g := global.Isolation; g.Limit != 100 || g.Step != 10 || g.SlowRatio != 30 {
+		t.Errorf("route without an isolation section: %+v", *g)
+	}
+	if c.Isolation.SlowRatio != 0 {
+		t.Errorf("the global isolation section changed: %+v", *c.Isolation)
+	}
+
+	none := mustParse(t, "upstreams:\n  - {name: u, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {prefix: /, upstream: u}\n")
+	if r := none.Routes[0]; r.CircuitBreaker != nil || r.Isolation != nil {
+		t.Errorf("no section anywhere, yet breaker %v, isolation %v", r.CircuitBreaker, r.Isolation)
+	}
+}
