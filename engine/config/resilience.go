@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/loopgate/loopgate/filters"
 )
 
 // Retry is a route's retry policy (docs/resilience.md). A failed attempt
@@ -163,7 +165,7 @@ func validateRetry(p *problems, path string, r *Retry) {
 		p.add(path+".attempts", "%d: want 1 to %d (1 disables retries)", r.Attempts, maxRetryAttempts)
 	}
 	for i, m := range r.Methods {
-		if !isToken(m) {
+		if !filters.IsToken(m) {
 			p.add(fmt.Sprintf("%s.methods[%d]", path, i), "%q is not a method name", m)
 		}
 	}
@@ -207,21 +209,6 @@ func percent(p *problems, path string, v int) {
 	if v < 1 || v > 100 {
 		p.add(path, "%d: want a percentage from 1 to 100", v)
 	}
-}
-
-// isToken accepts an HTTP method name (RFC 9110 token, upper case letters
-// in practice).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == '!' || c == '#' || c == '$' || c == '%' || c == '&' || c == '\'' || c == '*' || c == '+' || c == '^' || c == '`' || c == '|' || c == '~') {
-			return false
-		}
-	}
-	return true
 }
 
 // Outlier is an upstream's passive outlier ejection (docs/resilience.md):
@@ -329,7 +316,7 @@ func validateHealthCheck(p *problems, path string, h *HealthCheck) {
 	if h.Type != HealthHTTP && h.Type != HealthTCP {
 		p.add(path+".type", "%q: want %s or %s", h.Type, HealthHTTP, HealthTCP)
 	}
-	if !isToken(h.Method) {
+	if !filters.IsToken(h.Method) {
 		p.add(path+".method", "%q is not a method name", h.Method)
 	}
 	if len(h.Path) == 0 || h.Path[0] != '/' || containsCTL(h.Path) {

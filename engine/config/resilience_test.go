@@ -3,6 +3,7 @@
 package config
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,5 +47,21 @@ routes:
 	none := mustParse(t, "upstreams:\n  - {name: u, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {prefix: /, upstream: u}\n")
 	if r := none.Routes[0]; r.CircuitBreaker != nil || r.Isolation != nil {
 		t.Errorf("no section anywhere, yet breaker %v, isolation %v", r.CircuitBreaker, r.Isolation)
+	}
+}
+
+// A retry method or a health-check method that is not an HTTP token is
+// named with its path.
+func TestBadMethodNames(t *testing.T) {
+	_, err := Parse([]byte(`
+upstreams:
+  - {name: u, nodes: ["127.0.0.1:1"], health_check: {method: "GET /"}}
+routes:
+  - {prefix: /, upstream: u, retry: {methods: [GET, "PO(ST"]}}
+`))
+	for _, want := range []string{`upstreams[0].health_check.method: "GET /" is not a method name`, `routes[0].retry.methods[1]: "PO(ST" is not a method name`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want %q in it", err, want)
+		}
 	}
 }
