@@ -19,11 +19,11 @@ type Diff struct {
 	// Filters are added to or removed from the global filters list, or
 	// changed in what they share across routes: their order or their
 	// top-level config (auth and auth.external, the global ip_allow and
-	// ip_deny lists, trusted_proxies). A change to one route's own
-	// filter options is a change of that route.
+	// ip_deny lists). A change to one route's own filter options is a
+	// change of that route.
 	Filters Changes
 	// Settings are the other sections that changed: limits, timeouts,
-	// allow_underscore_headers, metrics. They apply live.
+	// allow_underscore_headers, trusted_proxies, metrics. They apply live.
 	Settings []string
 	// Fixed are the settings that cannot change while the gateway runs
 	// (listen, loops, pin, admin, access_log, health_checks), each with
@@ -53,6 +53,7 @@ func Compare(old, next *Config) Diff {
 		{"limits", old.Limits, next.Limits},
 		{"timeouts", old.Timeouts, next.Timeouts},
 		{"allow_underscore_headers", old.AllowUnderscoreHeaders, next.AllowUnderscoreHeaders},
+		{"trusted_proxies", old.TrustedProxies, next.TrustedProxies},
 		{"metrics", old.Metrics, next.Metrics},
 	} {
 		if !reflect.DeepEqual(s.old, s.next) {

@@ -64,6 +64,10 @@ routes:
 	if !reflect.DeepEqual(allow.Filters, Changes{Changed: []string{"ip_access"}}) {
 		t.Fatalf("ip_allow: %+v", allow.Filters)
 	}
+	// trusted_proxies is read by the engine, not by a filter's config.
+	if tp := Compare(old, mustParse(t, "trusted_proxies: [10.0.0.0/8]\n"+base)); !reflect.DeepEqual(tp.Settings, []string{"trusted_proxies"}) {
+		t.Fatalf("trusted_proxies: %+v", tp)
+	}
 }
 
 // Only a restart changes listen, loops, pin and admin; loops 0 means one
