@@ -138,9 +138,18 @@ func (b *breaker) record(s *breakerSettings, p *breakerPhase, failed, slow bool,
 	}
 	if p.state == breakerClosed {
 		old := p.slots[(p.next.Add(1)-1)%uint64(len(p.slots))].Swap(o)
-		p.calls.Add(int64(o&outcomeCall) - int64(old&outcomeCall))
-		p.failed.Add(int64(o&outcomeFailed>>1) - int64(old&outcomeFailed>>1))
-		p.slow.Add(int64(o&outcomeSlow>>2) - int64(old&outcomeSlow>>2))
+		// Every loop records here: a counter the outcome leaves as it was
+		// (calls, once the window is full; failed and slow, mostly) is not
+		// written, so its cache line stays shared.
+		if d := int64(o&outcomeCall) - int64(old&outcomeCall); d != 0 {
+			p.calls.Add(d)
+		}
+		if d := int64(o&outcomeFailed>>1) - int64(old&outcomeFailed>>1); d != 0 {
+			p.failed.Add(d)
+		}
+		if d := int64(o&outcomeSlow>>2) - int64(old&outcomeSlow>>2); d != 0 {
+			p.slow.Add(d)
+		}
 		calls, f, sl := p.calls.Load(), p.failed.Load(), p.slow.Load()
 		if calls >= s.minCalls && (f*100 >= s.failRate*calls || sl*100 >= s.slowRate*calls) {
 			b.move(p, &breakerPhase{state: breakerOpen, since: now}, rates(f, sl, calls))
