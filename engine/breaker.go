@@ -114,11 +114,27 @@ func (b *breaker) admit(s *breakerSettings, now int64) (*breakerPhase, time.Dura
 			b.move(p, h, "open for "+time.Duration(now-p.since).Round(time.Millisecond).String())
 			// Whoever won, the circuit is HALF_OPEN (or moved on): look again.
 		default: // HALF_OPEN
-			if p.permits.Add(-1) >= 0 {
+			if p.takePermit() {
 				return p, 0
 			}
 			b.rejected.Add(1)
 			return nil, time.Second // the probes decide; ask again in a second
+		}
+	}
+}
+
+// takePermit takes one of a HALF_OPEN phase's probe permits, if one is
+// left. A refusal leaves the count as it was: were it driven below zero,
+// a permit given back (abandon) would never be taken again, and the
+// probes that did run would never reach half_open_calls to decide.
+func (p *breakerPhase) takePermit() bool {
+	for {
+		n := p.permits.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.permits.CompareAndSwap(n, n-1) {
+			return true
 		}
 	}
 }
