@@ -231,15 +231,6 @@ func (ex *exchange) admitBreaker() bool {
 	return false
 }
 
-// abandonBreaker gives back what admitBreaker took for a call that never
-// started.
-func (ex *exchange) abandonBreaker() {
-	if p := ex.brkPhase; p != nil {
-		ex.brkPhase = nil
-		ex.route.breaker.abandon(p)
-	}
-}
-
 // recordBreaker tells the route's breaker how the exchange's upstream call
 // ended: failed by a connect error, timeout or reset, or by a status the
 // route counts, and whether it was slow. A call that ended with neither
