@@ -114,11 +114,27 @@ func (b *breaker) admit(s *breakerSettings, now int64) (*breakerPhase, time.Dura
 			b.move(p, h, "open for "+time.Duration(now-p.since).Round(time.Millisecond).String())
 			// Whoever won, the circuit is HALF_OPEN (or moved on): look again.
 		default: // HALF_OPEN
-			if p.permits.Add(-1) >= 0 {
+			if p.takePermit() {
 				return p, 0
 			}
 			b.rejected.Add(1)
 			return nil, time.Second // the probes decide; ask again in a second
+		}
+	}
+}
+
+// takePermit takes one of a HALF_OPEN phase's probe permits, if one is
+// left. A refusal leaves the count as it was: were it driven below zero,
+// a permit given back (abandon) would never be taken again, and the
+// probes that did run would never reach half_open_calls to decide.
+func (p *breakerPhase) takePermit() bool {
+	for {
+		n := p.permits.Load()
+		if n <= 0 {
+			return false
+		}
+		if p.permits.CompareAndSwap(n, n-1) {
+			return true
 		}
 	}
 }
@@ -138,9 +154,18 @@ func (b *breaker) record(s *breakerSettings, p *breakerPhase, failed, slow bool,
 	}
 	if p.state == breakerClosed {
 		old := p.slots[(p.next.Add(1)-1)%uint64(len(p.slots))].Swap(o)
-		p.calls.Add(int64(o&outcomeCall) - int64(old&outcomeCall))
-		p.failed.Add(int64(o&outcomeFailed>>1) - int64(old&outcomeFailed>>1))
-		p.slow.Add(int64(o&outcomeSlow>>2) - int64(old&outcomeSlow>>2))
+		// Every loop records here: a counter the outcome leaves as it was
+		// (calls, once the window is full; failed and slow, mostly) is not
+		// written, so its cache line stays shared.
+		if d := int64(o&outcomeCall) - int64(old&outcomeCall); d != 0 {
+			p.calls.Add(d)
+		}
+		if d := int64(o&outcomeFailed>>1) - int64(old&outcomeFailed>>1); d != 0 {
+			p.failed.Add(d)
+		}
+		if d := int64(o&outcomeSlow>>2) - int64(old&outcomeSlow>>2); d != 0 {
+			p.slow.Add(d)
+		}
 		calls, f, sl := p.calls.Load(), p.failed.Load(), p.slow.Load()
 		if calls >= s.minCalls && (f*100 >= s.failRate*calls || sl*100 >= s.slowRate*calls) {
 			b.move(p, &breakerPhase{state: breakerOpen, since: now}, rates(f, sl, calls))
@@ -204,15 +229,6 @@ func (ex *exchange) admitBreaker() bool {
 	ex.fx.Rejection.AddHeader("Retry-After", strconv.AppendInt(ex.retryAfterBuf[:0], max(secs, 1), 10))
 	ex.localReply(errBreakerOpen)
 	return false
-}
-
-// abandonBreaker gives back what admitBreaker took for a call that never
-// started.
-func (ex *exchange) abandonBreaker() {
-	if p := ex.brkPhase; p != nil {
-		ex.brkPhase = nil
-		ex.route.breaker.abandon(p)
-	}
 }
 
 // recordBreaker tells the route's breaker how the exchange's upstream call

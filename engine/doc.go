@@ -10,7 +10,8 @@
 // loop, and the answer of a parked request may come from any goroutine
 // through its ticket (inbox.go); both return through EventLoop.Execute.
 //
-// The life of a request, as the driver in client.go and exchange.go runs it:
+// The life of a request, as the driver in client.go, exchange.go and
+// response.go runs it:
 //
 //	OnTraffic(client) -> serve: parse head (codec) -> route (router snapshot)
 //	  -> build upstream head -> Call.Start (pool: idle conn, dial, or wait)

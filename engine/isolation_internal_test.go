@@ -84,3 +84,26 @@ func BenchmarkResiliencePerRequest(b *testing.B) {
 		br.record(&bs, p, false, false, end)
 	}
 }
+
+// A HALF_OPEN probe permit whose call never reached an outcome (refused by
+// isolation, no node, the client gone) comes back when the exchange
+// settles with its breaker, so the probes can still decide.
+func TestBreakerPermitBackWithoutOutcome(t *testing.T) {
+	bs := newBreakerSettings(&config.CircuitBreaker{Window: 10, MinCalls: 5, FailureRate: 50, SlowCallRate: 80,
+		SlowCall: config.Duration(time.Minute), OpenFor: config.Duration(time.Second), HalfOpenCalls: 1})
+	br := newBreaker("r", 10)
+	now := loopstat.Now()
+	br.phase.Store(&breakerPhase{state: breakerOpen, since: now - int64(2*time.Second)})
+	p, _ := br.admit(&bs, now) // the open time is over: HALF_OPEN, its one probe
+	if p == nil || p.state != breakerHalfOpen {
+		t.Fatal("the open time passed, but no probe was admitted")
+	}
+	if q, _ := br.admit(&bs, now); q != nil {
+		t.Fatal("a second probe admitted with half_open_calls 1")
+	}
+	ex := &exchange{route: &route{breaker: br, breakerCfg: bs}, brkPhase: p}
+	ex.recordBreaker() // no upstream error, no status: the call never ran
+	if q, _ := br.admit(&bs, now); q != p {
+		t.Fatal("the permit of a call without an outcome was not given back")
+	}
+}

@@ -240,8 +240,9 @@ func (ex *exchange) proceed(req *codec.Request) {
 	if r.breaker != nil && !ex.admitBreaker() {
 		return
 	}
+	// A call refused or never started from here on gives its breaker
+	// permit back when the exchange ends (recordBreaker: no outcome).
 	if r.isolation != nil && !ex.acquireIsolation() {
-		ex.abandonBreaker()
 		return
 	}
 	node := ex.pickNode()

@@ -152,9 +152,9 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	rs := s.resilience
 	rs.mu.Lock()
 	names := append([]string(nil), rs.upstream...)
-	budgets := make([]*retryBudget, len(names))
+	budgets := make([]budgetTotals, len(names))
 	for i, n := range names {
-		budgets[i] = rs.budgets[n]
+		budgets[i] = rs.budgets[n].totals()
 	}
 	breakers := append([]*breaker(nil), rs.routes...)
 	limiters := append([]*isolation(nil), rs.limiters...)
@@ -163,28 +163,16 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	var b bytes.Buffer
 	p := promWriter{b: &b}
 	p.family("loopgate_upstream_retries_total", "counter", "Attempts made again on another node after a retryable failure.")
-	for i, bg := range budgets {
-		var n uint64
-		for j := range bg.shards {
-			n += bg.shards[j].retried.Load()
-		}
-		p.sample("loopgate_upstream_retries_total", p.labels("upstream", names[i]), n)
+	for i, t := range budgets {
+		p.sample("loopgate_upstream_retries_total", p.labels("upstream", names[i]), t.retried)
 	}
 	p.family("loopgate_upstream_retries_exhausted_total", "counter", "Retries refused by the upstream's retry budget; the client got the attempt's own error.")
-	for i, bg := range budgets {
-		var n uint64
-		for j := range bg.shards {
-			n += bg.shards[j].exhausted.Load()
-		}
-		p.sample("loopgate_upstream_retries_exhausted_total", p.labels("upstream", names[i]), n)
+	for i, t := range budgets {
+		p.sample("loopgate_upstream_retries_exhausted_total", p.labels("upstream", names[i]), t.exhausted)
 	}
 	p.family("loopgate_upstream_retries_in_flight", "gauge", "Requests to the upstream that are on a retry now.")
-	for i, bg := range budgets {
-		var n int64
-		for j := range bg.shards {
-			n += bg.shards[j].retries.Load()
-		}
-		p.gauge("loopgate_upstream_retries_in_flight", p.labels("upstream", names[i]), n)
+	for i, t := range budgets {
+		p.gauge("loopgate_upstream_retries_in_flight", p.labels("upstream", names[i]), t.inFlight)
 	}
 	p.family("loopgate_route_breaker_state", "gauge", "The route's circuit: 0 closed, 1 open, 2 half-open.")
 	for _, br := range breakers {

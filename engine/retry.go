@@ -237,6 +237,25 @@ func (b *retryBudget) admit(loop int, holding bool, lim budgetLimits) bool {
 	return true
 }
 
+// budgetTotals are a budget's counters summed over its shards, for the
+// metrics page.
+type budgetTotals struct {
+	retried, exhausted uint64
+	inFlight           int64 // requests on a retry now
+}
+
+// totals sums the shards; the admin goroutine reads them while loops write.
+func (b *retryBudget) totals() budgetTotals {
+	var t budgetTotals
+	for i := range b.shards {
+		s := &b.shards[i]
+		t.retried += s.retried.Load()
+		t.exhausted += s.exhausted.Load()
+		t.inFlight += s.retries.Load()
+	}
+	return t
+}
+
 // release gives back a retry admit took but the exchange could not use.
 func (b *retryBudget) release(loop int, taken bool) {
 	s := &b.shards[loop]

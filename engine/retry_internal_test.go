@@ -40,13 +40,18 @@ func TestRetryBudget(t *testing.T) {
 	if b.admit(0, false, lim) {
 		t.Fatal("a 7th retry admitted with 30 requests in flight")
 	}
-	if got := b.shards[0].exhausted.Load() + b.shards[1].exhausted.Load(); got != 2 {
+	if got := b.totals().exhausted; got != 2 {
 		t.Fatalf("exhausted %d, want 2", got)
 	}
 	b.end(0, true)
 	b.end(1, true) // 28 in flight, 4 on retries: 5 allowed
 	if !b.admit(0, false, lim) {
 		t.Fatal("retries that ended did not free their places")
+	}
+	// The metrics page's sums, across both shards: 8 retries made (one of
+	// them by a request already holding its retry), 2 refused, 5 on a retry.
+	if got, want := b.totals(), (budgetTotals{retried: 8, exhausted: 2, inFlight: 5}); got != want {
+		t.Fatalf("totals %+v, want %+v", got, want)
 	}
 }
 

@@ -1,0 +1,209 @@
+// response: the upstream.Receiver callbacks that carry an upstream's
+// response to the client: its head, interim 1xx responses, body, and the
+// call's failure.
+
+package engine
+
+import (
+	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/upstream"
+)
+
+// ResponseHead writes the client's response head.
+func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
+	cc := ex.cc
+	if cc == nil {
+		return false
+	}
+	if r.Status >= 200 {
+		if ex.route.retry.retriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
+			return false
+		}
+		ex.upStatus = r.Status
+		ex.dropKeptBody()
+	}
+	if r.Status < 200 {
+		// Interim responses bypass the spool; an upstream sending them
+		// without end would queue bytes without bound.
+		if ex.interims++; ex.interims > maxInterim {
+			c.Abort()
+			if !ex.reqDone {
+				cc.closeAfter = true
+			}
+			ex.respond(502, 50202, "upstream sent too many interim responses")
+			return false
+		}
+		return ex.interim(r)
+	}
+	switch r.BodyMode(ex.isHEAD) {
+	case codec.BodyChunked:
+		if ex.minor == 0 {
+			ex.framing = frameDecode
+			cc.closeAfter = true
+		} else {
+			ex.framing = frameRechunk
+		}
+	case codec.BodyUntilClose:
+		if ex.minor == 0 {
+			cc.closeAfter = true
+		} else {
+			ex.framing = frameEncode
+		}
+	}
+	ex.respStarted = true
+	ex.markUpstreamHead()
+	if ex.loop.srv.draining.Load() {
+		// Shutdown began; its drain task may not have reached this loop
+		// yet. The response says so, rather than leaving the client to
+		// find the connection closed.
+		cc.closeAfter = true
+	}
+	ex.status = r.Status
+	if !ex.reqDone {
+		cc.closeAfter = true // answered before the body ended: the framing is lost
+	}
+	if cc.state == stateWaitingUpstream || cc.state == stateReadingBody {
+		cc.setState(stateWritingResponse)
+	}
+	// The head waits in l.out for the first body bytes of the same read, so
+	// a small response leaves in one write; OnTraffic flushes it otherwise.
+	// Until it leaves, a failed body can still become a clean 502 (see
+	// CallFailed).
+	var edits *filters.HeaderEdits
+	if ex.chain != nil {
+		ex.runResponseFilters(r.Status)
+		edits = &ex.fx.RespEdits
+	}
+	l := ex.loop
+	l.out = appendClientHead(l.takeOut(), r, ex.framing, ex.minor, cc.closeAfter, edits)
+	cc.headPending = true
+	l.pendingHead = cc
+	return true
+}
+
+// runResponseFilters runs the chain's response phases once per exchange.
+// The request view is gone by now (its bytes were discarded or reused), so
+// Req is cleared rather than left pointing at someone else's request.
+func (ex *exchange) runResponseFilters(status int) {
+	if ex.respFiltered {
+		return
+	}
+	ex.respFiltered = true
+	ex.fx.Req = nil
+	ex.fx.Status = status
+	ex.chain.RunResponse(&ex.fx)
+}
+
+// interim forwards a 1xx response (RFC 9110 15.2: a proxy forwards the
+// interim responses it did not ask for, 103 Early Hints among them) to an
+// HTTP/1.1 client; HTTP/1.0 clients cannot take them. A 100 is dropped
+// when the gateway already answered the client's Expect itself.
+func (ex *exchange) interim(r *codec.Response) bool {
+	if ex.minor == 0 || r.Status == 100 && ex.continueSent {
+		return true
+	}
+	if r.Status == 100 {
+		ex.expectContinue = false
+	}
+	l := ex.loop
+	dst := l.takeOut()
+	dst = appendStatusLine(dst, r)
+	dst = appendEndToEnd(dst, r.Headers, false, nil, nil)
+	l.out = append(dst, "\r\n"...)
+	return ex.cc.write(l.out)
+}
+
+// maxInterim bounds the 1xx responses forwarded for one request. Past it
+// the exchange fails like any malformed response (502/50202).
+const maxInterim = 16
+
+// maxCoalesce bounds the body bytes copied behind a pending head; larger
+// pieces cost more to copy than the write they save.
+const maxCoalesce = 16 << 10
+
+var continueLine = []byte("HTTP/1.1 100 Continue\r\n\r\n")
+
+// ResponseBody streams body bytes to the client in the chosen framing.
+func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) bool {
+	cc := ex.cc
+	if cc == nil {
+		return false
+	}
+	ok := true
+	switch ex.framing {
+	case frameAsIs:
+		if cc.headPending && len(raw) <= maxCoalesce {
+			ex.loop.out = append(ex.loop.out, raw...)
+			ok = cc.flushHead()
+		} else if ok = cc.flushHead(); ok && len(raw) > 0 {
+			ok = cc.writeBody(raw)
+		}
+	case frameDecode:
+		if ok = cc.flushHead(); ok && len(data) > 0 {
+			ok = cc.writeBody(data)
+		}
+	case frameEncode:
+		if len(data) > 0 {
+			ok = ex.writeChunk(data)
+		}
+		if ok && done {
+			ok = ex.writeLastChunk()
+		}
+	case frameRechunk:
+		switch {
+		case len(data) > 0:
+			ok = ex.writeChunk(data)
+		case c.Trailer() && ex.teTrailers:
+			ex.keepTrailers(raw)
+		}
+		if ok && done {
+			ok = ex.writeLastChunk()
+		}
+	}
+	if !ok {
+		return false
+	}
+	if done {
+		if cc.spool.Pending() {
+			ex.finishWhenDrained = true // pumpSpools finishes it
+			return true
+		}
+		cc.finish()
+	}
+	return true
+}
+
+var (
+	crlf      = []byte("\r\n")
+	lastChunk = []byte(codec.LastChunk)
+)
+
+// CallFailed answers with the call's error. Once part of the response is
+// out, closing the connection is the only honest signal: a truncated body
+// must not look complete. A head still held back (headPending) has not
+// left, so it is dropped and the client gets a clean 502 instead.
+func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
+	cc := ex.cc
+	if cc == nil {
+		return
+	}
+	if ex.retryAfter(c, classifyFailure(c, err, ex.route.retry.perTry > 0), c.Pool()) {
+		return
+	}
+	ex.upErr = err
+	ex.dropKeptBody()
+	if ex.respStarted {
+		if !cc.headPending {
+			cc.close()
+			return
+		}
+		cc.headPending = false
+		ex.loop.pendingHead = nil
+		ex.framing = frameAsIs
+	}
+	if !ex.reqDone {
+		cc.closeAfter = true
+	}
+	ex.respond(err.Status, err.Code, err.Message)
+}
