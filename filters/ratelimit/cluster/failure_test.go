@@ -306,3 +306,38 @@ func TestFailedCallDecidedByFailureMode(t *testing.T) {
 		t.Errorf("closed status: %+v", q)
 	}
 }
+
+// A lease refill whose Redis call fails does not stop leasing: once Redis
+// answers again, the next request that leaves the lease under half full
+// queues a refill as before.
+func TestFailedRefillLeasesAgain(t *testing.T) {
+	r := redistest.Start(t)
+	opt := testOptions(r.Addr(), "refill", nil)
+	opt.manual = true // no probe marks Redis down behind the test's back
+	c := newCluster(t, opt)
+	l := newLimit(t, c, LimitSpec{Name: "refill", Rate: 1000, Burst: 1000, LeaseWindow: 100 * time.Millisecond})
+	cl := newClient()
+	cl.take(t, l) // asks Redis, and fills the lease
+	size := l.size.Load()
+	if held := l.held.Load(); size < 4 || held != size {
+		t.Fatalf("lease after the first take: %d held of %d, want it full", held, size)
+	}
+	leases := c.Status().Limits[0].Leases
+	// Spend from the lease down to half: no refill yet.
+	for l.held.Load() > size/2 {
+		if d := l.Take(nanotime(), 1, nil); d.Verdict != Allow {
+			t.Fatalf("take from the lease: %+v", d)
+		}
+	}
+	r.Kill()
+	l.Take(nanotime(), 1, nil) // under half: the refill is queued, and fails
+	waitFor(t, 5*time.Second, "the refill's call to fail", func() bool { return c.Status().CallErrors == 1 })
+	r.Restart()
+	waitFor(t, 5*time.Second, "a refill after Redis came back", func() bool {
+		if l.held.Load() == 0 {
+			t.Fatal("the lease ran dry: no refill was queued after the failed one")
+		}
+		l.Take(nanotime(), 1, nil)
+		return c.Status().Limits[0].Leases > leases
+	})
+}
