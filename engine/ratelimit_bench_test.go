@@ -5,13 +5,10 @@
 package engine_test
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"testing"
 
 	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
-	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
@@ -66,32 +63,12 @@ func TestRateLimitClusterGlobalAllocs(t *testing.T) {
 	expectNoAllocsPerRequest(t, fmt.Sprintf(clusterGlobalLimitBench, r.Addr()))
 }
 
-// expectNoAllocsPerRequest measures keep-alive round trips through a
-// gateway running config (its %s the backend) and requires 0 allocations
-// per round trip in the whole process.
+// expectNoAllocsPerRequest requires 0 allocations per keep-alive round
+// trip, in the whole process, through a gateway running config (its %s the
+// backend).
 func expectNoAllocsPerRequest(t *testing.T, config string) {
 	pooltest.SkipAllocsUnderRace(t)
-	pool.SetLeakDetection(false)
-	defer pool.SetLeakDetection(true)
-	up := startRawUpstream(t, rawBenchUpstream)
-	g := startGateway(t, config, up)
-	c := g.dial(t)
-	buf := make([]byte, 4096)
-	if _, err := c.Write(benchRequest); err != nil {
-		t.Fatal(err)
-	}
-	size, err := c.Read(buf) // the first response tells the size of all
-	if err != nil || !bytes.HasPrefix(buf, []byte("HTTP/1.1 200")) {
-		t.Fatalf("first response %q: %v", buf[:size], err)
-	}
-	roundTrip := func() {
-		if _, err := c.Write(benchRequest); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := io.ReadAtLeast(c, buf, size); err != nil {
-			t.Fatal(err)
-		}
-	}
+	roundTrip := keepAliveClient(t, config, benchRequest)
 	for range 2000 { // warm pools, free lists and the lease
 		roundTrip()
 	}

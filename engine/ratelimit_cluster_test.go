@@ -269,3 +269,32 @@ func TestRateLimitClusterClientGoneReturnsTokens(t *testing.T) {
 	resp, body := c.get("/a")
 	expectError(t, resp, body, 429, 42902)
 }
+
+// A closed cluster limit while Redis is down answers 503, code 50304, with
+// a JSON body and Retry-After, on a connection that goes on serving; once
+// Redis is back, the same connection's requests go through again.
+func TestRateLimitFailClosedAnswers503(t *testing.T) {
+	r := redistest.Start(t)
+	up := startRawUpstream(t, rawBenchUpstream)
+	g := startGateway(t, fmt.Sprintf(clusterNode, r.Addr(), "solo",
+		apiRoute("{key: route, rate: 1000, burst: 1000, scope: cluster, on_redis_failure: closed}")), up)
+	health := func() string { return g.srv.Limits().Status().Cluster.Redis }
+	c := g.client(t)
+	if resp, body := c.get("/a"); resp.StatusCode != 200 {
+		t.Fatalf("with Redis up: %d %s", resp.StatusCode, body)
+	}
+	r.Kill()
+	waitFor(t, "Redis marked down", func() bool { return health() == "down" })
+	for range 2 {
+		resp, body := c.get("/a")
+		expectError(t, resp, body, 503, 50304)
+		if resp.Header.Get("Retry-After") == "" {
+			t.Fatal("503 without Retry-After")
+		}
+	}
+	r.Restart()
+	waitFor(t, "Redis up again", func() bool { return health() == "up" })
+	if resp, body := c.get("/a"); resp.StatusCode != 200 {
+		t.Fatalf("with Redis back: %d %s", resp.StatusCode, body)
+	}
+}

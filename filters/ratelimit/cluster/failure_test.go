@@ -266,3 +266,78 @@ func TestQueueFullDecidesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A Redis call that fails while a request waits on it is decided by the
+// limit's failure mode, as a call never made would be: the waiting request
+// gets 503 from a closed limit and goes on through an open one.
+func TestFailedCallDecidedByFailureMode(t *testing.T) {
+	r := redistest.Start(t)
+	opt := testOptions(r.Addr(), "failed-call", nil)
+	opt.manual = true // no probe marks Redis down behind the test's back
+	c := newCluster(t, opt)
+	closed := newLimit(t, c, LimitSpec{Name: "closed", Rate: 1000, Burst: 100, OnFailure: FailClosed, LeaseWindow: -1})
+	open := newLimit(t, c, LimitSpec{Name: "open", Rate: 1000, Burst: 100, OnFailure: FailOpen, LeaseWindow: -1})
+	cl := newClient()
+	for _, l := range []*Limit{closed, open} {
+		if d := cl.take(t, l); d.Verdict != Allow {
+			t.Fatalf("%s with Redis up: %+v", l.Spec().Name, d)
+		}
+	}
+	r.Kill()
+	for _, tc := range []struct {
+		l    *Limit
+		want Verdict
+	}{{closed, Unavailable}, {open, Allow}} {
+		// Fewer failed calls than the threshold: Redis is still up, so
+		// each take asks it and waits.
+		if d := tc.l.Take(nanotime(), 1, cl.done); d.Verdict != Pending {
+			t.Fatalf("%s after the kill: %+v, want pending", tc.l.Spec().Name, d)
+		}
+		select {
+		case d := <-cl.answers:
+			if d.Verdict != tc.want || tc.want == Unavailable && d.RetryAfterSeconds() < 1 {
+				t.Fatalf("%s, its call failed: %+v, want %v", tc.l.Spec().Name, d, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the failed call was never answered", tc.l.Spec().Name)
+		}
+	}
+	if q := c.Status().Limits[0]; q.Unavailable != 1 || q.Degraded != 1 {
+		t.Errorf("closed status: %+v", q)
+	}
+}
+
+// A lease refill whose Redis call fails does not stop leasing: once Redis
+// answers again, the next request that leaves the lease under half full
+// queues a refill as before.
+func TestFailedRefillLeasesAgain(t *testing.T) {
+	r := redistest.Start(t)
+	opt := testOptions(r.Addr(), "refill", nil)
+	opt.manual = true // no probe marks Redis down behind the test's back
+	c := newCluster(t, opt)
+	l := newLimit(t, c, LimitSpec{Name: "refill", Rate: 1000, Burst: 1000, LeaseWindow: 100 * time.Millisecond})
+	cl := newClient()
+	cl.take(t, l) // asks Redis, and fills the lease
+	size := l.size.Load()
+	if held := l.held.Load(); size < 4 || held != size {
+		t.Fatalf("lease after the first take: %d held of %d, want it full", held, size)
+	}
+	leases := c.Status().Limits[0].Leases
+	// Spend from the lease down to half: no refill yet.
+	for l.held.Load() > size/2 {
+		if d := l.Take(nanotime(), 1, nil); d.Verdict != Allow {
+			t.Fatalf("take from the lease: %+v", d)
+		}
+	}
+	r.Kill()
+	l.Take(nanotime(), 1, nil) // under half: the refill is queued, and fails
+	waitFor(t, 5*time.Second, "the refill's call to fail", func() bool { return c.Status().CallErrors == 1 })
+	r.Restart()
+	waitFor(t, 5*time.Second, "a refill after Redis came back", func() bool {
+		if l.held.Load() == 0 {
+			t.Fatal("the lease ran dry: no refill was queued after the failed one")
+		}
+		l.Take(nanotime(), 1, nil)
+		return c.Status().Limits[0].Leases > leases
+	})
+}
