@@ -61,12 +61,17 @@ func TestConnClosesCountedByReason(t *testing.T) {
 	c4.Abort()
 	want("aborted", closeAborted, 1)
 
+	// The engine stops: gnet closes the connection with no error.
+	uc, _ = tl.exchange(p)
+	uc.Closed(nil)
+	want("engine stop", closeRetired, 1)
+
 	// A dial that never connected is a connect failure, not a close.
 	total := uint64(0)
 	for _, n := range closes() {
 		total += n
 	}
-	if total != 6 {
-		t.Fatalf("%d closes counted, want 6: %v", total, closes())
+	if total != 7 {
+		t.Fatalf("%d closes counted, want 7: %v", total, closes())
 	}
 }

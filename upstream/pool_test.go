@@ -177,8 +177,9 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	c, r := newCall()
 	c.Start(p, head(getHead), getOpts)
 	c.dialing.closeFor(closeError)
-	if c.dialing != nil || p.total != 0 {
-		t.Fatalf("dialing %v, total %d", c.dialing != nil, p.total)
+	if c.dialing != nil || p.total != 0 || p.stats.Closes[closeError].Load() != 0 {
+		t.Fatalf("dialing %v, total %d, closes %d (a connection that never opened is not a close)",
+			c.dialing != nil, p.total, p.stats.Closes[closeError].Load())
 	}
 	_, fc := tl.open()
 	if !fc.closed || p.Idle() != 0 || r.ready != 0 {
