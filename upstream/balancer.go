@@ -56,17 +56,12 @@ func (r *RoundRobin) advance() int {
 type SmoothWeighted struct {
 	weights []int
 	current []int
-	total   int
 	ramp    slowStart // nodes back in rotation take part at a reduced weight
 }
 
 // NewSmoothWeighted returns a balancer with the given positive weights.
 func NewSmoothWeighted(weights []int) *SmoothWeighted {
-	s := &SmoothWeighted{weights: weights, current: make([]int, len(weights))}
-	for _, w := range weights {
-		s.total += w
-	}
-	return s
+	return &SmoothWeighted{weights: weights, current: make([]int, len(weights))}
 }
 
 // Pick passes over excluded nodes as nginx passes over the peers a request

@@ -35,25 +35,20 @@ func newBalancer(gc *GroupConfig, pools []*Pool, weights []int) Balancer {
 	switch kind {
 	case BalanceRoundRobin:
 		if ramp.window > 0 { // round robin is smooth weighted round robin with equal weights
-			return &rampedRoundRobin{rr: NewRoundRobin(len(pools)), sw: &SmoothWeighted{weights: weights,
-				current: make([]int, len(weights)), total: sum(weights), ramp: ramp}}
+			sw := NewSmoothWeighted(weights)
+			sw.ramp = ramp
+			return &rampedRoundRobin{rr: NewRoundRobin(len(pools)), sw: sw}
 		}
 	case BalanceWeighted:
-		return &SmoothWeighted{weights: weights, current: make([]int, len(weights)), total: sum(weights), ramp: ramp}
+		sw := NewSmoothWeighted(weights)
+		sw.ramp = ramp
+		return sw
 	case BalanceRandom:
 		return &Random{weights: weights, ramp: ramp}
 	case BalanceLeastRequest:
 		return &LeastRequest{weights: weights, pools: pools, ramp: ramp}
 	}
 	return NewRoundRobin(len(pools))
-}
-
-func sum(ws []int) int {
-	t := 0
-	for _, w := range ws {
-		t += w
-	}
-	return t
 }
 
 // slowStart ramps a node that came back (from an ejection or a failed

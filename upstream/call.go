@@ -70,7 +70,6 @@ type Call struct {
 
 	connectTimeout time.Duration
 	started        int64 // loopstat.Now at Start, for the node's histograms
-	firstByte      int64 // loopstat.Now at the first response head; 0 before
 	status         int   // the final response status; 0 before
 }
 
@@ -288,8 +287,7 @@ func (c *Call) parseHead(buf []byte) int {
 	}
 	if !c.gotBytes {
 		c.gotBytes = true
-		c.firstByte = loopstat.Now()
-		c.pool.stats.FirstByte.Observe(c.firstByte - c.started)
+		c.pool.stats.FirstByte.Observe(loopstat.Now() - c.started)
 	}
 	if r.Status == 101 { // no Upgrade was forwarded, so none may be accepted
 		c.abort(ErrBadResponse)
@@ -457,11 +455,7 @@ func (c *Call) Answered() bool { return c.gotBytes }
 // report tells the node how the call ended (see Outcome); err is nil for
 // a complete response.
 func (c *Call) report(err *Error) {
-	now := loopstat.Now()
-	o := Outcome{Err: err, Status: c.status, Total: time.Duration(now - c.started)}
-	if c.firstByte != 0 {
-		o.FirstByte = time.Duration(c.firstByte - c.started)
-	}
+	o := Outcome{Err: err, Status: c.status, Total: time.Duration(loopstat.Now() - c.started)}
 	c.pool.node.report(c.pool.stats, &o)
 }
 

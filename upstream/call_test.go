@@ -27,8 +27,7 @@ func (tl *testLoop) exchange(p *Pool) (*Conn, *fakeConn) {
 		c.Start(p, head(getHead), getOpts)
 		uc, fc = tl.open()
 	}
-	fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-	uc.Traffic()
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 	if c.State() != Done || r.body.String() != "ok" || r.err != nil {
 		tl.t.Fatalf("exchange: state %s, body %q, err %v", c.State(), r.body.String(), r.err)
 	}
@@ -53,15 +52,12 @@ func TestCallExchangeThenReuse(t *testing.T) {
 		t.Fatalf("after open: sent %q, state %s, ready %d, node %q", fc.sent(), c.State(), r.ready, c.Node())
 	}
 	// The head arrives alone, then the body: split across reads.
-	fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n")
-	uc.Traffic()
-	fc.receive("\r\no")
-	uc.Traffic()
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n")
+	deliver(uc, fc, "\r\no")
 	if c.State() != Received || r.status != 200 || r.done {
 		t.Fatalf("mid-body: state %s, status %d, done %v", c.State(), r.status, r.done)
 	}
-	fc.receive("k")
-	uc.Traffic()
+	deliver(uc, fc, "k")
 	if c.State() != Done || r.body.String() != "ok" || !r.done || p.Idle() != 1 || fc.closed {
 		t.Fatalf("done: state %s, body %q, idle %d, closed %v", c.State(), r.body.String(), p.Idle(), fc.closed)
 	}
@@ -94,8 +90,7 @@ func TestCallHeadWriteFails(t *testing.T) {
 	if fc2.sent() != getHead {
 		t.Fatalf("retry sent %q", fc2.sent())
 	}
-	fc2.receive("HTTP/1.1 204 No Content\r\n\r\n")
-	uc2.Traffic()
+	deliver(uc2, fc2, "HTTP/1.1 204 No Content\r\n\r\n")
 	if c.State() != Done || r.status != 204 || r.err != nil {
 		t.Fatalf("retried GET: state %s, status %d, err %v", c.State(), r.status, r.err)
 	}
@@ -141,11 +136,8 @@ func TestCallStaleConnection(t *testing.T) {
 
 func TestCallUnrequested101(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
-	c, r := newCall()
-	c.Start(tl.pool(0), head(getHead), getOpts)
-	uc, fc := tl.open()
-	fc.receive("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
-	uc.Traffic()
+	c, r, uc, fc := tl.getOpen(tl.pool(0))
+	deliver(uc, fc, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
 	if r.err != ErrBadResponse || len(r.interim) != 0 || !fc.closed || c.State() != Failed {
 		t.Fatalf("101: err %v, interim %v, closed %v, state %s", r.err, r.interim, fc.closed, c.State())
 	}
@@ -155,11 +147,8 @@ func TestCallInterimAndReceiverStops(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
 	p := tl.pool(0)
 
-	c, r := newCall()
-	c.Start(p, head(getHead), getOpts)
-	uc, fc := tl.open()
-	fc.receive("HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-	uc.Traffic()
+	c, r, uc, fc := tl.getOpen(p)
+	deliver(uc, fc, "HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 	if len(r.interim) != 1 || r.interim[0] != 103 || r.status != 200 || c.State() != Done {
 		t.Fatalf("103 then 200: interim %v, status %d, state %s", r.interim, r.status, c.State())
 	}
@@ -177,8 +166,7 @@ func TestCallInterimAndReceiverStops(t *testing.T) {
 		} else {
 			uc, fc = tl.open()
 		}
-		fc.receive("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nbody")
-		uc.Traffic()
+		deliver(uc, fc, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nbody")
 		if c.State() != Failed || !fc.closed || r.err != nil {
 			t.Fatalf("stop at %s: state %s, closed %v, err %v", at, c.State(), fc.closed, r.err)
 		}
@@ -190,11 +178,8 @@ func TestCallInterimAndReceiverStops(t *testing.T) {
 func TestCallTrailingBytesRetireConnection(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
 	p := tl.pool(0)
-	c, r := newCall()
-	c.Start(p, head(getHead), getOpts)
-	uc, fc := tl.open()
-	fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA")
-	uc.Traffic()
+	c, r, uc, fc := tl.getOpen(p)
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA")
 	if c.State() != Done || r.body.String() != "ok" || !fc.closed || p.Idle() != 0 {
 		t.Fatalf("state %s, body %q, closed %v, idle %d", c.State(), r.body.String(), fc.closed, p.Idle())
 	}
@@ -202,11 +187,8 @@ func TestCallTrailingBytesRetireConnection(t *testing.T) {
 
 func TestCallMalformedChunkedBody(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
-	c, r := newCall()
-	c.Start(tl.pool(0), head(getHead), getOpts)
-	uc, fc := tl.open()
-	fc.receive("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\nzz\r\n")
-	uc.Traffic()
+	_, r, uc, fc := tl.getOpen(tl.pool(0))
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\nzz\r\n")
 	if r.err != ErrBadResponse || r.body.String() != "ok" || !fc.closed {
 		t.Fatalf("err %v, body %q, closed %v", r.err, r.body.String(), fc.closed)
 	}
@@ -218,8 +200,7 @@ func TestCallBytesOnIdleConnection(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
 	p := tl.pool(0)
 	uc, fc := tl.exchange(p)
-	fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
-	uc.Traffic()
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstale")
 	if !fc.closed || p.Idle() != 0 || uc.state != connClosed {
 		t.Fatalf("closed %v, idle %d, state %s", fc.closed, p.Idle(), uc.state)
 	}
@@ -227,11 +208,8 @@ func TestCallBytesOnIdleConnection(t *testing.T) {
 
 func TestCallResponseTimeout(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
-	c, r := newCall()
-	c.Start(tl.pool(0), head(getHead), getOpts)
-	uc, fc := tl.open()
-	fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
-	uc.Traffic()
+	c, r, uc, fc := tl.getOpen(tl.pool(0))
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")
 	if !c.timer.(*fakeTimer).armed() {
 		t.Fatal("no response timer between body reads")
 	}
@@ -265,8 +243,7 @@ func TestCallSendBody(t *testing.T) {
 	if want := post + "5\r\nhello\r\n0\r\n\r\n"; fc.sent() != want || c.State() != Sent {
 		t.Fatalf("sent %q, state %s", fc.sent(), c.State())
 	}
-	fc.receive("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n\r\n")
-	uc.Traffic()
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX-T: 1\r\n\r\n")
 	if c.State() != Done || !c.Trailer() {
 		t.Fatalf("state %s, trailer %v", c.State(), c.Trailer())
 	}
@@ -305,8 +282,7 @@ func TestCallEarlyResponse(t *testing.T) {
 	c, r := newCall()
 	c.Start(p, head("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n"), Options{HasBody: true, ResponseTimeout: time.Second})
 	uc, fc := tl.open()
-	fc.receive("HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n")
-	uc.Traffic()
+	deliver(uc, fc, "HTTP/1.1 413 Content Too Large\r\nContent-Length: 0\r\n\r\n")
 	if r.status != 413 || c.State() != Done || !fc.closed || p.Idle() != 0 {
 		t.Fatalf("status %d, state %s, closed %v, idle %d", r.status, c.State(), fc.closed, p.Idle())
 	}
@@ -318,11 +294,8 @@ func TestCallCloseDelimitedBody(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
 	p := tl.pool(0)
 	for _, orderly := range []bool{true, false} {
-		c, r := newCall()
-		c.Start(p, head(getHead), getOpts)
-		uc, fc := tl.open()
-		fc.receive("HTTP/1.1 200 OK\r\n\r\nuntil close")
-		uc.Traffic()
+		c, r, uc, fc := tl.getOpen(p)
+		deliver(uc, fc, "HTTP/1.1 200 OK\r\n\r\nuntil close")
 		if orderly {
 			uc.Closed(io.EOF)
 		} else {
@@ -343,11 +316,8 @@ func TestCallResponseHeadTooLarge(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
 	tl.l.limits.MaxHeaderCount = 2
 	for i := 0; i < 2; i++ {
-		c, r := newCall()
-		c.Start(tl.pool(0), head(getHead), getOpts)
-		uc, fc := tl.open()
-		fc.receive("HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n")
-		uc.Traffic()
+		_, r, uc, fc := tl.getOpen(tl.pool(0))
+		deliver(uc, fc, "HTTP/1.1 200 OK\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n")
 		if r.err != ErrHeadTooLarge || !fc.closed {
 			t.Fatalf("response %d: err %v, closed %v", i, r.err, fc.closed)
 		}
@@ -356,14 +326,11 @@ func TestCallResponseHeadTooLarge(t *testing.T) {
 
 func TestCallMalformedHead(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
-	c, r := newCall()
-	c.Start(tl.pool(0), head(getHead), getOpts)
-	uc, fc := tl.open()
+	c, r, uc, fc := tl.getOpen(tl.pool(0))
 	if uc.Loop() != tl.l {
 		t.Fatal("a connection does not know its loop")
 	}
-	fc.receive("SMTP ready\r\n\r\n")
-	uc.Traffic()
+	deliver(uc, fc, "SMTP ready\r\n\r\n")
 	if r.err != ErrBadResponse || !fc.closed || c.State() != Failed {
 		t.Fatalf("err %v, closed %v, state %s", r.err, fc.closed, c.State())
 	}

@@ -26,19 +26,7 @@ func TestConnClosesCountedByReason(t *testing.T) {
 	}
 
 	// Two concurrent exchanges with max_idle 1: the second release hits the cap.
-	c1, _ := newCall()
-	c1.Start(p, head(getHead), getOpts)
-	uc1, fc1 := tl.open()
-	c2, _ := newCall()
-	c2.Start(p, head(getHead), getOpts)
-	uc2, fc2 := tl.open()
-	for _, x := range []struct {
-		uc *Conn
-		fc *fakeConn
-	}{{uc1, fc1}, {uc2, fc2}} {
-		x.fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-		x.uc.Traffic()
-	}
+	uc1, fc1, _ := tl.releaseTwo(p)
 	want("idle cap", closeIdleCap, 1)
 
 	// Reused, then the upstream asks to close.
@@ -47,8 +35,7 @@ func TestConnClosesCountedByReason(t *testing.T) {
 	if p.stats.Reuses.Load() != 1 || c3.conn != uc1 {
 		t.Fatalf("reuses %d", p.stats.Reuses.Load())
 	}
-	fc1.receive("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
-	uc1.Traffic()
+	deliver(uc1, fc1, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
 	want("Connection: close", closeUpstream, 1)
 
 	// The upstream closes an idle connection.
@@ -66,8 +53,7 @@ func TestConnClosesCountedByReason(t *testing.T) {
 
 	// Bytes on an idle connection; a client that leaves mid-exchange.
 	uc, fc = tl.exchange(p)
-	fc.receive("junk")
-	uc.Traffic()
+	deliver(uc, fc, "junk")
 	want("bytes while idle", closeError, 1)
 	c4, _ := newCall()
 	c4.Start(p, head(getHead), getOpts)
@@ -75,12 +61,17 @@ func TestConnClosesCountedByReason(t *testing.T) {
 	c4.Abort()
 	want("aborted", closeAborted, 1)
 
+	// The engine stops: gnet closes the connection with no error.
+	uc, _ = tl.exchange(p)
+	uc.Closed(nil)
+	want("engine stop", closeRetired, 1)
+
 	// A dial that never connected is a connect failure, not a close.
 	total := uint64(0)
 	for _, n := range closes() {
 		total += n
 	}
-	if total != 6 {
-		t.Fatalf("%d closes counted, want 6: %v", total, closes())
+	if total != 7 {
+		t.Fatalf("%d closes counted, want 7: %v", total, closes())
 	}
 }

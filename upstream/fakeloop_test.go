@@ -358,3 +358,30 @@ func newCall() (*Call, *recorder) {
 	c.Init(r)
 	return c, r
 }
+
+// getOpen starts a GET on p and opens the connection it dials.
+func (tl *testLoop) getOpen(p *Pool) (*Call, *recorder, *Conn, *fakeConn) {
+	tl.t.Helper()
+	c, r := newCall()
+	c.Start(p, head(getHead), getOpts)
+	uc, fc := tl.open()
+	return c, r, uc, fc
+}
+
+// deliver hands s to the connection as one read.
+func deliver(uc *Conn, fc *fakeConn, s string) {
+	fc.receive(s)
+	uc.Traffic()
+}
+
+// releaseTwo runs two GETs on p at once, each on its own new connection,
+// and answers the first then the second, so both connections come back to
+// the pool in that order. It returns the first connection and both fakes.
+func (tl *testLoop) releaseTwo(p *Pool) (uc1 *Conn, fc1, fc2 *fakeConn) {
+	tl.t.Helper()
+	_, _, uc1, fc1 = tl.getOpen(p)
+	_, _, uc2, fc2 := tl.getOpen(p)
+	deliver(uc1, fc1, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	deliver(uc2, fc2, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	return uc1, fc1, fc2
+}

@@ -46,3 +46,35 @@ func TestHealthTiers(t *testing.T) {
 		t.Fatalf("after two passes: down %v, next %v, %d counted down", n.Down(), next, o.down.Load())
 	}
 }
+
+// A tick starts at most batch probes and never one already running; a node
+// the prober no longer checks counts as up again. One node of two down
+// does not make the group all down.
+func TestProberBatchAndRemoval(t *testing.T) {
+	cfg := &HealthCheckConfig{Healthy: 1, Unhealthy: 1, New: time.Second, StableAfter: 1, DegradedAfter: 1}
+	nodes := []*Node{NewNode("u", "10.0.0.1:80", 1), NewNode("u", "10.0.0.2:80", 1), NewNode("u", "10.0.0.3:80", 1)}
+	o := &Outliers{}
+	o.SetHealthCheck(cfg)
+	o.Configure(nil, nodes)
+	checks := map[*Node]*HealthCheckConfig{}
+	for _, n := range nodes {
+		checks[n] = cfg
+	}
+	p := NewProber(10, 2)
+	p.Set(checks)
+	later := time.Now().Add(cfg.New) // every first probe is due within New
+	if first, second := len(p.due(later)), len(p.due(later)); first != 2 || second != 1 {
+		t.Fatalf("due per tick: %d then %d, want the batch of 2 then the last 1", first, second)
+	}
+
+	nodes[0].checked(cfg, false)
+	g := &Group{pools: []*Pool{{node: nodes[0]}, {node: nodes[1]}}}
+	if !nodes[0].Down() || o.down.Load() != 1 || g.AllDown() {
+		t.Fatalf("one failure: down %v, %d counted down, all down %v", nodes[0].Down(), o.down.Load(), g.AllDown())
+	}
+	delete(checks, nodes[0])
+	p.Set(checks)
+	if nodes[0].Down() || o.down.Load() != 0 || len(p.targets) != 2 {
+		t.Fatalf("after removal: down %v, %d counted down, %d probed", nodes[0].Down(), o.down.Load(), len(p.targets))
+	}
+}

@@ -65,10 +65,9 @@ func (n *Node) shard(loop int) *NodeStats {
 // aborted after the final response head (a status retried elsewhere)
 // reports that status.
 type Outcome struct {
-	Err       *Error        // why the call failed (ErrConnect, ErrReset, ErrTimeout, ...); nil when the response completed
-	Status    int           // the final response status; 0 when none arrived
-	FirstByte time.Duration // from Start to the first response head (interim included); 0 when none arrived
-	Total     time.Duration // from Start to the end of the call, pool wait, connect and a retry included
+	Err    *Error        // why the call failed (ErrConnect, ErrReset, ErrTimeout, ...); nil when the response completed
+	Status int           // the final response status; 0 when none arrived
+	Total  time.Duration // from Start to the end of the call, pool wait, connect and a retry included
 }
 
 // report records o in the stats of loop's shard. On that loop only.

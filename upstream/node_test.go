@@ -46,8 +46,9 @@ func TestUpdateReusesAndRetiresPools(t *testing.T) {
 		t.Fatalf("kept node: same pool %v, max_idle %d, retired %v, its idle connection closed %v",
 			gs[0].Pools()[0] == stay, stay.cfg.MaxIdle, stay.retired, stayConn.closed)
 	}
-	if !leave.retired || !leaveIdle.closed || leave.total != 1 {
-		t.Fatalf("removed node: retired %v, idle connection closed %v, %d open", leave.retired, leaveIdle.closed, leave.total)
+	if !leave.retired || !leaveIdle.closed || leave.total != 1 || leave.stats.Closes[closeRetired].Load() != 1 {
+		t.Fatalf("removed node: retired %v, idle connection closed %v, %d open, %d retired",
+			leave.retired, leaveIdle.closed, leave.total, leave.stats.Closes[closeRetired].Load())
 	}
 	// The busy connection finishes its call, then closes instead of idling.
 	busyFC.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
@@ -97,6 +98,15 @@ func TestCallsReportOutcomes(t *testing.T) {
 	c.Abort()
 	if count(&s.Duration) != 3 {
 		t.Fatal("an aborted call reported an outcome")
+	}
+
+	// Aborted after the final head (a status retried elsewhere): the node
+	// answered, so the call reports that status.
+	c, r, uc, fc := tl.getOpen(p)
+	deliver(uc, fc, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 10\r\n\r\npart")
+	c.Abort()
+	if r.status != 502 || s.Responses[4].Load() != 2 || count(&s.Duration) != 4 {
+		t.Fatalf("aborted after a 502 head: 5xx %d, durations %d", s.Responses[4].Load(), count(&s.Duration))
 	}
 
 	refused := newTestLoop(t, testPool, refusedAddr(t))

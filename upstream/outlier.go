@@ -122,7 +122,11 @@ func (n *Node) judge(o *Outcome) {
 	failed := o.Err == ErrConnect || o.Err == ErrReset || o.Err == ErrTimeout || o.Err == nil && o.Status >= 500
 	out := &n.outlier
 	if !failed {
-		out.consecutive.Store(0)
+		// Every loop reports to the node: a load on success, the common
+		// case, keeps its cache line shared rather than written per call.
+		if out.consecutive.Load() != 0 {
+			out.consecutive.Store(0)
+		}
 		return
 	}
 	if out.consecutive.Add(1) < cfg.Consecutive {

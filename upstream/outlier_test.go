@@ -73,3 +73,28 @@ func TestOutlierEjection(t *testing.T) {
 		t.Fatalf("%d out after a removed node's return, want still 1", o.Ejected())
 	}
 }
+
+// A node that stayed in rotation ForgetAfterClean since it came back starts
+// its back-off over: its next ejection is a first one again.
+func TestOutlierForgetsAfterClean(t *testing.T) {
+	cfg := &OutlierConfig{Consecutive: 1, BaseEjection: time.Second, MaxEjection: time.Hour, MaxEjectedPct: 100, ForgetAfterClean: time.Minute}
+	o, nodes := newOutlierNodes(1, cfg)
+	n := nodes[0]
+	ejectionAt := func(at int64) time.Duration {
+		t.Helper()
+		n.eject(o, cfg, at)
+		until := n.outlier.until.Load()
+		if until == 0 {
+			t.Fatal("not ejected")
+		}
+		n.unEject(until, at) // back at once
+		return time.Duration(until - at)
+	}
+	now := loopstat.Now()
+	if first, second := ejectionAt(now), ejectionAt(now); first != time.Second || second != 2*time.Second {
+		t.Fatalf("ejections back to back: %v then %v, want 1s then 2s", first, second)
+	}
+	if d := ejectionAt(now + int64(time.Minute) + 1); d != time.Second {
+		t.Fatalf("ejection a clean minute later: %v, want 1s again", d)
+	}
+}

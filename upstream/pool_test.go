@@ -22,9 +22,7 @@ func TestPoolWaiters(t *testing.T) {
 	tl := newTestLoop(t, pc, listenAddr(t))
 	p := tl.pool(0)
 
-	c1, _ := newCall()
-	c1.Start(p, head(getHead), getOpts)
-	uc, fc := tl.open()
+	_, _, uc, fc := tl.getOpen(p)
 
 	aborted, _ := newCall()
 	aborted.Start(p, head(getHead), getOpts)
@@ -49,8 +47,7 @@ func TestPoolWaiters(t *testing.T) {
 
 	// c1 completes: its connection goes straight to c2.
 	fc.out.Reset()
-	fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-	uc.Traffic()
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 	if c2.conn != uc || c2.State() != Sent || fc.sent() != getHead || p.Idle() != 0 || r2.ready != 1 {
 		t.Fatalf("waiter not handed the released connection: state %s, sent %q", c2.State(), fc.sent())
 	}
@@ -72,9 +69,7 @@ func TestPoolRemoveLetsWaiterDial(t *testing.T) {
 	tl := newTestLoop(t, pc, listenAddr(t))
 	p := tl.pool(0)
 
-	c1, r1 := newCall()
-	c1.Start(p, head(getHead), getOpts)
-	uc, _ := tl.open()
+	_, r1, uc, _ := tl.getOpen(p)
 	c2, _ := newCall()
 	c2.Start(p, head(getHead), getOpts)
 	uc.Closed(io.EOF) // closed before any response: c1 fails, c2 dials
@@ -182,8 +177,9 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	c, r := newCall()
 	c.Start(p, head(getHead), getOpts)
 	c.dialing.closeFor(closeError)
-	if c.dialing != nil || p.total != 0 {
-		t.Fatalf("dialing %v, total %d", c.dialing != nil, p.total)
+	if c.dialing != nil || p.total != 0 || p.stats.Closes[closeError].Load() != 0 {
+		t.Fatalf("dialing %v, total %d, closes %d (a connection that never opened is not a close)",
+			c.dialing != nil, p.total, p.stats.Closes[closeError].Load())
 	}
 	_, fc := tl.open()
 	if !fc.closed || p.Idle() != 0 || r.ready != 0 {
@@ -209,19 +205,7 @@ func TestPoolMaxIdle(t *testing.T) {
 	pc.MaxIdle = 1
 	tl := newTestLoop(t, pc, listenAddr(t))
 	p := tl.pool(0)
-	c1, _ := newCall()
-	c1.Start(p, head(getHead), getOpts)
-	uc1, fc1 := tl.open()
-	c2, _ := newCall()
-	c2.Start(p, head(getHead), getOpts)
-	uc2, fc2 := tl.open()
-	for _, x := range []struct {
-		uc *Conn
-		fc *fakeConn
-	}{{uc1, fc1}, {uc2, fc2}} {
-		x.fc.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-		x.uc.Traffic()
-	}
+	_, fc1, fc2 := tl.releaseTwo(p)
 	if p.Idle() != 1 || fc1.closed || !fc2.closed {
 		t.Fatalf("idle %d, first closed %v, second closed %v", p.Idle(), fc1.closed, fc2.closed)
 	}
