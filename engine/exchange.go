@@ -125,6 +125,11 @@ type exchange struct {
 	upStatus      int             // the final attempt's response status; 0 when none
 	retryAfterBuf [20]byte        // the Retry-After value of a 55301
 	isoHeld       bool            // a permit of the route's isolation limiter is held (isolation.go)
+
+	// Waiting for that permit (isolationqueue.go).
+	isoWaiting       bool
+	isoPrev, isoNext *exchange   // links in the loop's permitWaiters
+	isoTimer         wheel.Timer // the route's queue_timeout
 }
 
 var _ upstream.Receiver = (*exchange)(nil)

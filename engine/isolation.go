@@ -20,12 +20,15 @@ type isolationSettings struct {
 	slowCall, window      int64 // nanoseconds
 	minSamples, slowRatio int64
 	coldStart             int64
+	queue                 int64         // requests that may wait for a permit, all loops
+	queueTimeout          time.Duration // the longest wait
 }
 
 func newIsolationSettings(s *config.Isolation) isolationSettings {
 	return isolationSettings{limit: int64(s.Limit), floor: int64(s.Floor), step: int64(s.Step),
 		slowCall: int64(s.SlowCall), window: int64(s.Window), minSamples: int64(s.MinSamples),
-		slowRatio: int64(s.SlowRatio), coldStart: int64(s.ColdStart)}
+		slowRatio: int64(s.SlowRatio), coldStart: int64(s.ColdStart),
+		queue: int64(*s.Queue), queueTimeout: time.Duration(s.QueueTimeout)}
 }
 
 // isolation is one route's limiter, kept by the server under the route id.
@@ -36,6 +39,7 @@ type isolation struct {
 
 	limit    atomic.Int64 // the current limit
 	inFlight atomic.Int64 // permits held: upstream calls started and not yet ended
+	waiting  atomic.Int64 // requests waiting for a permit, all loops (isolationqueue.go)
 
 	windowStart   atomic.Int64 // loopstat.Now when the window began
 	samples, slow atomic.Int64 // calls ended in the window, and the slow ones
@@ -63,14 +67,20 @@ func (iso *isolation) reset(s *isolationSettings) {
 	}
 }
 
-// acquire takes a permit, or reports that the route is at its limit.
+// acquire takes a permit, or reports that the route is at its limit. A
+// CAS rather than add-then-undo: a waiting request polls it every tick,
+// and an undone add would briefly refuse a request the limit admits.
 func (iso *isolation) acquire() bool {
-	if iso.inFlight.Add(1) > iso.limit.Load() {
-		iso.inFlight.Add(-1)
-		iso.rejected.Add(1)
-		return false
+	limit := iso.limit.Load()
+	for {
+		n := iso.inFlight.Load()
+		if n >= limit {
+			return false
+		}
+		if iso.inFlight.CompareAndSwap(n, n+1) {
+			return true
+		}
 	}
-	return true
 }
 
 // release returns a permit and records how long its call took; the call
@@ -119,24 +129,43 @@ func (iso *isolation) release(s *isolationSettings, took, now int64) {
 var errIsolated = &codec.Error{Status: 429, Code: 42901, Message: "route at its concurrency limit (slow upstream); retry later"}
 
 // acquireIsolation takes a permit of the route's limiter before its
-// upstream call, or answers 429, code 42901. Done (endResilience) gives
-// it back on every path, so a client that leaves leaks nothing.
+// upstream call. At the limit the request waits for one in the loop's
+// queue (isolationqueue.go), or, with the queue full, is answered 429,
+// code 42901. Done (endResilience) gives a permit back on every path, so
+// a client that leaves leaks nothing.
 func (ex *exchange) acquireIsolation() bool {
-	if ex.route.isolation.acquire() {
+	iso := ex.route.isolation
+	if iso.acquire() {
 		ex.isoHeld = true
 		return true
 	}
-	ex.localReply(errIsolated)
+	if !ex.waitForPermit() {
+		ex.refuseIsolated()
+	}
 	return false
 }
 
-// releaseIsolation gives the permit back with the call's duration.
+// refuseIsolated answers 429, code 42901, with Retry-After: 1.
+func (ex *exchange) refuseIsolated() {
+	ex.route.isolation.rejected.Add(1)
+	ex.fx.Rejection.AddHeader("Retry-After", retryAfterOne)
+	ex.localReply(errIsolated)
+}
+
+// releaseIsolation gives the permit back with the call's duration, or
+// takes a request that never got one out of the queue.
 func (ex *exchange) releaseIsolation() {
+	if ex.isoWaiting {
+		ex.leaveQueue()
+	}
 	if !ex.isoHeld {
 		return
 	}
 	ex.isoHeld = false
 	r := ex.route
+	if l := ex.loop; l.permitWaiters.head != nil {
+		l.grantDue = true // leave or the next tick hands it on
+	}
 	if !ex.forwarded { // answered before its call began: no sample
 		r.isolation.inFlight.Add(-1)
 		return

@@ -59,6 +59,9 @@ type loop struct {
 	idPrefix [12]byte // request IDs: random per loop, then a counter
 	idSeq    uint64
 
+	permitWaiters waitList // requests waiting for an isolation permit (isolationqueue.go)
+	grantDue      bool     // a permit was given back on this loop while some waited
+
 	stats loopStats // written by the loop, read by WriteMetrics
 	inbox inbox     // resumes of parked exchanges, from any goroutine (inbox.go)
 	log   loopLog   // this loop's end of the access and error logs
@@ -188,6 +191,9 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 	tick := gnet.RunnableFunc(func(context.Context) error {
 		l.enter()
 		l.wheel.Advance(time.Now())
+		if l.permitWaiters.head != nil {
+			l.grantPermits()
+		}
 		l.pumpSpools()
 		l.leave()
 		return nil
@@ -220,11 +226,13 @@ func (l *loop) stopTicker() {
 // queued and handled when the outermost callback returns, so no handler ever
 // sees its own state torn down under it. Resumes the loop posted itself (a
 // sub-request's answer) are delivered there too, after the closes, so a
-// resume for an exchange whose client just left is dropped.
+// resume for an exchange whose client just left is dropped. Permits given
+// back during the callback then go to requests waiting for them.
 func (l *loop) enter() { l.depth++ }
 
 func (l *loop) leave() {
 	if l.depth == 1 {
+	settle:
 		for {
 			for len(l.deferred) > 0 {
 				ev := l.deferred[0]
@@ -232,11 +240,15 @@ func (l *loop) leave() {
 				l.deferred = l.deferred[:len(l.deferred)-1]
 				l.handleClose(ev)
 			}
-			if !l.inbox.local {
-				break
+			switch {
+			case l.inbox.local:
+				l.inbox.local = false
+				l.drainInbox()
+			case l.grantDue:
+				l.grantPermits()
+			default:
+				break settle
 			}
-			l.inbox.local = false
-			l.drainInbox()
 		}
 	}
 	l.depth--
@@ -373,6 +385,7 @@ func (l *loop) getExchange() *exchange {
 	ex.sub.ex = ex
 	ex.sub.call.Init(&ex.sub)
 	ex.suspendTimer.Init(ex.suspendExpired)
+	ex.isoTimer.Init(ex.permitWaitExpired)
 	return ex
 }
 

@@ -216,9 +216,11 @@ func (ex *exchange) discardHead() {
 	}
 }
 
-// proceed picks the node, writes the upstream head and starts the call.
+// proceed takes a request that passed its filters to its upstream call:
+// the 100 Continue, the body held whole when small, the route's breaker
+// and isolation permit, then callUpstream.
 func (ex *exchange) proceed(req *codec.Request) {
-	cc, l, r := ex.cc, ex.loop, ex.route
+	cc, r := ex.cc, ex.route
 	if ex.expectContinue && !ex.reqDone {
 		// The request passed routing and its filters, so the client may
 		// send its body. As nginx and Envoy do, the gateway answers the
@@ -243,8 +245,15 @@ func (ex *exchange) proceed(req *codec.Request) {
 	// A call refused or never started from here on gives its breaker
 	// permit back when the exchange ends (recordBreaker: no outcome).
 	if r.isolation != nil && !ex.acquireIsolation() {
-		return
+		return // refused, or waiting for a permit (grantPermits carries on)
 	}
+	ex.callUpstream(req)
+}
+
+// callUpstream picks the node, writes the upstream head and starts the
+// call, once the request passed its breaker and holds its permit.
+func (ex *exchange) callUpstream(req *codec.Request) {
+	cc, l, r := ex.cc, ex.loop, ex.route
 	node := ex.pickNode()
 	if node == nil {
 		ex.localReply(errNoHealthyNode)

@@ -196,6 +196,10 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	for _, iso := range limiters {
 		p.gauge("loopgate_route_isolation_in_flight", p.labels("route", iso.route), iso.inFlight.Load())
 	}
+	p.family("loopgate_route_isolation_waiting", "gauge", "Requests over the route's limit waiting for a permit (isolation queue).")
+	for _, iso := range limiters {
+		p.gauge("loopgate_route_isolation_waiting", p.labels("route", iso.route), iso.waiting.Load())
+	}
 	p.family("loopgate_route_isolation_rejected_total", "counter", "Requests answered 429, code 42901, at the route's limit.")
 	for _, iso := range limiters {
 		p.sample("loopgate_route_isolation_rejected_total", p.labels("route", iso.route), iso.rejected.Load())

@@ -368,6 +368,13 @@ type Isolation struct {
 	MinSamples int      `yaml:"min_samples"` // calls a window needs before it can shrink the limit; default 20
 	SlowRatio  int      `yaml:"slow_ratio"`  // percent of slow calls that shrinks it; default 30
 	ColdStart  int      `yaml:"cold_start"`  // calls after a start or reload before any shrink; default 50
+
+	// Queue is how many requests over the limit may wait for a permit,
+	// all loops together; default 1000, and an explicit 0 answers every
+	// excess request at once. A waiting request holds its client
+	// connection, not an upstream one.
+	Queue        *int     `yaml:"queue"`
+	QueueTimeout Duration `yaml:"queue_timeout"` // the longest wait for a permit; then 429, code 42901; default 100ms
 }
 
 // On reports whether isolation is enabled.
@@ -388,6 +395,11 @@ func routeIsolation(global, own *Isolation) *Isolation {
 	setDefault(&s.MinSamples, 20)
 	setDefault(&s.SlowRatio, 30)
 	setDefault(&s.ColdStart, 50)
+	if s.Queue == nil {
+		queue := 1000
+		s.Queue = &queue
+	}
+	setDefault(&s.QueueTimeout, Duration(100*time.Millisecond))
 	return s
 }
 
@@ -404,6 +416,10 @@ func mergeIsolation(s, own *Isolation) {
 	setIf(&s.MinSamples, own.MinSamples)
 	setIf(&s.SlowRatio, own.SlowRatio)
 	setIf(&s.ColdStart, own.ColdStart)
+	if own.Queue != nil {
+		s.Queue = own.Queue
+	}
+	setIf(&s.QueueTimeout, own.QueueTimeout)
 }
 
 func validateIsolation(p *problems, path string, s *Isolation) {
@@ -419,4 +435,8 @@ func validateIsolation(p *problems, path string, s *Isolation) {
 	if s.ColdStart < 0 {
 		p.add(path+".cold_start", "must not be negative, got %d", s.ColdStart)
 	}
+	if *s.Queue < 0 {
+		p.add(path+".queue", "must not be negative, got %d", *s.Queue)
+	}
+	positive(p, path+".queue_timeout", s.QueueTimeout)
 }

@@ -65,3 +65,31 @@ routes:
 		}
 	}
 }
+
+// The isolation queue: 1000 requests and 100ms by default; an explicit
+// queue: 0 is kept (waiting off), and a route's 0 overrides a global queue;
+// a negative queue is refused.
+func TestIsolationQueueSettings(t *testing.T) {
+	c := mustParse(t, `
+isolation: {queue: 7}
+upstreams:
+  - {name: u, nodes: ["127.0.0.1:1"]}
+routes:
+  - {id: off, prefix: /a, upstream: u, isolation: {queue: 0}}
+  - {id: global, prefix: /b, upstream: u}
+`)
+	if q := c.Routes[0].Isolation; *q.Queue != 0 || q.QueueTimeout != Duration(100*time.Millisecond) {
+		t.Errorf("route with queue: 0: queue %d, timeout %v", *q.Queue, q.QueueTimeout)
+	}
+	if q := c.Routes[1].Isolation; *q.Queue != 7 {
+		t.Errorf("route under the global queue: %d, want 7", *q.Queue)
+	}
+	d := mustParse(t, "isolation: {}\nupstreams:\n  - {name: u, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {prefix: /, upstream: u}\n")
+	if q := d.Routes[0].Isolation; *q.Queue != 1000 || q.QueueTimeout != Duration(100*time.Millisecond) {
+		t.Errorf("defaults: queue %d, timeout %v; want 1000, 100ms", *q.Queue, q.QueueTimeout)
+	}
+	_, err := Parse([]byte("isolation: {queue: -1}\nupstreams:\n  - {name: u, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {prefix: /, upstream: u}\n"))
+	if want := "routes[0].isolation.queue: must not be negative, got -1"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want %q in it", err, want)
+	}
+}
