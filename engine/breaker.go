@@ -204,8 +204,8 @@ func (b *breaker) move(p, next *breakerPhase, why string) {
 		return
 	}
 	b.transitions[next.state].Add(1)
-	// Once per transition, which a circuit makes at most every few
-	// seconds: not a per-request write on the loop.
+	// Once per transition; a notice (notices.go), so it never waits on
+	// stderr.
 	log.Printf("circuit breaker route=%s %s -> %s (%s)", b.route, p.state, next.state, why)
 }
 

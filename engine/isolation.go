@@ -117,7 +117,7 @@ func (iso *isolation) release(s *isolationSettings, took, now int64) {
 	if limit*2 < s.limit {
 		if !iso.warned.Swap(true) {
 			iso.warnings.Add(1)
-			// Once per episode: not a per-request write on the loop.
+			// Once per episode; a notice (notices.go), never a wait.
 			log.Printf("warning: isolation route=%s limit %d, below half its base %d: %d of %d calls in %v over %v",
 				iso.route, limit, s.limit, slow, samples, time.Duration(s.window), time.Duration(s.slowCall))
 		}

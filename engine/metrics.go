@@ -239,6 +239,8 @@ func (s *Server) writeSeries(w io.Writer) {
 	p.sample("loopgate_memory_returns_total", "", s.memoryReturns.Load())
 	p.family("loopgate_stale_resumes_total", "counter", "Ticket resumes dropped, never run: a second resume, or one whose park had ended (timed out, client gone, recycled).")
 	p.sample("loopgate_stale_resumes_total", "", s.StaleResumes())
+	p.family("loopgate_log_notices_dropped_total", "counter", "Operator log lines (breaker, ejection, health, isolation notices) dropped because the writer was behind.")
+	p.sample("loopgate_log_notices_dropped_total", "", notices.dropped.Load())
 	s.writeLogSeries(p)
 
 	// Per loop.

@@ -159,8 +159,8 @@ func (n *Node) eject(g *Outliers, cfg *OutlierConfig, now int64) {
 	out.total.Add(1)
 	out.consecutive.Store(0)
 	out.until.Store(now + int64(d))
-	// Once per ejection, which takes failures in a row: not a per-request
-	// write on the loop.
+	// Once per ejection. The engine queues the standard logger's output
+	// (engine/notices.go), so this never waits on stderr.
 	log.Printf("outlier upstream=%s node=%s ejected for %s (ejection %d, %d failures in a row)", n.Upstream, n.Addr, d, k, cfg.Consecutive)
 }
 
