@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis bench bench-reload bench-idle bench-go fuzz clean
+.PHONY: build run test vet redis bench bench-reload bench-isolation bench-idle bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -38,6 +38,10 @@ bench: build
 # Live reload under wrk -c64: a reload every 250 ms, POST /reload and SIGHUP.
 bench-reload: build
 	bash bench/reload.sh
+
+# Slow-call isolation: a 2 s upstream under 300 clients beside wrk -c32 on a fast route.
+bench-isolation: build
+	bash bench/isolation.sh
 
 # Memory cost of 10,000 idle keep-alive client connections.
 bench-idle: build
