@@ -27,7 +27,7 @@ RAW=$OUT/raw-churn
 [[ -x $LOOPGATE_BIN ]] || { log "${LOOPGATE_BIN#"$ROOT"/} missing (run \`make build\`)"; exit 1; }
 command -v nginx >/dev/null 2>&1 || { log "the churn scenarios need nginx (backend and baseline)"; exit 1; }
 
-SCENARIOS=(c1000 close)
+read -r -a SCENARIOS <<<"${CHURN_SCENARIOS:-c1000 close}"
 PROXIES=(nginx haproxy loopgate)
 declare -A CONNS=([c1000]=1000 [close]=64)
 declare -A TITLE=(

@@ -62,6 +62,8 @@ type loop struct {
 	permitWaiters waitList // requests waiting for an isolation permit (isolationqueue.go)
 	grantDue      bool     // a permit was given back on this loop while some waited
 
+	adopting *upstream.Conn // the upstream connection Adopt is registering; OnOpen takes it
+
 	stats loopStats // written by the loop, read by WriteMetrics
 	inbox inbox     // resumes of parked exchanges, from any goroutine (inbox.go)
 	log   loopLog   // this loop's end of the access and error logs

@@ -249,11 +249,19 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen tells apart an accepted client from an enrolled upstream connection
-// by the context the dialer attached.
+// OnOpen tells apart an accepted client from an upstream connection: one
+// the loop is adopting (see Adopt) or one the dialer enrolled with its
+// context attached.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
-	if uc, ok := c.Context().(*upstream.Conn); ok {
-		l := uc.Loop().Host().(*loop)
+	l := s.loopOf(c.EventLoop())
+	uc := l.adopting
+	if uc != nil {
+		l.adopting = nil
+		c.SetContext(uc)
+	} else {
+		uc, _ = c.Context().(*upstream.Conn)
+	}
+	if uc != nil {
 		l.enter()
 		uc.Opened(c)
 		l.leave()
@@ -266,7 +274,6 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		s.refused.Add(1)
 		return nil, gnet.Close
 	}
-	l := s.loopOf(c.EventLoop())
 	l.enter()
 	l.accept(c)
 	l.leave()

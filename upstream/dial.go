@@ -6,9 +6,19 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 )
+
+// DialOnLoop says whether nodes given by IP address are connected on the
+// loop. The engine can adopt a socket into gnet's poller only on Linux
+// (engine/adopt_linux.go); elsewhere every dial goes off the loop.
+const DialOnLoop = runtime.GOOS == "linux"
 
 // errConnectTimeout is why a dial failed when the connect timeout on the
 // loop's clock fired first.
@@ -17,13 +27,10 @@ var errConnectTimeout = errors.New("upstream: connect timed out")
 // dial opens a connection for c. The connection counts against max_conns
 // from now on, and its timer holds the connect timeout on the loop's clock.
 //
-// The dial itself runs off the loop: a goroutine connects with
-// net.DialTimeout and enrolls the socket on this loop with
-// EventLoop.Enroll; OnOpen brings it back (Conn.Opened), and a failure
-// comes back through Execute. docs/architecture.md ("Dialing upstreams")
-// says why not a non-blocking connect on the loop: gnet cannot enroll a
-// socket whose connect is in progress, and enrolling one that a loopback
-// connect(2) has already completed measured slower than this.
+// A node given by IP address is dialed on the loop, as nginx does
+// (dialOnLoop); a node given by host name needs a DNS lookup, which
+// blocks, so it is dialed off the loop (dialOffLoop).
+// docs/architecture.md ("Dialing upstreams") has the measurements.
 func (p *Pool) dial(c *Call) {
 	uc := &Conn{pool: p, state: connDialing, dialFor: c}
 	uc.timer = p.loop.clock.NewTimer(uc.onTimer)
@@ -32,7 +39,83 @@ func (p *Pool) dial(c *Call) {
 	p.stats.Connects.Add(1)
 	p.publish()
 	uc.timer.Arm(c.connectTimeout)
-	el, addr, timeout := p.loop.el, p.Addr, c.connectTimeout
+	if p.sa != nil {
+		p.dialOnLoop(uc, c.connectTimeout)
+		return
+	}
+	p.dialOffLoop(uc, c.connectTimeout)
+}
+
+// dialOnLoop opens a non-blocking socket and connects it on the loop. A
+// connect the kernel completes at once (a node on this host: the loopback
+// handshake runs inside connect(2)) or refuses at once is settled here,
+// with no goroutine and no hand-off; the socket goes straight onto the
+// loop's poller (Host.Adopt), and OnOpen attaches the call before this
+// returns. A connect that needs a round trip on the network waits for it
+// off the loop (awaitConnect).
+func (p *Pool) dialOnLoop(uc *Conn, timeout time.Duration) {
+	fd, err := connectNonblocking(p.sa)
+	switch {
+	case err == unix.EINPROGRESS:
+		p.awaitConnect(uc, fd, timeout)
+	case err != nil:
+		p.onDialFailed(uc, err)
+	default:
+		p.adopt(uc, fd)
+	}
+}
+
+// adopt hands a connected socket to the loop's poller as uc's connection.
+func (p *Pool) adopt(uc *Conn, fd int) {
+	if err := p.loop.host.Adopt(fd, p.sa, p.remote, uc); err != nil {
+		p.onDialFailed(uc, err)
+	}
+}
+
+// awaitConnect waits, in Go's poller on a goroutine, for a connect that is
+// still in progress: the socket becomes writable when the handshake ends
+// either way. The loop then adopts the socket or fails the dial. The wait
+// watches a duplicate of the descriptor, closed when it ends, so the loop
+// alone owns fd.
+func (p *Pool) awaitConnect(uc *Conn, fd int, timeout time.Duration) {
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		_ = unix.Close(fd)
+		p.onDialFailed(uc, err)
+		return
+	}
+	el := p.loop.el
+	go func() {
+		err := waitConnected(dup, timeout)
+		done := gnet.RunnableFunc(func(context.Context) error {
+			p.loop.run(func() { p.connected(uc, fd, err) })
+			return nil
+		})
+		if el.Execute(context.Background(), done) != nil {
+			_ = unix.Close(fd) // the loop has stopped
+		}
+	}()
+}
+
+// connected runs on the loop when a connect awaitConnect waited for ended.
+func (p *Pool) connected(uc *Conn, fd int, err error) {
+	switch {
+	case uc.state == connClosed: // the connect timeout fired first
+		_ = unix.Close(fd)
+	case err != nil:
+		_ = unix.Close(fd)
+		p.onDialFailed(uc, err)
+	default:
+		p.adopt(uc, fd)
+	}
+}
+
+// dialOffLoop dials a node given by host name: a goroutine resolves the
+// name and connects with net.DialTimeout, and enrolls the socket on this
+// loop with EventLoop.Enroll; OnOpen brings it back (Conn.Opened), and a
+// failure comes back through Execute.
+func (p *Pool) dialOffLoop(uc *Conn, timeout time.Duration) {
+	el, addr := p.loop.el, p.Addr
 	go func() {
 		fail := func(err error) {
 			_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
@@ -68,7 +151,7 @@ func (uc *Conn) onTimer() {
 	}
 }
 
-// onDialed runs on the loop when the dialed socket is enrolled.
+// onDialed runs on the loop when the dialed socket is on the loop's poller.
 func (p *Pool) onDialed(uc *Conn) {
 	if uc.state == connClosed { // gave up on it meanwhile
 		_ = uc.gc.Close()
@@ -102,4 +185,78 @@ func (p *Pool) onDialFailed(uc *Conn, err error) {
 		c.dialing = nil
 		c.fail(ErrConnect)
 	}
+}
+
+// sockaddr is addr ("ip:port", IPv6 in brackets) as connect(2) takes it,
+// and as a net.Addr; nil when addr names a host rather than an IP.
+func sockaddr(addr string) (unix.Sockaddr, net.Addr) {
+	ap, err := netip.ParseAddrPort(addr)
+	if err != nil {
+		return nil, nil
+	}
+	ip := ap.Addr().Unmap()
+	remote := net.TCPAddrFromAddrPort(netip.AddrPortFrom(ip, ap.Port()))
+	if ip.Is4() {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ip.As4()}, remote
+	}
+	if ip.Zone() != "" {
+		return nil, nil // a link-local address with a zone: let net.Dial handle it
+	}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ip.As16()}, remote
+}
+
+// connectNonblocking opens a non-blocking TCP socket with TCP_NODELAY and
+// connects it to sa. It returns the socket with a nil error when the
+// connection is established, with EINPROGRESS when the handshake is still
+// under way, and -1 with the error when the connect failed.
+func connectNonblocking(sa unix.Sockaddr) (int, error) {
+	fd, err := socketConnect(sa)
+	if err != unix.EINPROGRESS {
+		return fd, err
+	}
+	// Even to this host connect(2) says EINPROGRESS, though the loopback
+	// handshake has usually run to its end by the time it returns.
+	switch err := connectResult(fd); err {
+	case nil, unix.EINPROGRESS:
+		return fd, err
+	default:
+		_ = unix.Close(fd)
+		return -1, err
+	}
+}
+
+// connectResult says how a non-blocking connect on fd stands: nil when it
+// is established, EINPROGRESS while it is under way, or why it failed.
+func connectResult(fd int) error {
+	if established(fd) {
+		return nil
+	}
+	switch n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); {
+	case err != nil:
+		return os.NewSyscallError("getsockopt", err)
+	case n != 0:
+		return os.NewSyscallError("connect", unix.Errno(n))
+	}
+	return unix.EINPROGRESS
+}
+
+// waitConnected waits up to timeout for the connect on fd to end, in Go's
+// poller, and closes fd. It returns nil once the connection is
+// established, else why not.
+func waitConnected(fd int, timeout time.Duration) error {
+	f := os.NewFile(uintptr(fd), "upstream-connect")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	_ = f.SetWriteDeadline(time.Now().Add(timeout))
+	var result error
+	if err := rc.Write(func(s uintptr) bool {
+		result = connectResult(int(s))
+		return result != unix.EINPROGRESS
+	}); err != nil {
+		return err
+	}
+	return result
 }

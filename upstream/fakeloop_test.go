@@ -1,7 +1,7 @@
 // An in-memory event loop for the pool and call state machines: fake gnet
 // connections and a fake gnet.EventLoop, with the test goroutine playing
 // the loop. Dials are real (to a local listener), so Pool.dial runs as in
-// production up to Enroll.
+// production up to Host.Adopt (or Enroll, for a host name).
 
 package upstream
 
@@ -16,6 +16,7 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 )
 
 // fakeConn is a gnet.Conn in memory: the test puts received bytes in in,
@@ -81,11 +82,22 @@ type fakeEL struct {
 	enrollErr error // Enroll fails with it
 }
 
-// enrollment is one dialed socket handed to Enroll.
+// enrollment is one dialed socket handed to Enroll (nc, res) or to
+// Host.Adopt (fd).
 type enrollment struct {
 	uc  *Conn
 	nc  net.Conn
+	fd  int
 	res chan gnet.RegisteredResult
+}
+
+// close closes the socket the enrollment holds.
+func (e enrollment) close() {
+	if e.nc != nil {
+		e.nc.Close()
+	} else {
+		unix.Close(e.fd)
+	}
 }
 
 func (e *fakeEL) Execute(_ context.Context, r gnet.Runnable) error {
@@ -114,11 +126,25 @@ type testLoop struct {
 }
 
 // testHost is the engine's side of the fake loop: loop 0, counting the
-// callbacks it guards.
-type testHost struct{ guarded int }
+// callbacks it guards. Adopt hands the socket to the test, as Enroll
+// does, and fails with adoptErr when it is set.
+type testHost struct {
+	guarded  int
+	el       *fakeEL
+	adoptErr error
+}
 
 func (*testHost) Index() int       { return 0 }
 func (h *testHost) Guard(f func()) { h.guarded++; f() }
+
+func (h *testHost) Adopt(fd int, _ unix.Sockaddr, _ net.Addr, uc *Conn) error {
+	if h.adoptErr != nil {
+		unix.Close(fd)
+		return h.adoptErr
+	}
+	h.el.enrolls <- enrollment{uc: uc, fd: fd}
+	return nil
+}
 
 // fakeClock is a Clock whose time moves only when the test advances it.
 type fakeClock struct {
@@ -244,15 +270,17 @@ func newTestLoop(t *testing.T, pc PoolConfig, addrs ...string) *testLoop {
 	gc.Prepare()
 	el := &fakeEL{tasks: make(chan gnet.Runnable, 16), enrolls: make(chan enrollment, 16)}
 	clock := &fakeClock{now: time.Now()}
-	host := &testHost{}
+	host := &testHost{el: el}
 	tl := &testLoop{t: t, el: el, clock: clock, host: host, gc: gc, l: NewLoop(el, host, clock, codec.Limits{}.WithDefaults())}
 	tl.groups = tl.l.Update([]*GroupConfig{gc})
 	t.Cleanup(func() {
 		for {
 			select {
 			case e := <-el.enrolls:
-				e.nc.Close()
-				e.res <- gnet.RegisteredResult{}
+				e.close()
+				if e.res != nil {
+					e.res <- gnet.RegisteredResult{}
+				}
 			default:
 				return
 			}
@@ -268,7 +296,7 @@ func (tl *testLoop) enrolled() enrollment {
 	tl.t.Helper()
 	select {
 	case e := <-tl.el.enrolls:
-		tl.t.Cleanup(func() { e.nc.Close() })
+		tl.t.Cleanup(e.close)
 		return e
 	case <-time.After(10 * time.Second):
 		tl.t.Fatal("no dial reached Enroll")
@@ -282,7 +310,9 @@ func (tl *testLoop) open() (*Conn, *fakeConn) {
 	tl.t.Helper()
 	e := tl.enrolled()
 	fc := &fakeConn{}
-	e.res <- gnet.RegisteredResult{}
+	if e.res != nil {
+		e.res <- gnet.RegisteredResult{}
+	}
 	e.uc.Opened(fc)
 	return e.uc, fc
 }

@@ -4,10 +4,12 @@
 package upstream
 
 import (
+	"net"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 )
 
 // Host is the engine's side of the event loop the upstream side runs on.
@@ -17,6 +19,11 @@ type Host interface {
 	// Guard runs f, a callback that arrived through EventLoop.Execute,
 	// the way the host runs its own callbacks (see engine loop.enter).
 	Guard(f func())
+	// Adopt puts fd, a TCP socket this loop connected to the node at sa
+	// (remote), on the loop's poller as uc's connection; uc.Opened runs
+	// before it returns. On an error fd has been closed. Called only
+	// where DialOnLoop is true.
+	Adopt(fd int, sa unix.Sockaddr, remote net.Addr, uc *Conn) error
 }
 
 // Clock is the timer service of the loop. The engine's timer wheel

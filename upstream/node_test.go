@@ -112,7 +112,6 @@ func TestCallsReportOutcomes(t *testing.T) {
 	refused := newTestLoop(t, testPool, refusedAddr(t))
 	c3, _ := newCall()
 	c3.Start(refused.pool(0), head(getHead), getOpts)
-	refused.runTask()
 	rs := refused.pool(0).node.Stats(0)
 	if rs.ConnectFailures.Load() != 1 || count(&rs.Duration) != 1 {
 		t.Fatalf("after a refused connect: failures %d, durations %d", rs.ConnectFailures.Load(), count(&rs.Duration))

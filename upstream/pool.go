@@ -2,6 +2,12 @@
 
 package upstream
 
+import (
+	"net"
+
+	"golang.org/x/sys/unix"
+)
+
 // Pool holds a node's connections on one loop: a LIFO free list of idle
 // connections, a count of all connections (idle, active and dialing) capped at
 // MaxConns, and a FIFO of calls waiting for a connection. Owned by the loop.
@@ -9,7 +15,13 @@ type Pool struct {
 	loop *Loop
 	node *Node
 	Addr string // node.Addr
-	cfg  PoolConfig
+
+	// The node's address as connect(2) takes it, when the pool dials on
+	// the loop: DialOnLoop and an IP literal (a host name is resolved
+	// off the loop, on every dial).
+	sa     unix.Sockaddr
+	remote net.Addr
+	cfg    PoolConfig
 
 	idle    []*Conn
 	total   int // idle + active + dialing
@@ -27,7 +39,11 @@ type Pool struct {
 }
 
 func newPool(l *Loop, n *Node, cfg PoolConfig) *Pool {
-	return &Pool{loop: l, node: n, Addr: n.Addr, cfg: cfg, stats: n.shard(l.shard)}
+	p := &Pool{loop: l, node: n, Addr: n.Addr, cfg: cfg, stats: n.shard(l.shard)}
+	if DialOnLoop {
+		p.sa, p.remote = sockaddr(n.Addr)
+	}
+	return p
 }
 
 // Node returns the node the pool connects to.

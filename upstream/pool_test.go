@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"testing"
 	"time"
 
@@ -85,7 +86,17 @@ func TestPoolRemoveLetsWaiterDial(t *testing.T) {
 
 func TestPoolDialFailures(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
+		// Settled on the loop inside Start: no goroutine, no hand-off.
 		tl := newTestLoop(t, testPool, refusedAddr(t))
+		p := tl.pool(0)
+		c, r := newCall()
+		c.Start(p, head(getHead), getOpts)
+		if r.err != ErrConnect || p.stats.ConnectFailures.Load() != 1 || p.total != 0 || c.State() != Failed || tl.host.guarded != 0 {
+			t.Fatalf("err %v, failures %d, total %d, state %s, guarded %d", r.err, p.stats.ConnectFailures.Load(), p.total, c.State(), tl.host.guarded)
+		}
+	})
+	t.Run("refused, by host name", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, byName(refusedAddr(t)))
 		p := tl.pool(0)
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
@@ -94,8 +105,17 @@ func TestPoolDialFailures(t *testing.T) {
 			t.Fatalf("err %v, failures %d, total %d, state %s, guarded %d", r.err, p.stats.ConnectFailures.Load(), p.total, c.State(), tl.host.guarded)
 		}
 	})
-	t.Run("enroll refused", func(t *testing.T) {
+	t.Run("adopt refused", func(t *testing.T) {
 		tl := newTestLoop(t, testPool, listenAddr(t))
+		tl.host.adoptErr = errors.New("engine stopping")
+		c, r := newCall()
+		c.Start(tl.pool(0), head(getHead), getOpts)
+		if r.err != ErrConnect || tl.pool(0).total != 0 {
+			t.Fatalf("err %v, total %d", r.err, tl.pool(0).total)
+		}
+	})
+	t.Run("enroll refused", func(t *testing.T) {
+		tl := newTestLoop(t, testPool, byName(listenAddr(t)))
 		tl.el.enrollErr = errors.New("engine stopping")
 		c, r := newCall()
 		c.Start(tl.pool(0), head(getHead), getOpts)
@@ -105,7 +125,7 @@ func TestPoolDialFailures(t *testing.T) {
 		}
 	})
 	t.Run("registration fails", func(t *testing.T) {
-		tl := newTestLoop(t, testPool, listenAddr(t))
+		tl := newTestLoop(t, testPool, byName(listenAddr(t)))
 		c, r := newCall()
 		c.Start(tl.pool(0), head(getHead), getOpts)
 		e := tl.enrolled()
@@ -116,7 +136,7 @@ func TestPoolDialFailures(t *testing.T) {
 		}
 	})
 	t.Run("connect timeout", func(t *testing.T) {
-		// Enrolled but not opened in time: the connect timeout on the
+		// Adopted but not opened in time: the connect timeout on the
 		// loop's clock ends the dial, and a late OnOpen is closed.
 		tl := newTestLoop(t, testPool, listenAddr(t))
 		p := tl.pool(0)
@@ -138,7 +158,7 @@ func TestPoolDialFailures(t *testing.T) {
 		}
 	})
 	t.Run("after the call gave up", func(t *testing.T) {
-		tl := newTestLoop(t, testPool, refusedAddr(t))
+		tl := newTestLoop(t, testPool, byName(refusedAddr(t)))
 		p := tl.pool(0)
 		c, r := newCall()
 		c.Start(p, head(getHead), getOpts)
@@ -148,6 +168,12 @@ func TestPoolDialFailures(t *testing.T) {
 			t.Fatalf("err %v (the owner already left), total %d", r.err, p.total)
 		}
 	})
+}
+
+// byName spells addr's host as a name, so the pool dials it off the loop.
+func byName(addr string) string {
+	_, port, _ := net.SplitHostPort(addr)
+	return net.JoinHostPort("localhost", port)
 }
 
 // A dial that completes after its call gave up is not wasted: the
@@ -187,7 +213,7 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	}
 	c.Abort()
 
-	tl2 := newTestLoop(t, testPool, refusedAddr(t))
+	tl2 := newTestLoop(t, testPool, byName(refusedAddr(t)))
 	p2 := tl2.pool(0)
 	c2, r2 := newCall()
 	c2.Start(p2, head(getHead), getOpts)
