@@ -11,7 +11,8 @@
 # Both run against nginx and haproxy in the same run, interleaved in rounds,
 # and print one Markdown table of medians (also bench/out/churn.md).
 #
-# Environment: BENCH_DURATION, BENCH_ROUNDS and LOOPGATE_BIN as for run.sh.
+# Environment: BENCH_DURATION, BENCH_ROUNDS and LOOPGATE_BIN as for run.sh;
+# CHURN_SCENARIOS (default "c1000 close") runs a subset.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init

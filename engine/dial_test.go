@@ -10,7 +10,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -107,22 +109,7 @@ func TestSteadyLoadDoesNotChurn(t *testing.T) {
 // to it stays in progress until the dialer gives up.
 func fullBacklog(t *testing.T) string {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Listen(fd, 0); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
+	_, addr := backlogListener(t)
 	// Backlog 0 queues one connection; fill the queue.
 	for i := 0; i < 2; i++ {
 		c, err := net.DialTimeout("tcp", addr, 200e6)
@@ -164,4 +151,90 @@ routes:
 			t.Errorf("%s: %v connect failures counted, want 1", name, v)
 		}
 	}
+}
+
+// A connect that needs more than the connect(2) call (the node's accept
+// queue was full, so its SYN was dropped and is sent again a second later)
+// waits off the loop, and once it completes the socket joins the loop and
+// the request is served on it.
+func TestDialInProgressCompletes(t *testing.T) {
+	fd, addr := backlogListener(t)
+	filler, err := net.Dial("tcp", addr) // takes the one place in the accept queue
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	// The SYN is sent again a second after the first one.
+	g := startGateway(t, "loops: 1\nupstreams: [{name: b, nodes: [\"%s\"], connect_timeout: 10s}]\nroutes: [{prefix: /, upstream: b}]\n", addr)
+	done := make(chan fetched, 1)
+	go func() { done <- fetch(g.url("/x")) }()
+	_, port, _ := net.SplitHostPort(addr)
+	waitFor(t, "the gateway's connect to hang in SYN_SENT", func() bool { return synSentTo(t, port) })
+
+	accept := func() *os.File {
+		nfd, _, err := syscall.Accept(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return os.NewFile(uintptr(nfd), "accepted")
+	}
+	accept().Close() // the filler: room for the gateway's SYN, when it comes again
+	up := accept()   // blocks until the handshake completes
+	defer up.Close()
+	c, err := net.FileConn(up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	r := <-done
+	if r.err != nil || r.resp.StatusCode != 200 || string(r.body) != "ok" {
+		t.Fatalf("after the connect completed: %v %v %q", r.err, r.resp, r.body)
+	}
+	if v := scrapeMetrics(t, g.srv).sum("loopgate_upstream_connect_failures_total", ""); v != 0 {
+		t.Fatalf("%v connect failures counted", v)
+	}
+}
+
+// backlogListener listens on 127.0.0.1 with an accept queue of one and
+// never accepts by itself.
+func backlogListener(t *testing.T) (int, string) {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd, "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
+}
+
+// synSentTo reports whether some local socket is in SYN_SENT towards port
+// on 127.0.0.1 (from /proc/net/tcp).
+func synSentTo(t *testing.T, port string) bool {
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Skip("no /proc/net/tcp:", err)
+	}
+	p, _ := strconv.Atoi(port)
+	remote := fmt.Sprintf("0100007F:%04X", p)
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 3 && f[2] == remote && f[3] == "02" {
+			return true
+		}
+	}
+	return false
 }

@@ -5,12 +5,14 @@
 // Everything here but a Node is owned by one gnet event loop. A Loop holds,
 // for every upstream node, a Pool of keep-alive connections enrolled on that
 // same loop, so taking and returning a connection is a free-list operation
-// with no synchronisation. Only dialing leaves the loop: a goroutine dials,
-// enrolls the socket with EventLoop.Enroll, and the result returns through
-// OnOpen or EventLoop.Execute; the connect timeout runs on the loop's clock
-// (docs/architecture.md, "Dialing upstreams", says why the connect itself
-// is not made on the loop). Each node counts its dials, reuses and closes
-// by reason (ConnStats), so connection churn is visible per node.
+// with no synchronisation. A node given by IP address is connected on the
+// loop, and the socket goes onto the loop's poller through Host.Adopt; only
+// a wait leaves the loop (a connect that needs a network round trip, or a
+// host name to resolve), and its result returns through EventLoop.Execute
+// or OnOpen. The connect timeout runs on the loop's clock
+// (docs/architecture.md, "Dialing upstreams"). Each node counts its dials,
+// reuses and closes by reason (ConnStats), so connection churn is visible
+// per node.
 //
 // A Node is one upstream address, shared by every loop's pool for it and
 // kept by the engine across config reloads. Every call reports how it

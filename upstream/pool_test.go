@@ -340,3 +340,30 @@ func TestErrors(t *testing.T) {
 		t.Error("the two pool-exhaustion errors carry different codes")
 	}
 }
+
+// A node given by IP address is connected on the loop and adopted there,
+// inside Start, with nothing handed to another goroutine; a node given by
+// host name goes through the resolver and Enroll, off the loop.
+func TestPoolDialsAddressesOnTheLoop(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	c, _ := newCall()
+	c.Start(tl.pool(0), head(getHead), getOpts)
+	select {
+	case e := <-tl.el.enrolls:
+		defer e.close()
+		if e.nc != nil {
+			t.Fatal("an IP node was dialed off the loop (Enroll)")
+		}
+	default:
+		t.Fatal("Start returned before the socket reached Host.Adopt")
+	}
+	c.Abort()
+
+	byname := newTestLoop(t, testPool, byName(listenAddr(t)))
+	c2, _ := newCall()
+	c2.Start(byname.pool(0), head(getHead), getOpts)
+	if e := byname.enrolled(); e.nc == nil {
+		t.Fatal("a host name was connected without the resolver")
+	}
+	c2.Abort()
+}
