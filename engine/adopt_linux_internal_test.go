@@ -3,9 +3,9 @@ package engine
 import (
 	"net"
 	"os"
-	"runtime"
 	"reflect"
 	"regexp"
+	"runtime"
 	"testing"
 
 	"github.com/loopgate/loopgate/engine/config"
