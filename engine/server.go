@@ -296,11 +296,14 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 	case *upstream.Conn:
 		l := v.Loop().Host().(*loop)
 		l.enter()
-		v.Traffic()
+		closeNow := v.Traffic()
 		if cc := l.pendingHead; cc != nil {
 			cc.flushHead()
 		}
 		l.leave()
+		if closeNow {
+			return gnet.Close // inline, rather than a task queued to the loop
+		}
 	}
 	return gnet.None
 }

@@ -40,6 +40,8 @@ type Conn struct {
 	dialFor *Call // the call that caused the dial, while it still waits for it
 	served  int   // completed exchanges: a reused connection may be stale
 	held    int   // bytes of the read being handled (see reusable)
+	reading bool  // inside Traffic: a close is left to gnet on its return (see closeFor)
+	closing bool  // closed inside Traffic; Traffic tells the handler to close it
 	timer   Timer // made at the dial: the connect timeout while dialing, then idle_timeout while idle (onTimer)
 }
 
@@ -50,14 +52,21 @@ func (uc *Conn) Opened(gc gnet.Conn) {
 	uc.pool.onDialed(uc)
 }
 
-// Traffic is called by the gnet handler from OnTraffic.
-func (uc *Conn) Traffic() {
+// Traffic is called by the gnet handler from OnTraffic. It reports
+// whether the handler must close the connection (return gnet.Close): a
+// connection closed while its own read is handled (the last response of a
+// Connection: close exchange, say) is closed by gnet inline on return,
+// rather than through Conn.Close, a task queued to the loop that costs it
+// another wake-up.
+func (uc *Conn) Traffic() (closeNow bool) {
+	uc.reading = true
+	defer func() { uc.reading = false }()
 	buf, _ := uc.gc.Peek(-1)
 	if uc.call == nil {
 		// Bytes on an idle connection are a protocol error (or a late
 		// response to a call we gave up on); the connection is unusable.
 		uc.closeFor(closeError)
-		return
+		return uc.closing
 	}
 	uc.held = len(buf)
 	n := uc.call.onData(buf)
@@ -68,6 +77,7 @@ func (uc *Conn) Traffic() {
 	if n > 0 && uc.state != connClosed {
 		_, _ = uc.gc.Discard(n)
 	}
+	return uc.closing
 }
 
 // reusable reports whether an idle connection may carry a new exchange:
@@ -129,7 +139,10 @@ func (uc *Conn) closeFor(why closeReason) {
 	}
 	uc.pool.remove(uc)
 	uc.call = nil
-	if uc.gc != nil {
+	switch {
+	case uc.reading:
+		uc.closing = true
+	case uc.gc != nil:
 		_ = uc.gc.Close()
 	}
 }

@@ -398,10 +398,13 @@ func (tl *testLoop) getOpen(p *Pool) (*Call, *recorder, *Conn, *fakeConn) {
 	return c, r, uc, fc
 }
 
-// deliver hands s to the connection as one read.
+// deliver hands s to the connection as one read, and closes it when
+// Traffic says so, as the engine's handler does by returning gnet.Close.
 func deliver(uc *Conn, fc *fakeConn, s string) {
 	fc.receive(s)
-	uc.Traffic()
+	if uc.Traffic() {
+		fc.Close()
+	}
 }
 
 // releaseTwo runs two GETs on p at once, each on its own new connection,

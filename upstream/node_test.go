@@ -51,8 +51,7 @@ func TestUpdateReusesAndRetiresPools(t *testing.T) {
 			leave.retired, leaveIdle.closed, leave.total, leave.stats.Closes[closeRetired].Load())
 	}
 	// The busy connection finishes its call, then closes instead of idling.
-	busyFC.receive("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
-	c2.conn.Traffic()
+	deliver(c2.conn, busyFC, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 	if c2.State() != Done || !busyFC.closed || leave.total != 0 {
 		t.Fatalf("after the last call: state %s, closed %v, %d open", c2.State(), busyFC.closed, leave.total)
 	}

@@ -367,3 +367,26 @@ func TestPoolDialsAddressesOnTheLoop(t *testing.T) {
 	}
 	c2.Abort()
 }
+
+// A connection that must close after the response it is reading (the
+// upstream said Connection: close) is left for the handler to close as
+// Traffic returns, inline, rather than closed through a task queued to the
+// loop; the pool has let it go already.
+func TestTrafficClosesInline(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	_, r, uc, fc := tl.getOpen(p)
+	fc.receive("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+	if !uc.Traffic() {
+		t.Fatal("Traffic did not ask the handler to close the connection")
+	}
+	if fc.closed || !r.done || p.total != 0 || p.Idle() != 0 {
+		t.Fatalf("closed through Close %v, done %v, total %d, idle %d", fc.closed, r.done, p.total, p.Idle())
+	}
+	// Closed outside a read, a connection is closed through gnet's Close.
+	_, _, uc2, fc2 := tl.getOpen(p)
+	uc2.closeFor(closeError)
+	if !fc2.closed {
+		t.Fatal("a close outside Traffic did not reach gnet")
+	}
+}
