@@ -384,8 +384,8 @@ func TestTrafficClosesInline(t *testing.T) {
 		t.Fatalf("closed through Close %v, done %v, total %d, idle %d", fc.closed, r.done, p.total, p.Idle())
 	}
 	// Closed outside a read, a connection is closed through gnet's Close.
-	_, _, uc2, fc2 := tl.getOpen(p)
-	uc2.closeFor(closeError)
+	c2, _, _, fc2 := tl.getOpen(p)
+	c2.Abort()
 	if !fc2.closed {
 		t.Fatal("a close outside Traffic did not reach gnet")
 	}
