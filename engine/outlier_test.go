@@ -107,3 +107,34 @@ func TestOutlierKeepsLastNode(t *testing.T) {
 		t.Fatalf("the only node was ejected %v times", v)
 	}
 }
+
+// Crashing node under both mechanisms: active checks and passive
+// ejection. The dead node leaves rotation (no client request fails), and
+// once it is up again the active check marks it healthy and its ejection
+// timer brings it back: it serves again.
+func TestCrashingNodeWithHealthChecks(t *testing.T) {
+	a, b, c := &countingHandler{name: "a"}, &countingHandler{name: "b"}, &countingHandler{name: "c"}
+	crashing := startRestartable(t, c)
+	g := startGateway(t, threeNodes, startUpstream(t, a), crashing.addr, startUpstream(t, b), `    retry_budget: {min_retries: 8}
+    outlier: {consecutive: 3, base_ejection: 300ms, max_ejection: 300ms}
+    health_check: {path: /health, interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}`)
+	get := func() (int, error) {
+		r := fetch(g.url("/x"))
+		if r.err != nil {
+			return 0, r.err
+		}
+		return r.resp.StatusCode, nil
+	}
+	crashing.stop()
+	healthy(t, g, crashing.addr, 0)
+	if seen := sendAll(t, g, 200, get); seen[200] != 200 {
+		t.Fatalf("while a node is down: statuses %v, want 200 × 200", seen)
+	}
+	crashing.start(t, crashing.addr)
+	healthy(t, g, crashing.addr, 1)
+	served := c.gets.Load()
+	waitFor(t, "the recovered node to serve again", func() bool {
+		sendAll(t, g, 8, get)
+		return c.gets.Load() > served
+	})
+}
