@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -73,12 +75,28 @@ func goTool() string {
 // the test picks the ports itself.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	// Below the kernel's ephemeral range: a port from 127.0.0.1:0 is free
+	// now, but until the process under test binds it, any outbound
+	// connection of the tests running alongside may take it as its source
+	// port ("address already in use"). Ports under the range are never
+	// handed out that way.
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				low = n
+			}
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	for range 100 {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+rand.IntN(low-10000)))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	t.Fatal("no free port below the ephemeral range")
+	return ""
 }
 
 // writeConfig writes a YAML config file for one test.
