@@ -390,3 +390,23 @@ func TestTrafficClosesInline(t *testing.T) {
 		t.Fatal("a close outside Traffic did not reach gnet")
 	}
 }
+
+// Which node addresses are dialed on the loop, and as what.
+func TestSockaddr(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:80":          "127.0.0.1:80",
+		"[::1]:8080":            "[::1]:8080",
+		"[::ffff:10.0.0.1]:443": "10.0.0.1:443", // IPv4-mapped: connected as IPv4
+		"localhost:80":          "",             // a host name: resolved off the loop
+		"[fe80::1%eth0]:80":     "",             // a zone: left to net.Dial
+	} {
+		sa, remote := sockaddr(addr)
+		got := ""
+		if sa != nil {
+			got = remote.String()
+		}
+		if got != want {
+			t.Errorf("sockaddr(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
