@@ -1,3 +1,5 @@
+//go:build linux
+
 // The socket calls of a dial on the loop. Raw syscalls: on a
 // non-blocking socket none of them blocks, and a plain syscall that the
 // loopback handshake keeps inside connect(2) for tens of microseconds

@@ -1,0 +1,16 @@
+//go:build !linux
+
+// Elsewhere nothing is dialed on the loop (DialOnLoop is false), so these
+// are never called.
+
+package upstream
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+func socketConnect(unix.Sockaddr) (int, error) { return -1, errors.ErrUnsupported }
+
+func established(int) bool { return false }
