@@ -16,10 +16,7 @@ package engine
 
 // waitList is a loop's requests waiting for isolation permits, oldest
 // first, whatever their route. Owned by the loop.
-type waitList struct {
-	head, tail *exchange
-	n          int
-}
+type waitList struct{ head, tail *exchange }
 
 // waitForPermit queues the request for a permit of its route's limiter,
 // for at most the route's queue_timeout. It reports false, queuing
@@ -48,7 +45,6 @@ func (ex *exchange) waitForPermit() bool {
 		w.head = ex
 	}
 	w.tail = ex
-	w.n++
 	return true
 }
 
@@ -70,7 +66,6 @@ func (ex *exchange) leaveQueue() {
 		w.tail = ex.isoPrev
 	}
 	ex.isoPrev, ex.isoNext = nil, nil
-	w.n--
 }
 
 // permitWaitExpired: no permit came within queue_timeout.

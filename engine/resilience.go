@@ -188,25 +188,11 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	for _, br := range breakers {
 		p.sample("loopgate_route_breaker_rejected_total", p.labels("route", br.route), br.rejected.Load())
 	}
-	p.family("loopgate_route_isolation_limit", "gauge", "The route's current concurrency limit on upstream calls (adaptive slow-call isolation).")
-	for _, iso := range limiters {
-		p.gauge("loopgate_route_isolation_limit", p.labels("route", iso.route), iso.limit.Load())
-	}
-	p.family("loopgate_route_isolation_in_flight", "gauge", "The route's upstream calls holding an isolation permit.")
-	for _, iso := range limiters {
-		p.gauge("loopgate_route_isolation_in_flight", p.labels("route", iso.route), iso.inFlight.Load())
-	}
-	p.family("loopgate_route_isolation_waiting", "gauge", "Requests over the route's limit waiting for a permit (isolation queue).")
-	for _, iso := range limiters {
-		p.gauge("loopgate_route_isolation_waiting", p.labels("route", iso.route), iso.waiting.Load())
-	}
-	p.family("loopgate_route_isolation_rejected_total", "counter", "Requests answered 429, code 42901, at the route's limit.")
-	for _, iso := range limiters {
-		p.sample("loopgate_route_isolation_rejected_total", p.labels("route", iso.route), iso.rejected.Load())
-	}
-	p.family("loopgate_route_isolation_warnings_total", "counter", "Episodes of the route's limit below half its base (the alert hook; each logged once).")
-	for _, iso := range limiters {
-		p.sample("loopgate_route_isolation_warnings_total", p.labels("route", iso.route), iso.warnings.Load())
+	for _, f := range isolationSeries {
+		p.family(f.name, f.typ, f.help)
+		for _, iso := range limiters {
+			p.sample(f.name, p.labels("route", iso.route), f.value(iso))
+		}
 	}
 	now := loopstat.Now()
 	p.family("loopgate_upstream_node_ejected_seconds", "gauge", "Seconds the node stays ejected by outlier detection; 0 when in rotation.")
@@ -236,6 +222,23 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 		p.sample("loopgate_upstream_node_ejections_total", p.labels("upstream", n.Upstream, "node", n.Addr), n.Ejections())
 	}
 	_, _ = w.Write(b.Bytes())
+}
+
+// isolationSeries are the series of each route's isolation limiter.
+var isolationSeries = []struct {
+	name, typ, help string
+	value           func(*isolation) uint64
+}{
+	{"loopgate_route_isolation_limit", "gauge", "The route's current concurrency limit on upstream calls (adaptive slow-call isolation).",
+		func(iso *isolation) uint64 { return uint64(iso.limit.Load()) }},
+	{"loopgate_route_isolation_in_flight", "gauge", "The route's upstream calls holding an isolation permit.",
+		func(iso *isolation) uint64 { return uint64(max(iso.inFlight.Load(), 0)) }},
+	{"loopgate_route_isolation_waiting", "gauge", "Requests over the route's limit waiting for a permit (isolation queue).",
+		func(iso *isolation) uint64 { return uint64(max(iso.waiting.Load(), 0)) }},
+	{"loopgate_route_isolation_rejected_total", "counter", "Requests answered 429, code 42901, at the route's limit.",
+		func(iso *isolation) uint64 { return iso.rejected.Load() }},
+	{"loopgate_route_isolation_warnings_total", "counter", "Episodes of the route's limit below half its base (the alert hook; each logged once).",
+		func(iso *isolation) uint64 { return iso.warnings.Load() }},
 }
 
 // gaugeFloat writes a gauge sample with a fractional value.
