@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // acceptCounter is an HTTP upstream that counts the connections it
@@ -109,7 +110,7 @@ func TestSteadyLoadDoesNotChurn(t *testing.T) {
 // to it stays in progress until the dialer gives up.
 func fullBacklog(t *testing.T) string {
 	t.Helper()
-	_, addr := backlogListener(t)
+	_, addr, _ := backlogListener(t)
 	// Backlog 0 queues one connection; fill the queue.
 	for i := 0; i < 2; i++ {
 		c, err := net.DialTimeout("tcp", addr, 200e6)
@@ -158,7 +159,7 @@ routes:
 // waits off the loop, and once it completes the socket joins the loop and
 // the request is served on it.
 func TestDialInProgressCompletes(t *testing.T) {
-	fd, addr := backlogListener(t)
+	fd, addr, _ := backlogListener(t)
 	filler, err := net.Dial("tcp", addr) // takes the one place in the accept queue
 	if err != nil {
 		t.Fatal(err)
@@ -199,15 +200,49 @@ func TestDialInProgressCompletes(t *testing.T) {
 	}
 }
 
+// A connect in progress that then fails (the node went away while its
+// SYN waited: the SYN sent again gets a reset) is answered 502/50201 as
+// soon as the failure is known, not at connect_timeout, and counted.
+func TestDialInProgressRefused(t *testing.T) {
+	_, addr, closeListener := backlogListener(t)
+	filler, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer filler.Close()
+	g := startGateway(t, "loops: 1\nupstreams: [{name: b, nodes: [\"%s\"], connect_timeout: 30s}]\nroutes: [{prefix: /, upstream: b}]\n", addr)
+	conn := g.dial(t) // its deadline is 30 s: an answer at connect_timeout would fail it
+	if _, err := io.WriteString(conn, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(addr)
+	waitFor(t, "the gateway's connect to hang in SYN_SENT", func() bool { return synSentTo(t, port) })
+	closeListener()
+	conn.SetDeadline(time.Now().Add(20 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	expectError(t, resp, body, 502, 50201)
+	node := fmt.Sprintf(`{upstream="b",node="%s"}`, addr)
+	if v := scrapeMetrics(t, g.srv).get(t, "loopgate_upstream_connect_failures_total"+node); v != 1 {
+		t.Fatalf("%v connect failures counted, want 1", v)
+	}
+}
+
 // backlogListener listens on 127.0.0.1 with an accept queue of one and
-// never accepts by itself.
-func backlogListener(t *testing.T) (int, string) {
+// never accepts by itself. closeFn closes it once (the test's end does
+// too): closing a descriptor twice could close one reused meanwhile.
+func backlogListener(t *testing.T) (fd int, addr string, closeFn func()) {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Close(fd) })
+	var once sync.Once
+	closeFn = func() { once.Do(func() { syscall.Close(fd) }) }
+	t.Cleanup(closeFn)
 	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +253,7 @@ func backlogListener(t *testing.T) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fd, "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port)
+	return fd, "127.0.0.1:" + strconv.Itoa(sa.(*syscall.SockaddrInet4).Port), closeFn
 }
 
 // synSentTo reports whether some local socket is in SYN_SENT towards port
