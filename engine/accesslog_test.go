@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/loopgate/loopgate/engine"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
@@ -24,20 +23,7 @@ import (
 // startLoggingGateway is startGateway with the error log sent to errLog.
 func startLoggingGateway(t *testing.T, errLog io.Writer, yaml string, args ...any) *gateway {
 	t.Helper()
-	text := "listen: 127.0.0.1:0\nadmin: \"off\"\n" + fmt.Sprintf(yaml, args...)
-	if !strings.Contains(text, "\nloops:") {
-		text = "loops: 2\n" + text
-	}
-	cfg, err := config.Parse([]byte(text))
-	if err != nil {
-		t.Fatalf("config: %v\n%s", err, text)
-	}
-	srv, err := engine.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.SetErrorLog(errLog)
-	return &gateway{srv: srv, addr: engine.ServeForTest(t, srv)}
+	return startGatewayWith(t, func(s *engine.Server) { s.SetErrorLog(errLog) }, yaml, args...)
 }
 
 // logBuffer collects error-log lines while the gateway writes them.

@@ -32,6 +32,13 @@ type gateway struct {
 // leaks) when the test ends: see engine.ServeForTest.
 func startGateway(t testing.TB, yaml string, args ...any) *gateway {
 	t.Helper()
+	return startGatewayWith(t, nil, yaml, args...)
+}
+
+// startGatewayWith is startGateway with prepare run on the server before
+// it serves (to redirect its error log, say); prepare may be nil.
+func startGatewayWith(t testing.TB, prepare func(*engine.Server), yaml string, args ...any) *gateway {
+	t.Helper()
 	text := "listen: 127.0.0.1:0\nadmin: \"off\"\n" + fmt.Sprintf(yaml, args...)
 	if !strings.Contains(text, "\nloops:") {
 		text = "loops: 2\n" + text
@@ -43,6 +50,9 @@ func startGateway(t testing.TB, yaml string, args ...any) *gateway {
 	srv, err := engine.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prepare != nil {
+		prepare(srv)
 	}
 	return &gateway{srv: srv, addr: engine.ServeForTest(t, srv)}
 }
