@@ -13,4 +13,4 @@ import (
 
 func socketConnect(unix.Sockaddr) (int, error) { return -1, errors.ErrUnsupported }
 
-func established(int) bool { return false }
+func connectAgain(int, unix.Sockaddr) error { return errors.ErrUnsupported }

@@ -49,10 +49,11 @@ func (p *Pool) dial(c *Call) {
 // dialOnLoop opens a non-blocking socket and connects it on the loop. A
 // connect the kernel completes at once (a node on this host: the loopback
 // handshake runs inside connect(2)) or refuses at once is settled here,
-// with no goroutine and no hand-off; the socket goes straight onto the
-// loop's poller (Host.Adopt), and OnOpen attaches the call before this
-// returns. A connect that needs a round trip on the network waits for it
-// off the loop (awaitConnect).
+// with no goroutine and no hand-off; the socket goes onto the loop's
+// poller (Host.Adopt) when this round of events is over, with the others
+// connected in it (Loop.adoptSoon), and OnOpen attaches the call then. A
+// connect that needs a round trip on the network waits for it off the
+// loop (awaitConnect).
 func (p *Pool) dialOnLoop(uc *Conn, timeout time.Duration) {
 	fd, err := connectNonblocking(p.sa)
 	switch {
@@ -61,7 +62,7 @@ func (p *Pool) dialOnLoop(uc *Conn, timeout time.Duration) {
 	case err != nil:
 		p.onDialFailed(uc, err)
 	default:
-		p.adopt(uc, fd)
+		p.loop.adoptSoon(p, uc, fd)
 	}
 }
 
@@ -86,7 +87,7 @@ func (p *Pool) awaitConnect(uc *Conn, fd int, timeout time.Duration) {
 	}
 	el := p.loop.el
 	go func() {
-		err := waitConnected(dup, timeout)
+		err := waitConnected(dup, p.sa, timeout)
 		done := gnet.RunnableFunc(func(context.Context) error {
 			p.loop.run(func() { p.connected(uc, fd, err) })
 			return nil
@@ -97,10 +98,11 @@ func (p *Pool) awaitConnect(uc *Conn, fd int, timeout time.Duration) {
 	}()
 }
 
-// connected runs on the loop when a connect awaitConnect waited for ended.
+// connected runs on the loop when the connect on fd for uc has ended:
+// at once (through Loop.adoptSoon) or after awaitConnect waited for it.
 func (p *Pool) connected(uc *Conn, fd int, err error) {
 	switch {
-	case uc.state == connClosed: // the connect timeout fired first
+	case uc.state == connClosed: // the connect timeout fired first, or the pool let it go
 		_ = unix.Close(fd)
 	case err != nil:
 		_ = unix.Close(fd)
@@ -216,7 +218,7 @@ func connectNonblocking(sa unix.Sockaddr) (int, error) {
 	}
 	// Even to this host connect(2) says EINPROGRESS, though the loopback
 	// handshake has usually run to its end by the time it returns.
-	switch err := connectResult(fd); err {
+	switch err := connectAgain(fd, sa); err {
 	case nil, unix.EINPROGRESS:
 		return fd, err
 	default:
@@ -225,25 +227,10 @@ func connectNonblocking(sa unix.Sockaddr) (int, error) {
 	}
 }
 
-// connectResult says how a non-blocking connect on fd stands: nil when it
-// is established, EINPROGRESS while it is under way, or why it failed.
-func connectResult(fd int) error {
-	if established(fd) {
-		return nil
-	}
-	switch n, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR); {
-	case err != nil:
-		return os.NewSyscallError("getsockopt", err)
-	case n != 0:
-		return os.NewSyscallError("connect", unix.Errno(n))
-	}
-	return unix.EINPROGRESS
-}
-
-// waitConnected waits up to timeout for the connect on fd to end, in Go's
-// poller, and closes fd. It returns nil once the connection is
+// waitConnected waits up to timeout for the connect on fd to sa to end,
+// in Go's poller, and closes fd. It returns nil once the connection is
 // established, else why not.
-func waitConnected(fd int, timeout time.Duration) error {
+func waitConnected(fd int, sa unix.Sockaddr, timeout time.Duration) error {
 	f := os.NewFile(uintptr(fd), "upstream-connect")
 	defer f.Close()
 	rc, err := f.SyscallConn()
@@ -253,7 +240,7 @@ func waitConnected(fd int, timeout time.Duration) error {
 	_ = f.SetWriteDeadline(time.Now().Add(timeout))
 	var result error
 	if err := rc.Write(func(s uintptr) bool {
-		result = connectResult(int(s))
+		result = connectAgain(int(s), sa)
 		return result != unix.EINPROGRESS
 	}); err != nil {
 		return err

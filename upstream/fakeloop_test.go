@@ -291,17 +291,23 @@ func newTestLoop(t *testing.T, pc PoolConfig, addrs ...string) *testLoop {
 
 func (tl *testLoop) pool(i int) *Pool { return tl.groups[0].Pools()[i] }
 
-// enrolled waits for a dial to reach Enroll.
+// enrolled waits for a dial to reach Enroll or Host.Adopt, running the
+// work sent through Execute meanwhile as the loop would: a socket
+// connected on the loop is adopted by such a task (Loop.adoptSoon).
 func (tl *testLoop) enrolled() enrollment {
 	tl.t.Helper()
-	select {
-	case e := <-tl.el.enrolls:
-		tl.t.Cleanup(e.close)
-		return e
-	case <-time.After(10 * time.Second):
-		tl.t.Fatal("no dial reached Enroll")
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-tl.el.enrolls:
+			tl.t.Cleanup(e.close)
+			return e
+		case r := <-tl.el.tasks:
+			_ = r.Run(context.Background())
+		case <-timeout:
+			tl.t.Fatal("no dial reached Enroll or Adopt")
+		}
 	}
-	panic("unreachable")
 }
 
 // open completes the next dial as gnet's OnOpen would, on a fake

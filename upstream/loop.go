@@ -4,6 +4,7 @@
 package upstream
 
 import (
+	"context"
 	"net"
 	"time"
 
@@ -87,12 +88,30 @@ type Loop struct {
 	resp   codec.Response // scratch: valid only while a response head is handled
 
 	logLimit logLimiter // upstream trouble logged from this loop
+
+	// Sockets connected on the loop in this round of events, adopted
+	// together once it is over (adoptSoon). Bounded: each is a dial that
+	// counts against its pool's max_conns.
+	connected      []connectedSocket
+	connectedSpare []connectedSocket // the other buffer, so adopting may queue more
+	adoptTask      gnet.Runnable     // adoptConnected, made once
+	adoptAll       func()            // adoptAllConnected, made once
+}
+
+// connectedSocket is a socket whose connect for uc, of pool, has completed.
+type connectedSocket struct {
+	pool *Pool
+	uc   *Conn
+	fd   int
 }
 
 // NewLoop prepares the upstream side of the loop el. limits bound the
 // upstreams' response heads. It has no pools until Update.
 func NewLoop(el gnet.EventLoop, host Host, clock Clock, limits codec.Limits) *Loop {
-	return &Loop{el: el, host: host, clock: clock, shard: host.Index(), limits: limits, pools: map[*Node]*Pool{}}
+	l := &Loop{el: el, host: host, clock: clock, shard: host.Index(), limits: limits, pools: map[*Node]*Pool{}}
+	l.adoptTask = gnet.RunnableFunc(l.adoptConnected)
+	l.adoptAll = l.adoptAllConnected
+	return l
 }
 
 // Host returns the engine's side of the loop, for the gnet handler that
@@ -104,6 +123,49 @@ func (l *Loop) SetLimits(limits codec.Limits) { l.limits = limits }
 
 // run calls f under the host's guard.
 func (l *Loop) run(f func()) { l.host.Guard(f) }
+
+// adoptSoon queues fd, connected for uc, to be adopted when this round of
+// events is over, with every other socket connected in it. nginx works
+// the same way: it connects as it reads a request, and sends the request
+// when the next epoll_wait reports the socket writable. The requests then
+// reach the upstream in a burst that wakes it once rather than once each,
+// which is cheaper for it and for the loop that wakes it. Measured in
+// issue 11's close-every-connection run: CPU per request -8 % here and
+// -20 % on the upstream, against adopting each socket at once.
+//
+// The first socket of a round asks for the adoption through
+// EventLoop.Execute, which gnet runs after the next round of events.
+func (l *Loop) adoptSoon(p *Pool, uc *Conn, fd int) {
+	l.connected = append(l.connected, connectedSocket{pool: p, uc: uc, fd: fd})
+	if len(l.connected) > 1 {
+		return
+	}
+	if l.el.Execute(context.Background(), l.adoptTask) != nil {
+		// The engine has stopped: nothing will run on this loop again.
+		for _, s := range l.connected {
+			_ = unix.Close(s.fd)
+		}
+		l.connected = l.connected[:0]
+	}
+}
+
+// adoptConnected is adoptTask: gnet's side of adoptAllConnected.
+func (l *Loop) adoptConnected(context.Context) error {
+	l.run(l.adoptAll)
+	return nil
+}
+
+// adoptAllConnected adopts the sockets adoptSoon queued. One that fails
+// may dial again (a retry), which queues for the next round.
+func (l *Loop) adoptAllConnected() {
+	batch := l.connected
+	l.connected = l.connectedSpare[:0]
+	for i, s := range batch {
+		batch[i] = connectedSocket{}
+		s.pool.connected(s.uc, s.fd, nil)
+	}
+	l.connectedSpare = batch[:0]
+}
 
 // Update makes groups the loop's upstreams and returns one Group for each,
 // in order. A node that already has a pool on the loop keeps it, with its

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
 )
 
 // With max_conns busy, calls wait in order for a released connection; the
@@ -110,6 +111,7 @@ func TestPoolDialFailures(t *testing.T) {
 		tl.host.adoptErr = errors.New("engine stopping")
 		c, r := newCall()
 		c.Start(tl.pool(0), head(getHead), getOpts)
+		tl.runTask() // the adoption, once the round of events is over
 		if r.err != ErrConnect || tl.pool(0).total != 0 {
 			t.Fatalf("err %v, total %d", r.err, tl.pool(0).total)
 		}
@@ -207,11 +209,31 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 		t.Fatalf("dialing %v, total %d, closes %d (a connection that never opened is not a close)",
 			c.dialing != nil, p.total, p.stats.Closes[closeError].Load())
 	}
-	_, fc := tl.open()
-	if !fc.closed || p.Idle() != 0 || r.ready != 0 {
-		t.Fatalf("dial completed for a closed connection: closed %v, idle %d", fc.closed, p.Idle())
+	// Connected but not yet adopted: the socket is closed, never adopted.
+	fd := tl.l.connected[0].fd
+	tl.runTask()
+	select {
+	case e := <-tl.el.enrolls:
+		e.close()
+		t.Fatal("a socket connected for a closed connection was adopted")
+	default:
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF || p.Idle() != 0 || r.ready != 0 {
+		t.Fatalf("socket still open (%v), idle %d, ready %d", err, p.Idle(), r.ready)
 	}
 	c.Abort()
+
+	// Closed after the adoption but before OnOpen: closed at OnOpen.
+	c1, r1 := newCall()
+	c1.Start(p, head(getHead), getOpts)
+	e := tl.enrolled()
+	c1.dialing.closeFor(closeError)
+	fc := &fakeConn{}
+	e.uc.Opened(fc)
+	if !fc.closed || p.Idle() != 0 || r1.ready != 0 {
+		t.Fatalf("dial completed for a closed connection: closed %v, idle %d", fc.closed, p.Idle())
+	}
+	c1.Abort()
 
 	tl2 := newTestLoop(t, testPool, byName(refusedAddr(t)))
 	p2 := tl2.pool(0)
@@ -341,23 +363,37 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// A node given by IP address is connected on the loop and adopted there,
-// inside Start, with nothing handed to another goroutine; a node given by
-// host name goes through the resolver and Enroll, off the loop.
+// A node given by IP address is connected on the loop, inside Start, and
+// adopted there once the round of events is over, with every socket
+// connected in it: one task for the round, nothing handed to another
+// goroutine. A node given by host name goes through the resolver and
+// Enroll, off the loop.
 func TestPoolDialsAddressesOnTheLoop(t *testing.T) {
-	tl := newTestLoop(t, testPool, listenAddr(t))
+	tl := newTestLoop(t, testPool, listenAddr(t), listenAddr(t))
 	c, _ := newCall()
 	c.Start(tl.pool(0), head(getHead), getOpts)
-	select {
-	case e := <-tl.el.enrolls:
-		defer e.close()
-		if e.nc != nil {
-			t.Fatal("an IP node was dialed off the loop (Enroll)")
+	c1, _ := newCall()
+	c1.Start(tl.pool(1), head(getHead), getOpts)
+	if n := len(tl.l.connected); n != 2 {
+		t.Fatalf("%d sockets connected in Start, want 2", n)
+	}
+	if len(tl.el.enrolls) != 0 || len(tl.el.tasks) != 1 {
+		t.Fatalf("%d adopted before the round ended, %d tasks queued (want 0 and 1)", len(tl.el.enrolls), len(tl.el.tasks))
+	}
+	tl.runTask()
+	for range 2 {
+		select {
+		case e := <-tl.el.enrolls:
+			defer e.close()
+			if e.nc != nil {
+				t.Fatal("an IP node was dialed off the loop (Enroll)")
+			}
+		default:
+			t.Fatal("the round's task did not adopt every socket connected in it")
 		}
-	default:
-		t.Fatal("Start returned before the socket reached Host.Adopt")
 	}
 	c.Abort()
+	c1.Abort()
 
 	byname := newTestLoop(t, testPool, byName(listenAddr(t)))
 	c2, _ := newCall()
