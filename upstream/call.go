@@ -144,6 +144,7 @@ func (c *Call) Send(p []byte) bool {
 	if c.state.Terminal() || c.conn == nil {
 		return false
 	}
+	c.conn.writeMore()
 	if err := c.conn.write(p); err != nil {
 		c.abort(err)
 		return false
@@ -159,6 +160,7 @@ func (c *Call) SendChunk(data []byte) bool {
 	if c.state.Terminal() || c.conn == nil {
 		return false
 	}
+	c.conn.writeMore()
 	c.vec[0] = codec.AppendChunkHeader(c.chunkHead[:0], len(data))
 	c.vec[1] = data
 	c.vec[2] = crlf

@@ -7,6 +7,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 var getOpts = Options{Retryable: true, ResponseTimeout: time.Second}
@@ -217,6 +219,55 @@ func TestCallResponseTimeout(t *testing.T) {
 	if c.State() != Timeout || r.err != ErrTimeout || !r.err.Timeout() || !fc.closed {
 		t.Fatalf("state %s, err %v, closed %v", c.State(), r.err, fc.closed)
 	}
+}
+
+// A socket dialed on the loop starts with Nagle's algorithm on, as
+// nginx's do: a request head is its exchange's first write and never
+// waits for an ACK, so GETs on it, new or reused, never pay for the
+// setsockopt. The first body write turns TCP_NODELAY on, so no body byte
+// waits behind the head for the upstream's delayed ACK.
+func TestNagleOffFromTheFirstBodyWrite(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	_, _, uc, fc := tl.getOpen(p)
+	if noDelay(t, fc.fd) {
+		t.Fatal("a socket dialed on the loop has TCP_NODELAY before any body write")
+	}
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	c, _ := newCall()
+	c.Start(p, head(getHead), getOpts) // reuses uc
+	if c.conn != uc || noDelay(t, fc.fd) {
+		t.Fatalf("reused %v; a second GET turned TCP_NODELAY on", c.conn == uc)
+	}
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+	for _, send := range []func(*Call) bool{
+		func(c *Call) bool { return c.Send([]byte("hello")) },
+		func(c *Call) bool { return c.SendChunk([]byte("hello")) },
+	} {
+		_ = unix.SetsockoptInt(fc.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 0)
+		uc.noDelay = false
+		c, _ := newCall()
+		c.Start(p, head("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"), Options{HasBody: true, ResponseTimeout: time.Second})
+		if c.conn != uc || noDelay(t, fc.fd) {
+			t.Fatal("TCP_NODELAY on before the body")
+		}
+		if !send(c) || !noDelay(t, fc.fd) {
+			t.Fatal("the first body write left Nagle's algorithm on")
+		}
+		c.SendDone()
+		deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	}
+}
+
+// noDelay reads TCP_NODELAY from the socket fd.
+func noDelay(t *testing.T, fd int) bool {
+	t.Helper()
+	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v != 0
 }
 
 // Request bodies: Send and SendChunk stream while the call is alive and

@@ -43,6 +43,7 @@ type Conn struct {
 	reading bool  // inside Traffic: a close is left to gnet on its return (see closeFor)
 	closing bool  // closed inside Traffic; Traffic tells the handler to close it
 	timer   Timer // made at the dial: the connect timeout while dialing, then idle_timeout while idle (onTimer)
+	noDelay bool  // TCP_NODELAY is on (see writeMore)
 }
 
 // Opened is called by the gnet handler from OnOpen once the dialed socket is
@@ -154,6 +155,21 @@ func (uc *Conn) write(p []byte) *Error {
 		return ErrReset
 	}
 	return nil
+}
+
+// writeMore readies the connection for a write that follows the request
+// head: it turns Nagle's algorithm off the first time. A head is the
+// first write of its exchange, sent with nothing unacknowledged (the
+// previous response acknowledged the previous request), so Nagle never
+// holds it, and a socket dialed on the loop starts without TCP_NODELAY:
+// one setsockopt fewer per dial, as nginx does. Body bytes written after
+// the head could wait for its ACK, which the upstream may delay by up to
+// 40 ms, so from the first of them on the option is set.
+func (uc *Conn) writeMore() {
+	if !uc.noDelay {
+		uc.noDelay = true
+		_ = uc.gc.SetNoDelay(true)
+	}
 }
 
 // Loop returns the upstream loop that owns the connection.

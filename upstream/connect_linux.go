@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// socketConnect opens a non-blocking TCP socket with TCP_NODELAY and
-// starts its connect to sa: the socket and nil or EINPROGRESS, or -1 and
+// socketConnect opens a non-blocking TCP socket, without TCP_NODELAY (see
+// Conn.writeMore), and starts its connect to sa: the socket and nil or EINPROGRESS, or -1 and
 // why it failed.
 func socketConnect(sa unix.Sockaddr) (int, error) {
 	var raw rawSockaddr
@@ -27,11 +27,6 @@ func socketConnect(sa unix.Sockaddr) (int, error) {
 		return -1, os.NewSyscallError("socket", errno)
 	}
 	fd := int(r)
-	one := int32(1)
-	if _, _, errno := unix.RawSyscall6(unix.SYS_SETSOCKOPT, r, unix.IPPROTO_TCP, unix.TCP_NODELAY, uintptr(unsafe.Pointer(&one)), 4, 0); errno != 0 {
-		_ = unix.Close(fd)
-		return -1, os.NewSyscallError("setsockopt", errno)
-	}
 	switch _, _, errno := unix.RawSyscall(unix.SYS_CONNECT, r, uintptr(ptr), size); errno {
 	case 0:
 		return fd, nil

@@ -32,7 +32,9 @@ var errConnectTimeout = errors.New("upstream: connect timed out")
 // blocks, so it is dialed off the loop (dialOffLoop).
 // docs/architecture.md ("Dialing upstreams") has the measurements.
 func (p *Pool) dial(c *Call) {
-	uc := &Conn{pool: p, state: connDialing, dialFor: c}
+	// net.Dial, off the loop, turns TCP_NODELAY on; a dial on the loop
+	// leaves it to the first body write (Conn.writeMore).
+	uc := &Conn{pool: p, state: connDialing, dialFor: c, noDelay: p.sa == nil}
 	uc.timer = p.loop.clock.NewTimer(uc.onTimer)
 	c.dialing = uc
 	p.total++
@@ -207,8 +209,8 @@ func sockaddr(addr string) (unix.Sockaddr, net.Addr) {
 	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ip.As16()}, remote
 }
 
-// connectNonblocking opens a non-blocking TCP socket with TCP_NODELAY and
-// connects it to sa. It returns the socket with a nil error when the
+// connectNonblocking opens a non-blocking TCP socket and connects it to
+// sa. It returns the socket with a nil error when the
 // connection is established, with EINPROGRESS when the handshake is still
 // under way, and -1 with the error when the connect failed.
 func connectNonblocking(sa unix.Sockaddr) (int, error) {

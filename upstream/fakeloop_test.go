@@ -29,6 +29,19 @@ type fakeConn struct {
 	out      bytes.Buffer
 	writeErr error
 	closed   bool
+	fd       int // the real socket behind it, for SetNoDelay; -1 when none
+}
+
+// SetNoDelay sets TCP_NODELAY on the real socket, where the test can read it.
+func (f *fakeConn) SetNoDelay(on bool) error {
+	if f.fd < 0 {
+		return nil
+	}
+	v := 0
+	if on {
+		v = 1
+	}
+	return unix.SetsockoptInt(f.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, v)
 }
 
 func (f *fakeConn) Peek(n int) ([]byte, error) {
@@ -315,7 +328,10 @@ func (tl *testLoop) enrolled() enrollment {
 func (tl *testLoop) open() (*Conn, *fakeConn) {
 	tl.t.Helper()
 	e := tl.enrolled()
-	fc := &fakeConn{}
+	fc := &fakeConn{fd: -1}
+	if e.nc == nil {
+		fc.fd = e.fd
+	}
 	if e.res != nil {
 		e.res <- gnet.RegisteredResult{}
 	}
