@@ -42,8 +42,14 @@ func gnetRegister(el, c unsafe.Pointer) error
 // gnet runs OnOpen before it returns; OnOpen finds uc in l.adopting. On
 // an error gnet has closed fd. On the loop only (upstream.Host).
 func (l *loop) Adopt(fd int, sa unix.Sockaddr, remote net.Addr, uc *upstream.Conn) error {
+	return l.register(fd, sa, remote, uc)
+}
+
+// register puts fd on the loop's poller as a gnet connection whose
+// context is owner.
+func (l *loop) register(fd int, sa unix.Sockaddr, remote net.Addr, owner any) error {
 	el := l.gnetLoop()
-	l.adopting = uc
+	l.adopting = owner
 	err := gnetRegister(el, gnetNewStreamConn("tcp", fd, el, sa, nil, remote))
 	l.adopting = nil
 	return err

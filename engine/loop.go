@@ -62,7 +62,8 @@ type loop struct {
 	permitWaiters waitList // requests waiting for an isolation permit (isolationqueue.go)
 	grantDue      bool     // a permit was given back on this loop while some waited
 
-	adopting *upstream.Conn // the upstream connection Adopt is registering; OnOpen takes it
+	adopting any        // what Adopt is registering (*upstream.Conn or *roundBell); OnOpen takes it
+	bell     *roundBell // made at the first ring (roundbell_linux.go)
 
 	stats loopStats // written by the loop, read by WriteMetrics
 	inbox inbox     // resumes of parked exchanges, from any goroutine (inbox.go)

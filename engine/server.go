@@ -249,21 +249,21 @@ func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	return gnet.None
 }
 
-// OnOpen tells apart an accepted client from an upstream connection: one
-// the loop is adopting (see Adopt) or one the dialer enrolled with its
-// context attached.
+// OnOpen tells apart an accepted client from what the loop registered
+// itself: an upstream connection it is adopting (see Adopt) or one the
+// dialer enrolled with its context attached, or the loop's round bell.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	l := s.loopOf(c.EventLoop())
-	uc := l.adopting
-	if uc != nil {
+	if a := l.adopting; a != nil {
 		l.adopting = nil
-		c.SetContext(uc)
-	} else {
-		uc, _ = c.Context().(*upstream.Conn)
+		c.SetContext(a)
 	}
-	if uc != nil {
+	switch v := c.Context().(type) {
+	case *roundBell:
+		return nil, gnet.None
+	case *upstream.Conn:
 		l.enter()
-		uc.Opened(c)
+		v.Opened(c)
 		l.leave()
 		return nil, gnet.None
 	}
@@ -293,6 +293,8 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		v.loop.enter()
 		v.traffic()
 		v.loop.leave()
+	case *roundBell:
+		v.ring(c)
 	case *upstream.Conn:
 		l := v.Loop().Host().(*loop)
 		l.enter()

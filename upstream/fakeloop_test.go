@@ -145,10 +145,13 @@ type testHost struct {
 	guarded  int
 	el       *fakeEL
 	adoptErr error
+	bell     bool // RingRoundBell succeeds; else tasks go through fakeEL.Execute
+	rings    int  // RingRoundBell calls
 }
 
-func (*testHost) Index() int       { return 0 }
-func (h *testHost) Guard(f func()) { h.guarded++; f() }
+func (*testHost) Index() int            { return 0 }
+func (h *testHost) Guard(f func())      { h.guarded++; f() }
+func (h *testHost) RingRoundBell() bool { h.rings++; return h.bell }
 
 func (h *testHost) Adopt(fd int, _ unix.Sockaddr, _ net.Addr, uc *Conn) error {
 	if h.adoptErr != nil {

@@ -364,10 +364,10 @@ func TestErrors(t *testing.T) {
 }
 
 // A node given by IP address is connected on the loop, inside Start, and
-// adopted there once the round of events is over, with every socket
-// connected in it: one task for the round, nothing handed to another
-// goroutine. A node given by host name goes through the resolver and
-// Enroll, off the loop.
+// adopted there later, together with the sockets connected around it:
+// one ring of the host's round bell for the group, or where there is no
+// bell one task; nothing handed to another goroutine. A node given by
+// host name goes through the resolver and Enroll, off the loop.
 func TestPoolDialsAddressesOnTheLoop(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t), listenAddr(t))
 	c, _ := newCall()
@@ -394,6 +394,27 @@ func TestPoolDialsAddressesOnTheLoop(t *testing.T) {
 	}
 	c.Abort()
 	c1.Abort()
+
+	// With the host's round bell, the group rings it once and waits for
+	// RoundBell instead of a task.
+	rung := newTestLoop(t, testPool, listenAddr(t), listenAddr(t))
+	rung.host.bell = true
+	r0, _ := newCall()
+	r0.Start(rung.pool(0), head(getHead), getOpts)
+	r1, _ := newCall()
+	r1.Start(rung.pool(1), head(getHead), getOpts)
+	if rung.host.rings != 1 || len(rung.el.tasks) != 0 || len(rung.el.enrolls) != 0 {
+		t.Fatalf("%d rings, %d tasks, %d adopted before the bell (want 1, 0, 0)", rung.host.rings, len(rung.el.tasks), len(rung.el.enrolls))
+	}
+	rung.l.RoundBell()
+	if len(rung.el.enrolls) != 2 {
+		t.Fatalf("the bell adopted %d of the 2 sockets", len(rung.el.enrolls))
+	}
+	for range 2 {
+		(<-rung.el.enrolls).close()
+	}
+	r0.Abort()
+	r1.Abort()
 
 	byname := newTestLoop(t, testPool, byName(listenAddr(t)))
 	c2, _ := newCall()
