@@ -96,6 +96,9 @@ func (ex *exchange) fillRecord(rec *accesslog.Record) {
 	rec.Req = ex.logReq
 	rec.SetRequestID(ex.requestID())
 	rec.Client = ex.cc.peer
+	if ex.logClient.IsValid() {
+		rec.Client = ex.logClient
+	}
 	rec.SetFilters(nil, nil)
 	if ex.chain != nil {
 		rec.Client = ex.fx.ClientIP // trusted_proxies applied

@@ -161,6 +161,43 @@ routes:
 	}
 }
 
+// Behind a trusted proxy the access log names the client the proxy
+// reports, on a route without filters as on one with them.
+func TestAccessLogClientBehindTrustedProxy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	g := startLoggingGateway(t, io.Discard, `
+access_log: {path: %q}
+trusted_proxies: ["127.0.0.1/32"]
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: filtered, prefix: /filtered, upstream: backend}
+  - {id: bare, prefix: /bare, upstream: backend, filters: [], disable_filters: [request_id, ip_access, forwarded]}
+`, path, up)
+	for _, p := range []string{"/filtered", "/bare"} {
+		req, _ := http.NewRequest("GET", g.url(p), nil)
+		req.Header.Set("X-Forwarded-For", "203.0.113.9")
+		resp, err := testClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	// Untrusted hops are not believed: a request without the header is
+	// logged with its peer.
+	if r := fetch(g.url("/bare/direct")); r.err != nil {
+		t.Fatal(r.err)
+	}
+	lines := waitLines(t, "access", 3, func() []byte { b, _ := os.ReadFile(path); return b })
+	for p, want := range map[string]string{"/filtered": "203.0.113.9", "/bare": "203.0.113.9", "/bare/direct": "127.0.0.1"} {
+		if got := byPath(t, lines, p)["client_ip"]; got != want {
+			t.Errorf("%s: client_ip %v, want %s", p, got, want)
+		}
+	}
+}
+
 // A line is never waited for: with a two-slot ring, lines the writer could
 // not take in time are dropped and counted, and every request is either
 // logged or counted as dropped.

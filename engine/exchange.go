@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
@@ -99,6 +100,7 @@ type exchange struct {
 
 	// For the logs (see logEnd).
 	logReq        accesslog.Request // method and path, copied while the head is readable
+	logClient     netip.Addr        // the client trusted_proxies yield on a route without filters; zero = the peer
 	upstreamStart int64             // loopstat.Now at the call's start; 0 = not noted
 	upstreamNs    int64             // from then to the final response head; -1 = none
 
@@ -160,6 +162,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.forwarded, ex.clientGone = false, false
 	ex.errMsg = ""
 	ex.logReq.Set(req.Method, req.Path)
+	ex.logClient = netip.Addr{}
 	ex.upstreamStart, ex.upstreamNs = 0, -1
 	ex.brkPhase, ex.upErr, ex.upStatus, ex.isoHeld = nil, nil, 0, false
 	ex.keepBody, ex.kept = false, 0

@@ -75,6 +75,11 @@ func (ex *exchange) dispatch(req *codec.Request) {
 		ex.chunkLimit = ex.route.maxBody
 	}
 	if ex.route.chain == nil {
+		if len(snap.trusted) > 0 && l.log.access != nil {
+			// The access log names the client trusted_proxies yield, as
+			// on a route with filters (fx.ClientIP below).
+			ex.logClient = access.ClientIP(cc.peer, req.Headers, snap.trusted)
+		}
 		ex.proceed(req)
 		return
 	}
