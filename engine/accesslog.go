@@ -69,7 +69,7 @@ func (ex *exchange) logEnd() {
 			clear(ex.fx.Timings[:ex.chain.Len()])
 		}
 	}
-	if ex.errCode == 0 || ex.status < 500 && ex.status != 408 {
+	if ex.errCode == 0 || !ex.respCut && ex.status < 500 && ex.status != 408 {
 		return
 	}
 	if ok, held := lg.limit.Allow(ex.started + ex.fx.End.Duration); ok {

@@ -4,10 +4,12 @@
 package engine_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -195,6 +197,38 @@ routes:
 		if got := byPath(t, lines, p)["client_ip"]; got != want {
 			t.Errorf("%s: client_ip %v, want %s", p, got, want)
 		}
+	}
+}
+
+// A response the upstream cuts after its head went out cannot become an
+// error response: the client's connection is closed. The access log says
+// it ended as upstream_failed with the reason's code, not served, and the
+// error log gets a response_cut line with the status the client saw.
+func TestLogsSayAResponseWasCut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	var errLog logBuffer
+	up := startRawUpstream(t, func(c net.Conn) {
+		bufio.NewReader(c).ReadString('\n')
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+	})
+	g := startLoggingGateway(t, &errLog, `
+access_log: {path: %q}
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: cut, prefix: /, upstream: backend, filters: [], disable_filters: [request_id, ip_access, forwarded]}
+`, path, up)
+	r := fetch(g.url("/cut"))
+	if r.err == nil && len(r.body) == 100 {
+		t.Fatalf("the client got a whole response: %+v", r)
+	}
+	line := waitLines(t, "access", 1, func() []byte { b, _ := os.ReadFile(path); return b })[0]
+	if line["status"] != 200.0 || line["end"] != "upstream_failed" || line["code"] != 50202.0 {
+		t.Errorf("access line for a cut response: %v", line)
+	}
+	errs := waitLines(t, "error", 1, errLog.Bytes)
+	if e := errs[0]; e["event"] != "response_cut" || e["status"] != 200.0 || e["code"] != 50202.0 || e["path"] != "/cut" {
+		t.Errorf("error line for a cut response: %v", e)
 	}
 }
 

@@ -83,6 +83,7 @@ type exchange struct {
 
 	framing      respFraming
 	respStarted  bool
+	respCut      bool         // the upstream failed after the response head went out: the client connection was closed mid-response
 	respFiltered bool         // the response filters ran
 	interims     int          // 1xx responses forwarded
 	trailers     *pool.Buffer // response trailer section, kept for a TE: trailers client
@@ -156,7 +157,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.bodyStalled = false
 	ex.finishWhenDrained = false
 	ex.framing = frameAsIs
-	ex.respStarted, ex.respFiltered, ex.interims = false, false, 0
+	ex.respStarted, ex.respFiltered, ex.interims, ex.respCut = false, false, 0, false
 	ex.started, ex.status, ex.errCode = loopstat.Now(), 0, 0
 	ex.bytesIn, ex.bytesOut = int64(headLen), 0
 	ex.forwarded, ex.clientGone = false, false
@@ -389,6 +390,11 @@ func (ex *exchange) done() {
 		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()+ex.attempt-1
 	}
 	switch {
+	case ex.respCut: // the gateway closed the client's connection for it
+		end.Reason = filters.EndUpstreamFailed
+		if ex.upErr != nil && ex.upErr.Status == 504 {
+			end.Reason = filters.EndTimeout
+		}
 	case ex.status == 0 || ex.clientGone:
 		end.Reason = filters.EndClientGone
 		if end.Status == 0 {
@@ -423,6 +429,10 @@ func (ex *exchange) record() {
 		m = ex.route.metrics
 		m.shards[l.index].inFlight.Add(-1)
 	}
-	m.observe(l.index, ex.fx.End.Status, ex.errCode, ex.fx.End.Duration)
+	code := ex.errCode
+	if ex.respCut {
+		code = 0 // not an answer the gateway made: the status class counts it
+	}
+	m.observe(l.index, ex.fx.End.Status, code, ex.fx.End.Duration)
 	ex.started = 0
 }

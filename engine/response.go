@@ -195,6 +195,9 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	ex.dropKeptBody()
 	if ex.respStarted {
 		if !cc.headPending {
+			// Too late for an error response: the client sees the
+			// connection close mid-response, and the logs say why.
+			ex.respCut, ex.errCode, ex.errMsg = true, err.Code, err.Message
 			cc.close()
 			return
 		}

@@ -70,7 +70,7 @@ type EndReason uint8
 const (
 	EndServed         EndReason = iota // a response from the upstream went out whole
 	EndRejected                        // a filter or the gateway answered (4xx)
-	EndUpstreamFailed                  // the gateway answered a 5xx for the upstream or itself
+	EndUpstreamFailed                  // the gateway answered a 5xx for the upstream or itself, or closed a response the upstream broke off
 	EndTimeout                         // a deadline passed (408, 504)
 	EndClientGone                      // the client left, or its connection failed, first
 )

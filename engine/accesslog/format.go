@@ -77,6 +77,7 @@ const (
 const (
 	EventGatewayError          = "gateway_error"           // a 5xx or 408 the gateway answered itself
 	EventUpstreamConnectFailed = "upstream_connect_failed" // the 502 of a failed dial (code 50201)
+	EventResponseCut           = "response_cut"            // the upstream failed after the response head went out; the client's connection was closed
 )
 
 // codeConnectFailed is upstream.ErrConnect's code.
@@ -233,8 +234,11 @@ func (f *formatter) appendError(dst []byte, rec *Record) []byte {
 		RequestID: view(rec.id[:rec.idLen]), ClientIP: client(&f.eip, rec),
 		Method: view(rec.Req.method[:rec.Req.methodLen]), Path: view(rec.Req.path[:rec.Req.pathLen]),
 		Route: rec.Route, Upstream: rec.Node, Suppressed: rec.Suppressed}
-	if rec.Code == codeConnectFailed {
+	switch {
+	case rec.Code == codeConnectFailed:
 		e.Event = EventUpstreamConnectFailed
+	case rec.Status < 500 && rec.Status != 408:
+		e.Event = EventResponseCut // the status is the one the client got
 	}
 	f.eline = f.eline[:0]
 	err := encoder.EncodeInto(&f.eline, e, lineOptions)
