@@ -236,7 +236,7 @@ func TestDialInProgressRefused(t *testing.T) {
 // too): closing a descriptor twice could close one reused meanwhile.
 func backlogListener(t *testing.T) (fd int, addr string, closeFn func()) {
 	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
