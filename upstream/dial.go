@@ -52,10 +52,10 @@ func (p *Pool) dial(c *Call) {
 // connect the kernel completes at once (a node on this host: the loopback
 // handshake runs inside connect(2)) or refuses at once is settled here,
 // with no goroutine and no hand-off; the socket goes onto the loop's
-// poller (Host.Adopt) when this round of events is over, with the others
-// connected in it (Loop.adoptSoon), and OnOpen attaches the call then. A
-// connect that needs a round trip on the network waits for it off the
-// loop (awaitConnect).
+// poller (Host.Adopt) in the next round of events, with the others
+// connected around it (Loop.adoptSoon), and OnOpen attaches the call
+// then. A connect that needs a round trip on the network waits for it
+// off the loop (awaitConnect).
 func (p *Pool) dialOnLoop(uc *Conn, timeout time.Duration) {
 	fd, err := connectNonblocking(p.sa)
 	switch {
@@ -210,9 +210,9 @@ func sockaddr(addr string) (unix.Sockaddr, net.Addr) {
 }
 
 // connectNonblocking opens a non-blocking TCP socket and connects it to
-// sa. It returns the socket with a nil error when the
-// connection is established, with EINPROGRESS when the handshake is still
-// under way, and -1 with the error when the connect failed.
+// sa. It returns the socket with a nil error when the connection is
+// established, with EINPROGRESS when the handshake is still under way,
+// and -1 with the error when the connect failed.
 func connectNonblocking(sa unix.Sockaddr) (int, error) {
 	fd, err := socketConnect(sa)
 	if err != unix.EINPROGRESS {

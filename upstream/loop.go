@@ -95,9 +95,9 @@ type Loop struct {
 
 	logLimit logLimiter // upstream trouble logged from this loop
 
-	// Sockets connected on the loop in this round of events, adopted
-	// together once it is over (adoptSoon). Bounded: each is a dial that
-	// counts against its pool's max_conns.
+	// Sockets connected on the loop and not yet adopted: a group that
+	// waits for the round bell, or for adoptTask (adoptSoon). Bounded:
+	// each is a dial that counts against its pool's max_conns.
 	connected      []connectedSocket
 	connectedSpare []connectedSocket // the other buffer, so adopting may queue more
 	adoptTask      gnet.Runnable     // adoptConnected, made once
