@@ -13,6 +13,7 @@ import (
 	"log"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // noticeQueue is how many notices may wait for the writer.
@@ -20,7 +21,8 @@ const noticeQueue = 1024
 
 // asyncLog is the standard logger's output while a server runs.
 type asyncLog struct {
-	lines   chan []byte
+	lines   chan []byte   // a nil line asks the writer to report in on synced
+	synced  chan struct{} // the writer has written every line before a nil one
 	dropped atomic.Uint64
 }
 
@@ -41,16 +43,48 @@ func startNotices() {
 // start makes the queue, of size lines, and its writer to out.
 func (a *asyncLog) start(out io.Writer, size int) {
 	a.lines = make(chan []byte, size)
+	a.synced = make(chan struct{})
 	go func() {
 		for line := range a.lines {
+			if line == nil {
+				a.synced <- struct{}{}
+				continue
+			}
 			_, _ = out.Write(line)
 		}
 	}()
 }
 
+// SyncNotices waits, up to a second, until the notices logged so far are
+// written: a process calls it before it exits, or its last lines ("stopped")
+// would be lost with the queue. Off the loops only.
+func SyncNotices() {
+	if notices.lines != nil {
+		notices.sync(time.Second)
+	}
+}
+
+// sync waits up to timeout until every line queued before it is written.
+func (a *asyncLog) sync(timeout time.Duration) {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case a.lines <- nil:
+	case <-t.C:
+		return
+	}
+	select {
+	case <-a.synced:
+	case <-t.C:
+	}
+}
+
 // Write queues a copy of p (the log package reuses its buffer), or drops
 // it when the queue is full. It never waits.
 func (a *asyncLog) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil // a nil line is sync's marker
+	}
 	select {
 	case a.lines <- append([]byte(nil), p...):
 	default:

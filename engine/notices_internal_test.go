@@ -2,7 +2,9 @@ package engine
 
 import (
 	"bytes"
+	"runtime"
 	"testing"
+	"time"
 )
 
 // blockedWriter stands for a stderr nobody reads: its first Write never
@@ -37,5 +39,28 @@ func TestNoticesNeverWait(t *testing.T) {
 	}
 	if d := a.dropped.Load(); d != 3 {
 		t.Fatalf("dropped %d, want 3", d)
+	}
+}
+
+// sync returns once the lines queued before it are written, so a process
+// that exits right after logging "stopped" does not lose the line.
+func TestNoticesSyncWritesQueuedLines(t *testing.T) {
+	w := &blockedWriter{entered: make(chan []byte, 3), hold: make(chan struct{})}
+	var a asyncLog
+	a.start(w, 8)
+	for _, l := range []string{"one\n", "two\n", "stopped\n"} {
+		a.Write([]byte(l))
+	}
+	<-w.entered // the writer holds "one" until released
+	go func() {
+		// Release the writer once sync's marker is queued behind the lines.
+		for len(a.lines) < 3 {
+			runtime.Gosched()
+		}
+		close(w.hold)
+	}()
+	a.sync(10 * time.Second)
+	if got := len(w.entered); got != 2 { // "two" and "stopped", after "one"
+		t.Fatalf("sync returned with %d of the 2 lines after the first written", got)
 	}
 }

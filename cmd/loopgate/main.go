@@ -45,7 +45,9 @@ func main() {
 		writeVersion(os.Stdout, bi)
 		return
 	}
-	if err := run(opts); err != nil {
+	err = run(opts)
+	engine.SyncNotices() // the last notices, "stopped" among them, reach stderr
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "loopgate:", err)
 		os.Exit(1)
 	}
@@ -202,6 +204,7 @@ func run(opts *options) error {
 	go func() {
 		s := <-sig
 		log.Printf("loopgate: %s again: exiting without waiting for the drain", s)
+		engine.SyncNotices()
 		os.Exit(1)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Timeouts.Drain))
