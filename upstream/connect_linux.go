@@ -86,3 +86,13 @@ func putPort(dst *uint16, port int) {
 	p := (*[2]byte)(unsafe.Pointer(dst))
 	p[0], p[1] = byte(port>>8), byte(port)
 }
+
+// peerClosed reports whether the peer of the connected TCP socket fd has
+// closed its side: a read would find end-of-file now. One recv(2) that
+// peeks and never waits.
+func peerClosed(fd int) bool {
+	var b [1]byte
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), 1,
+		unix.MSG_PEEK|unix.MSG_DONTWAIT, 0, 0)
+	return errno == 0 && n == 0
+}

@@ -14,3 +14,5 @@ import (
 func socketConnect(unix.Sockaddr) (int, error) { return -1, errors.ErrUnsupported }
 
 func connectAgain(int, unix.Sockaddr) error { return errors.ErrUnsupported }
+
+func peerClosed(int) bool { return false }

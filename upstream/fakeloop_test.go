@@ -32,6 +32,17 @@ type fakeConn struct {
 	fd       int // the real socket behind it, for SetNoDelay; -1 when none
 }
 
+// Fd is the real socket behind the fake, or -1.
+func (f *fakeConn) Fd() int { return f.fd }
+
+// SetLinger sets SO_LINGER on the real socket, where there is one.
+func (f *fakeConn) SetLinger(sec int) error {
+	if f.fd < 0 {
+		return nil
+	}
+	return unix.SetsockoptLinger(f.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: int32(sec)})
+}
+
 // SetNoDelay sets TCP_NODELAY on the real socket, where the test can read it.
 func (f *fakeConn) SetNoDelay(on bool) error {
 	if f.fd < 0 {
