@@ -86,7 +86,7 @@ func (ex *exchange) fillRecord(rec *accesslog.Record) {
 	end := &ex.fx.End
 	rec.Start, rec.Duration, rec.Upstream = ex.started, end.Duration, ex.upstreamNs
 	rec.BytesIn, rec.BytesOut = end.BytesIn, end.BytesOut
-	rec.Status, rec.Retries, rec.Code = uint16(end.Status), uint16(end.Retries), uint32(ex.errCode)
+	rec.Status, rec.Retries, rec.Code, rec.Cut = uint16(end.Status), uint16(end.Retries), uint32(ex.errCode), ex.respCut
 	rec.Suppressed = 0
 	rec.End, rec.Node, rec.Message = end.Reason.String(), end.Node, ex.errMsg
 	rec.Route = ""

@@ -202,33 +202,60 @@ routes:
 
 // A response the upstream cuts after its head went out cannot become an
 // error response: the client's connection is closed. The access log says
-// it ended as upstream_failed with the reason's code, not served, and the
-// error log gets a response_cut line with the status the client saw.
+// how it ended (upstream_failed, or timeout for a body that stalled) with
+// the reason's code, not served; the error log gets a response_cut line
+// with the status the client saw, a 5xx included; and the route metrics
+// count it under its status, not as an answer the gateway made. The
+// upstream writes byte by byte.
 func TestLogsSayAResponseWasCut(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "access.log")
 	var errLog logBuffer
 	up := startRawUpstream(t, func(c net.Conn) {
-		bufio.NewReader(c).ReadString('\n')
-		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		status := "200 OK"
+		if strings.Contains(line, "/reset503") {
+			status = "503 Service Unavailable"
+		}
+		for _, b := range []byte("HTTP/1.1 " + status + "\r\nContent-Length: 100\r\n\r\n0123456789") {
+			c.Write([]byte{b})
+		}
+		if strings.Contains(line, "/stall") {
+			io.Copy(io.Discard, c) // until the gateway gives up on the body
+		}
 	})
 	g := startLoggingGateway(t, &errLog, `
 access_log: {path: %q}
 upstreams:
-  - {name: backend, nodes: ["%s"]}
+  - {name: backend, nodes: ["%s"], response_timeout: 300ms}
 routes:
   - {id: cut, prefix: /, upstream: backend, filters: [], disable_filters: [request_id, ip_access, forwarded]}
 `, path, up)
-	r := fetch(g.url("/cut"))
-	if r.err == nil && len(r.body) == 100 {
-		t.Fatalf("the client got a whole response: %+v", r)
+	cases := []struct {
+		path, end string
+		status    float64
+		code      float64
+	}{
+		{"/reset", "upstream_failed", 200, 50202},
+		{"/reset503", "upstream_failed", 503, 50202},
+		{"/stall", "timeout", 200, 50401},
 	}
-	line := waitLines(t, "access", 1, func() []byte { b, _ := os.ReadFile(path); return b })[0]
-	if line["status"] != 200.0 || line["end"] != "upstream_failed" || line["code"] != 50202.0 {
-		t.Errorf("access line for a cut response: %v", line)
+	for _, tc := range cases {
+		if r := fetch(g.url(tc.path)); r.err == nil && len(r.body) == 100 {
+			t.Fatalf("GET %s: the client got a whole response: %+v", tc.path, r)
+		}
 	}
-	errs := waitLines(t, "error", 1, errLog.Bytes)
-	if e := errs[0]; e["event"] != "response_cut" || e["status"] != 200.0 || e["code"] != 50202.0 || e["path"] != "/cut" {
-		t.Errorf("error line for a cut response: %v", e)
+	lines := waitLines(t, "access", len(cases), func() []byte { b, _ := os.ReadFile(path); return b })
+	errs := waitLines(t, "error", len(cases), errLog.Bytes)
+	for _, tc := range cases {
+		if l := byPath(t, lines, tc.path); l["status"] != tc.status || l["end"] != tc.end || l["code"] != tc.code {
+			t.Errorf("%s: access line %v, want status %v, end %s, code %v", tc.path, l, tc.status, tc.end, tc.code)
+		}
+		if e := byPath(t, errs, tc.path); e["event"] != "response_cut" || e["status"] != tc.status || e["code"] != tc.code {
+			t.Errorf("%s: error line %v, want a response_cut with status %v, code %v", tc.path, e, tc.status, tc.code)
+		}
+	}
+	if n := scrapeMetrics(t, g.srv).sum("loopgate_route_rejections_total", `route="cut"`); n != 0 {
+		t.Errorf("%v cut responses counted as answers the gateway made", n)
 	}
 }
 

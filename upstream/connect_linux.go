@@ -17,8 +17,8 @@ import (
 )
 
 // socketConnect opens a non-blocking TCP socket, without TCP_NODELAY (see
-// Conn.writeMore), and starts its connect to sa: the socket and nil or EINPROGRESS, or -1 and
-// why it failed.
+// Conn.writeMore), and starts its connect to sa: the socket and nil or
+// EINPROGRESS, or -1 and why it failed.
 func socketConnect(sa unix.Sockaddr) (int, error) {
 	var raw rawSockaddr
 	family, ptr, size := raw.set(sa)

@@ -235,10 +235,10 @@ func (f *formatter) appendError(dst []byte, rec *Record) []byte {
 		Method: view(rec.Req.method[:rec.Req.methodLen]), Path: view(rec.Req.path[:rec.Req.pathLen]),
 		Route: rec.Route, Upstream: rec.Node, Suppressed: rec.Suppressed}
 	switch {
+	case rec.Cut: // Status is the one the client got, whatever it was
+		e.Event = EventResponseCut
 	case rec.Code == codeConnectFailed:
 		e.Event = EventUpstreamConnectFailed
-	case rec.Status < 500 && rec.Status != 408:
-		e.Event = EventResponseCut // the status is the one the client got
 	}
 	f.eline = f.eline[:0]
 	err := encoder.EncodeInto(&f.eline, e, lineOptions)

@@ -49,8 +49,9 @@ type Record struct {
 
 	Status     uint16 // the status sent; 499 when the client left first
 	Retries    uint16
-	Code       uint32 // the JSON error code of a gateway-made answer; 0 = none
+	Code       uint32 // the JSON error code of a gateway-made answer, or of why a response was cut; 0 = none
 	Suppressed uint32 // error records the loop's Limiter held back before this one
+	Cut        bool   // the upstream broke the response off after its head went out
 
 	End     string // how the exchange ended: filters.EndReason's name
 	Route   string // route id; "" = matched no route
