@@ -1,5 +1,7 @@
-// resilience: the server's retry budgets and circuit breakers, kept by
-// stable name across reloads, and their metric series.
+// resilience: the route and upstream policies kept by stable name across
+// reloads (circuit breakers, retry budgets, isolation limits, outlier
+// ejection), their activation with the active health checks when a
+// snapshot goes live, and their metric series.
 
 package engine
 

@@ -1,4 +1,7 @@
-// Server: configuration, start, graceful shutdown and the gnet event handler.
+// Server: the process-wide data plane: start, graceful shutdown, the gnet
+// event handler that dispatches every connection's events to its loop, and
+// the state shared by all loops (the config state, bans, limits, buffer
+// budget, resilience policies).
 
 package engine
 
