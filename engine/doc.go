@@ -15,15 +15,16 @@
 //
 // The life of a request, in the files a request meets them:
 //
-//	client.go    OnTraffic(client) -> serve: parse head (codec), edge limits
-//	phases.go    -> route (router snapshot) -> request filters (may park)
+//	client.go     OnTraffic(client) -> serve: parse head (codec), edge limits
+//	phases.go     -> route (router snapshot) -> request filters (may park)
 //	bodybuffer.go -> a small body read and validated whole
-//	forward.go   -> upstream head (rewrite.go) -> breaker, isolation permit
-//	exchange.go  -> Call.Start (pool: idle conn, dial, or wait) -> body pump
-//	response.go  -> response head -> response filters -> client head and body
-//	retry.go     -> on a safe failure, the same request on another node
-//	exchange.go  -> done: done filters, logs and metrics, connection back
-//	             to the pool, client back to idle, next pipelined request.
+//	phases.go     -> breaker, isolation permit -> callUpstream
+//	forward.go    -> the upstream head, hop-by-hop headers out
+//	exchange.go   -> Call.Start (pool: idle conn, dial, or wait) -> body pump
+//	response.go   -> response head -> response filters -> client head and body
+//	retry.go      -> on a safe failure, the same request on another node
+//	exchange.go   -> done: done filters, logs and metrics, connection back
+//	              to the pool, client back to idle, next pipelined request.
 //
 // Every failure becomes a JSON error {"code":NNNNN,"message":"...",
 // "request_id":"..."} when nothing of the response has been sent yet, and a
