@@ -144,6 +144,16 @@ func TestMethodRestrictedRouteAnswers405(t *testing.T) {
 			t.Fatalf("%s: Allow %q", m, got)
 		}
 	}
+	// The status line carries the standard reason, not "405 Error"; the
+	// request is written a byte at a time.
+	c := g.client(t)
+	for _, b := range []byte("PUT /m/secret HTTP/1.1\r\nHost: test\r\n\r\n") {
+		c.send(string(b))
+	}
+	line, err := c.br.ReadString('\n')
+	if err != nil || line != "HTTP/1.1 405 Method Not Allowed\r\n" {
+		t.Fatalf("status line %q (%v)", line, err)
+	}
 	// HEAD goes wherever GET does.
 	resp, _ := g.rawExchange(t, "HEAD /m/secret HTTP/1.1\r\nHost: test\r\n\r\n")
 	if resp.StatusCode != 401 {

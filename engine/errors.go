@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"net/http"
 	"strconv"
 
 	"github.com/loopgate/loopgate/codec"
@@ -111,34 +112,9 @@ func appendJSONString(dst []byte, s string) []byte {
 	return dst
 }
 
-func reason(status int) string {
-	switch status {
-	case 400:
-		return "Bad Request"
-	case 401:
-		return "Unauthorized"
-	case 403:
-		return "Forbidden"
-	case 404:
-		return "Not Found"
-	case 408:
-		return "Request Timeout"
-	case 413:
-		return "Content Too Large"
-	case 414:
-		return "URI Too Long"
-	case 429:
-		return "Too Many Requests"
-	case 431:
-		return "Request Header Fields Too Large"
-	case 500:
-		return "Internal Server Error"
-	case 502:
-		return "Bad Gateway"
-	case 503:
-		return "Service Unavailable"
-	case 504:
-		return "Gateway Timeout"
-	}
-	return "Error"
-}
+// reason is the status line's reason phrase: the standard one for every
+// status the gateway answers with (a filter may reject with any), empty
+// for a status that has none, as nginx writes an unknown one. A client
+// must not rely on it (RFC 9112, section 4), but people and old clients
+// read it, and "405 Error" misleads them.
+func reason(status int) string { return http.StatusText(status) }

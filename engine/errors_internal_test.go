@@ -6,8 +6,15 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/loopgate/loopgate/filters"
@@ -80,5 +87,64 @@ func TestErrorHeadOnlyAndExtraHeader(t *testing.T) {
 	h := resp.Header
 	if h.Get("Retry-After") != "7" || h.Get("X-Frame-Options") != "deny" || h.Get("X-Via") != "gw" || len(h.Values("Content-Type")) != 1 || h.Get("Content-Type") != "application/json" {
 		t.Fatalf("headers %v", h)
+	}
+}
+
+// Every status the gateway answers with has its standard reason phrase in
+// the status line. The statuses come from the error code table in
+// docs/operations.md and from every place in the module's sources that
+// makes an error (codec.Error and upstream.Error values, auth failures, a
+// filter's Reject, the engine's respond), and each code made there must be
+// in the table.
+func TestErrorStatusLinesHaveStandardReasons(t *testing.T) {
+	doc, err := os.ReadFile("../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[int]int{} // code -> status
+	documented := map[int]bool{}
+	for _, r := range regexp.MustCompile(`(?m)^\| ([0-9]{5}) \| ([0-9]{3}) \|`).FindAllSubmatch(doc, -1) {
+		code, _ := strconv.Atoi(string(r[1]))
+		statuses[code], _ = strconv.Atoi(string(r[2]))
+		documented[code] = true
+	}
+	if len(documented) < 20 {
+		t.Fatalf("found %d rows in the error code table; has its layout changed?", len(documented))
+	}
+	made := regexp.MustCompile(`(?:Status: *|Reject\(|respond\(|Failure\{)([0-9]{3}), *(?:Code: *)?([0-9]{5})`)
+	err = filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		src, err := os.ReadFile(path)
+		for _, r := range made.FindAllSubmatch(src, -1) {
+			status, _ := strconv.Atoi(string(r[1]))
+			code, _ := strconv.Atoi(string(r[2]))
+			if !documented[code] {
+				t.Errorf("%s makes code %d (status %d), which the table in docs/operations.md lacks", path, code, status)
+			}
+			statuses[code] = status
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for code, status := range statuses {
+		want := http.StatusText(status)
+		if want == "" {
+			t.Errorf("code %d: status %d has no standard reason phrase", code, status)
+			continue
+		}
+		out := appendError(nil, status, code, "m", []byte("id"), false, false, nil, nil)
+		line, _, _ := bytes.Cut(out, []byte("\r\n"))
+		if got := fmt.Sprintf("HTTP/1.1 %d %s", status, want); string(line) != got {
+			t.Errorf("code %d: status line %q, want %q", code, line, got)
+		}
+	}
+	// A status without a standard phrase (a filter may reject with any)
+	// gets an empty one, never a made-up word.
+	if line, _, _ := bytes.Cut(appendError(nil, 599, 59901, "m", nil, false, false, nil, nil), []byte("\r\n")); string(line) != "HTTP/1.1 599 " {
+		t.Errorf("status line %q for 599", line)
 	}
 }
