@@ -21,6 +21,22 @@ func (h Headers) Get(name string) []byte {
 	return nil
 }
 
+// Only returns the value of the field called name (ignoring case) and how
+// many fields have that name, counting no further than 2: a caller that
+// decides on a field a client could repeat refuses n > 1, since which of the
+// fields counts would be a guess the next hop may make differently.
+func (h Headers) Only(name string) (value []byte, n int) {
+	for i := range h {
+		if EqualFold(h[i].Name, name) {
+			if n++; n > 1 {
+				return value, n
+			}
+			value = h[i].Value
+		}
+	}
+	return value, n
+}
+
 // ConnectionHas reports whether any Connection field lists token (comma-separated, case-insensitive).
 func (h Headers) ConnectionHas(token string) bool {
 	return connectionLists(h, token)

@@ -92,3 +92,17 @@ func TestValidValueMatchesTable(t *testing.T) {
 		}
 	}
 }
+
+func TestHeadersOnly(t *testing.T) {
+	h := Headers{{Name: []byte("A"), Value: []byte("1")}, {Name: []byte("b"), Value: []byte("x, y")},
+		{Name: []byte("a"), Value: []byte("2")}, {Name: []byte("A"), Value: []byte("3")}}
+	for _, tc := range []struct {
+		name string
+		v    string
+		n    int
+	}{{"a", "1", 2}, {"B", "x, y", 1}, {"c", "", 0}} {
+		if v, n := h.Only(tc.name); string(v) != tc.v || n != tc.n {
+			t.Errorf("Only(%q) = %q, %d; want %q, %d", tc.name, v, n, tc.v, tc.n)
+		}
+	}
+}

@@ -36,6 +36,10 @@ type localLimit struct {
 	limit ratelimit.Limit
 	st    *state
 	rate  []byte // X-RateLimit-Limit
+	// keyHeader is the request header the key reads ("" for keys no header
+	// gives; for tenant, read only when auth established no tenant), and
+	// repeated the message that refuses a request carrying it twice.
+	keyHeader, repeated string
 }
 
 // remoteLimit is one cluster limit. st holds lim's state in the Store
@@ -115,7 +119,17 @@ func newFilter(b *filters.Build) (filters.Filter, error) {
 		if err != nil {
 			return nil, err
 		}
-		f.local = append(f.local, localLimit{key: l.key, limit: l.limit, st: st, rate: rate})
+		ll := localLimit{key: l.key, limit: l.limit, st: st, rate: rate}
+		switch l.key.kind {
+		case keyHeader:
+			ll.keyHeader = l.key.header
+		case keyTenant:
+			ll.keyHeader = f.tenantHeader
+		}
+		if ll.keyHeader != "" {
+			ll.repeated = "more than one " + ll.keyHeader + " header"
+		}
+		f.local = append(f.local, ll)
 	}
 	for i := range f.loops {
 		f.loops[i].parked = map[*filters.Exchange]*call{}
@@ -148,6 +162,9 @@ func (cp *compiled) sameGlobal(route string, l *Limit) error {
 // Request decides the local limits, then the cluster ones, which may park
 // the request until Redis answers (see call).
 func (f *rateFilter) Request(x *filters.Exchange) filters.Verdict {
+	if msg := f.repeatedKey(x); msg != "" {
+		return x.Reject(400, 40001, msg)
+	}
 	now := x.Now()
 	for i := range f.local {
 		l := &f.local[i]
@@ -161,6 +178,25 @@ func (f *rateFilter) Request(x *filters.Exchange) filters.Verdict {
 		return filters.Continue
 	}
 	return f.takeRemote(x, f.getCall(x.Loop), 0, now)
+}
+
+// repeatedKey returns the refusal for a request that repeats a header a
+// limit keys on, before any limit takes a token; "" when there is none.
+// Which field would count is a guess: a limiter that reads the first while
+// the upstream reads the last (or joins them) lets a client rotate the one
+// counted and spend the other's quota without limit. A single field is the
+// key whole, commas included, the bytes the upstream receives.
+func (f *rateFilter) repeatedKey(x *filters.Exchange) string {
+	for i := range f.local {
+		l := &f.local[i]
+		if l.keyHeader == "" || l.key.kind == keyTenant && len(x.Identity.Tenant) > 0 {
+			continue
+		}
+		if _, n := x.Req.Headers.Only(l.keyHeader); n > 1 {
+			return l.repeated
+		}
+	}
+	return ""
 }
 
 // allowLocal takes a token from the limit's bucket for x: the one bucket,
