@@ -130,3 +130,61 @@ routes:
 		t.Fatalf("/sticky with one X-Session: %d", st)
 	}
 }
+
+// Issue 18 item 7: behind a trusted proxy, the client's own X-Real-IP won.
+// Two X-Real-IP fields (the client's, rotating, then the proxy's) had 100
+// of 100 admitted against an ip limit, and so did "X-Forwarded-For:
+// unknown" with a client-supplied X-Real-IP. The last X-Real-IP is the
+// proxy's, and an unparsable X-Forwarded-For entry leaves the last trusted
+// hop (here the peer), never a header the client chose. The gateway's peer
+// is the test, a trusted proxy; one request of each kind goes a byte at a
+// time.
+func TestClientIPIgnoresClientHeadersBehindTrustedProxy(t *testing.T) {
+	up := startKeyUpstream(t, "X-Real-IP")
+	g := startGateway(t, `
+trusted_proxies: ["127.0.0.1/32"]
+upstreams: [{name: backend, nodes: ["%s"]}]
+routes:
+  - {id: realip, prefix: /realip, upstream: backend, rate_limits: [{key: ip, rate: 0.001, burst: 10}]}
+  - {id: unknown, prefix: /unknown, upstream: backend, rate_limits: [{key: ip, rate: 0.001, burst: 10}]}
+  - {id: xff, prefix: /xff, upstream: backend, rate_limits: [{key: ip, rate: 0.001, burst: 10}]}
+`, up.addr)
+	c := g.client(t)
+	for _, tc := range []struct {
+		path   string
+		fields func(i int) string
+		want   string // the X-Real-IP the upstream gets: the client IP
+	}{
+		{"/realip", func(i int) string { return fmt.Sprintf("X-Real-IP: 203.0.113.%d\r\nX-Real-IP: 198.51.100.8", i) }, "198.51.100.8"},
+		{"/unknown", func(i int) string { return fmt.Sprintf("X-Forwarded-For: unknown\r\nX-Real-IP: 203.0.113.%d", i) }, "127.0.0.1"},
+		// The client's X-Forwarded-For entries left of the proxy's count
+		// for nothing either.
+		{"/xff", func(i int) string {
+			return fmt.Sprintf("X-Forwarded-For: 203.0.113.%d\r\nX-Real-IP: 203.0.113.%d\r\nX-Forwarded-For: 198.51.100.9", i, i)
+		}, "198.51.100.9"},
+	} {
+		admitted := 0
+		for i := range 100 {
+			raw := "GET " + tc.path + " HTTP/1.1\r\nHost: t\r\n" + tc.fields(i) + "\r\n\r\n"
+			if i == 0 {
+				for j := range len(raw) {
+					c.send(raw[j : j+1])
+				}
+			} else {
+				c.send(raw)
+			}
+			if resp, _ := readResponse(t, c.br, "GET"); resp.StatusCode == 200 {
+				admitted++
+			}
+		}
+		if n := up.count(tc.path); admitted != 10 || n != 10 {
+			t.Errorf("%s: %d of 100 admitted (%d reached the upstream) against a burst of 10", tc.path, admitted, n)
+		}
+		for _, v := range up.seen(tc.path) {
+			if len(v) != 1 || v[0] != tc.want {
+				t.Errorf("%s: the upstream got X-Real-IP %q, want %s", tc.path, v, tc.want)
+				break
+			}
+		}
+	}
+}

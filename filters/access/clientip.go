@@ -11,16 +11,29 @@ import (
 )
 
 // ClientIP returns the client's address as the trusted proxies in front of
-// the gateway report it. It does not allocate and is safe for concurrent use.
+// the gateway report it, never a value the client itself could have
+// chosen. It does not allocate and is safe for concurrent use.
 //
-// A peer that is not in trusted is the client, whatever its headers say. For
-// a trusted peer, X-Forwarded-For (every field, each a comma-separated list)
-// is walked right to left, the way proxies append to it, and the first
-// address that is not trusted is the client. The walk stops at the first
-// entry that is not an address: everything left of it came through a hop
-// that cannot be vouched for. When every address walked is trusted, the
-// leftmost of them is the client. Without any usable X-Forwarded-For entry,
-// a valid X-Real-IP is the client; otherwise the peer is.
+// It is nginx's realip with real_ip_recursive on:
+//
+//  1. A peer that is not in trusted is the client, whatever its headers say.
+//  2. For a trusted peer, the X-Forwarded-For fields, taken in order as one
+//     comma-separated list, are walked right to left, the order proxies
+//     append in; empty entries are skipped. The first address that is not
+//     trusted is the client. A trusted one is the hop before, and the walk
+//     goes on left of it.
+//  3. An entry that is not an address ("unknown", a zoned IPv6 address)
+//     ends the walk: whatever is left of it came through a hop nobody
+//     vouches for. The client is then the last trusted address walked,
+//     or the peer when the unparsable entry was the rightmost.
+//  4. When every entry is a trusted address, the leftmost is the client.
+//  5. Only when no X-Forwarded-For entry exists at all does X-Real-IP
+//     count: the last X-Real-IP field, the one the proxy nearest the
+//     gateway wrote (it sets or appends the field; a client's own comes
+//     before it). A last value that is not an address leaves the peer.
+//
+// Step 3 and step 5 never fall back to a header the client sent: with
+// "X-Forwarded-For: unknown", a client-supplied X-Real-IP does not count.
 //
 // Entries may be bare addresses, "[v6]", "[v6]:port" or "v4:port"; zoned
 // addresses are refused. 4in6 addresses (in headers and the peer) are
@@ -30,7 +43,8 @@ func ClientIP(peer netip.Addr, h codec.Headers, trusted []netip.Prefix) netip.Ad
 	if !Contains(trusted, peer) {
 		return peer
 	}
-	var leftmost netip.Addr // leftmost trusted address walked so far
+	hop := peer // the last trusted address walked: the hop the next entry came through
+	walked := false
 	for i := len(h) - 1; i >= 0; i-- {
 		if !codec.EqualFold(h[i].Name, "x-forwarded-for") {
 			continue
@@ -43,27 +57,33 @@ func ClientIP(peer netip.Addr, h codec.Headers, trusted []netip.Prefix) netip.Ad
 			if len(entry) == 0 {
 				continue // "a,,b" or a trailing comma: nothing was claimed
 			}
+			walked = true
 			a, ok := parseHostAddr(entry)
 			if !ok {
-				return orRealIP(leftmost, h, peer)
+				return hop
 			}
 			if !Contains(trusted, a) {
 				return a
 			}
-			leftmost = a
+			hop = a
 		}
 	}
-	return orRealIP(leftmost, h, peer)
+	if walked {
+		return hop
+	}
+	return lastRealIP(h, peer)
 }
 
-// orRealIP finishes ClientIP's walk: the leftmost trusted address if there
-// was one, else a valid X-Real-IP, else the peer.
-func orRealIP(leftmost netip.Addr, h codec.Headers, peer netip.Addr) netip.Addr {
-	if leftmost.IsValid() {
-		return leftmost
-	}
-	if a, ok := parseHostAddr(h.Get("X-Real-IP")); ok {
-		return a
+// lastRealIP is the address in the last X-Real-IP field, or peer when
+// there is none or it is not an address.
+func lastRealIP(h codec.Headers, peer netip.Addr) netip.Addr {
+	for i := len(h) - 1; i >= 0; i-- {
+		if codec.EqualFold(h[i].Name, "x-real-ip") {
+			if a, ok := parseHostAddr(h[i].Value); ok {
+				return a
+			}
+			return peer
+		}
 	}
 	return peer
 }

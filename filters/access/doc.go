@@ -14,8 +14,10 @@
 //
 // Only a trusted peer's X-Forwarded-For and X-Real-IP are believed; the
 // first address that is not itself a trusted proxy, reading
-// X-Forwarded-For from the right, is the client. A client cannot spoof its
-// address through an untrusted hop.
+// X-Forwarded-For from the right, is the client; the last X-Real-IP counts
+// only without any X-Forwarded-For entry. A client cannot spoof its
+// address through an untrusted hop, nor through headers a trusted one
+// passed on (see ClientIP for the whole walk).
 //
 // # Filters
 //
