@@ -50,7 +50,8 @@ func (s *Server) SetErrorLog(w io.Writer) { s.logs.SetErrorOutput(w) }
 
 // logEnd hands a finished exchange to the logs: an access record when the
 // access log is on, and an error record for an answer the gateway made
-// itself with a 5xx or 408, when the loop's limiter lets it through. A
+// itself with a 5xx or 408, or for a response it cut (see cut), when the
+// loop's limiter lets it through. A
 // full ring drops the record (counted); the loop never waits. putExchange
 // calls it on every path, after done has set fx.End.
 func (ex *exchange) logEnd() {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/loopgate/loopgate/engine"
 	"github.com/loopgate/loopgate/pool"
@@ -252,6 +253,129 @@ routes:
 		}
 		if e := byPath(t, errs, tc.path); e["event"] != "response_cut" || e["status"] != tc.status || e["code"] != tc.code {
 			t.Errorf("%s: error line %v, want a response_cut with status %v, code %v", tc.path, e, tc.status, tc.code)
+		}
+	}
+	if n := scrapeMetrics(t, g.srv).sum("loopgate_route_rejections_total", `route="cut"`); n != 0 {
+		t.Errorf("%v cut responses counted as answers the gateway made", n)
+	}
+}
+
+// Issue 18 item 15: a response under way that the gateway itself cuts,
+// because the upstream stopped taking the request body past the response
+// timeout or because the client's body broke its framing, was logged as
+// client_gone with no error line. The access line now ends
+// upstream_stalled or bad_request_body with the reason's code, and the
+// error log gets a response_cut line saying why. The upstream writes its
+// head byte by byte, the client its bad chunk too.
+func TestLogsSayTheGatewayCutAResponse(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	var errLog logBuffer
+	done := testDone(t)
+	up := startRawUpstream(t, func(c net.Conn) {
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		for _, b := range []byte("HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n0123456789") {
+			c.Write([]byte{b})
+		}
+		if !strings.Contains(line, "/stall") {
+			io.Copy(io.Discard, c) // until the gateway closes
+			return
+		}
+		// Read nothing more, but keep the response alive: a byte every
+		// 20 ms, well inside the response timeout, so only the stalled
+		// request body can end it. This paces the peer; it synchronises
+		// nothing.
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				if _, err := c.Write([]byte{'x'}); err != nil {
+					return
+				}
+			}
+		}
+	})
+	g := startLoggingGateway(t, &errLog, `
+access_log: {path: %q}
+limits: {max_conn_buffer: 64KiB, max_body_bytes: 64MiB, request_buffer_bytes: 0}
+upstreams:
+  - {name: backend, nodes: ["%s"], response_timeout: 1s}
+routes:
+  - {id: cut, prefix: /, upstream: backend, filters: [], disable_filters: [request_id, ip_access, forwarded]}
+`, path, up)
+	// readHead reads the response head the gateway forwarded.
+	readHead := func(c *rawClient) {
+		t.Helper()
+		if line, err := c.br.ReadString('\n'); err != nil || line != "HTTP/1.1 200 OK\r\n" {
+			t.Fatalf("status line %q (%v)", line, err)
+		}
+		for {
+			line, err := c.br.ReadString('\n')
+			if err != nil {
+				t.Fatalf("reading the head: %v", err)
+			}
+			if line == "\r\n" {
+				return
+			}
+		}
+	}
+	// expectClosed reads until the gateway closes the connection, short of
+	// the whole body.
+	expectClosed := func(c *rawClient, what string) {
+		t.Helper()
+		if n, _ := io.Copy(io.Discard, c.br); n >= 100000 {
+			t.Fatalf("%s: the client got the whole body", what)
+		}
+	}
+
+	// The upstream stops reading a 40 MiB upload after answering its head.
+	c := g.client(t)
+	const size = 40 << 20
+	fmt.Fprintf(c, "POST /stall HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", size)
+	go func() {
+		chunk := make([]byte, 64<<10)
+		for sent := 0; sent < size; sent += len(chunk) {
+			if _, err := c.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	readHead(c)
+	expectClosed(c, "stalled upload")
+
+	// A chunked upload breaks its framing once the response is under way.
+	c = g.client(t)
+	c.send("POST /badbody HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n")
+	readHead(c)
+	for _, b := range []byte("zz\r\n") {
+		if _, err := c.Write([]byte{b}); err != nil {
+			break // the first 'z' is enough: the gateway closed already
+		}
+	}
+	expectClosed(c, "bad chunk")
+
+	cases := []struct {
+		path, end string
+		code      float64
+		message   string
+	}{
+		{"/stall", "upstream_stalled", 50401, "upstream stopped reading the request body"},
+		{"/badbody", "bad_request_body", 40001, ""},
+	}
+	lines := waitLines(t, "access", len(cases), func() []byte { b, _ := os.ReadFile(path); return b })
+	for _, tc := range cases {
+		if l := byPath(t, lines, tc.path); l["status"] != 200.0 || l["end"] != tc.end || l["code"] != tc.code {
+			t.Errorf("%s: access line %v, want status 200, end %s, code %v", tc.path, l, tc.end, tc.code)
+		}
+	}
+	errs := waitLines(t, "error", len(cases), errLog.Bytes)
+	for _, tc := range cases {
+		e := byPath(t, errs, tc.path)
+		if e["event"] != "response_cut" || e["status"] != 200.0 || e["code"] != tc.code || e["message"] == nil ||
+			tc.message != "" && e["message"] != tc.message {
+			t.Errorf("%s: error line %v, want a response_cut with status 200, code %v and why", tc.path, e, tc.code)
 		}
 	}
 	if n := scrapeMetrics(t, g.srv).sum("loopgate_route_rejections_total", `route="cut"`); n != 0 {

@@ -83,10 +83,11 @@ type exchange struct {
 
 	framing      respFraming
 	respStarted  bool
-	respCut      bool         // the upstream failed after the response head went out: the client connection was closed mid-response
-	respFiltered bool         // the response filters ran
-	interims     int          // 1xx responses forwarded
-	trailers     *pool.Buffer // response trailer section, kept for a TE: trailers client
+	respCut      bool              // the gateway closed the client connection mid-response (see cut)
+	cutReason    filters.EndReason // why, when respCut
+	respFiltered bool              // the response filters ran
+	interims     int               // 1xx responses forwarded
+	trailers     *pool.Buffer      // response trailer section, kept for a TE: trailers client
 
 	// For metrics (see record). started is 0 once the exchange is counted.
 	started int64 // loopstat.Now at the request's first byte
@@ -324,30 +325,41 @@ func (ex *exchange) pumpBody() {
 
 // stalledTooLong: the upstream stopped taking the request body.
 func (ex *exchange) stalledTooLong() {
+	const msg = "upstream stopped reading the request body"
 	ex.bodyStalled = false
 	ex.call.Abort()
 	if ex.respStarted {
-		ex.cc.close()
+		ex.cut(filters.EndUpstreamStalled, 50401, msg)
 		return
 	}
 	ex.cc.closeAfter = true
-	ex.respond(504, 50401, "upstream stopped reading the request body")
+	ex.respond(504, 50401, msg)
 }
 
 // badBody: the request body broke its framing or its size limit.
 func (ex *exchange) badBody(err error) {
 	cc := ex.cc
-	if ex.respStarted {
-		cc.close()
-		return
-	}
 	e, ok := err.(*codec.Error)
 	if !ok {
 		e = codec.ErrMalformed
 	}
+	if ex.respStarted {
+		ex.cut(filters.EndBadRequestBody, e.Code, e.Message)
+		return
+	}
 	ex.call.Abort()
 	cc.closeAfter = true
 	ex.respond(e.Status, e.Code, e.Message)
+}
+
+// cut ends a response already under way by closing the client's
+// connection, the only honest signal once part of it went out: a
+// truncated body must not look complete. why, code and msg are for the
+// logs (an access line ending why, a response_cut error line) and the
+// Done phase, since the client never sees them.
+func (ex *exchange) cut(why filters.EndReason, code int, msg string) {
+	ex.respCut, ex.cutReason, ex.errCode, ex.errMsg = true, why, code, msg
+	ex.cc.close()
 }
 
 // respond sends a gateway-generated JSON error and ends the exchange.
@@ -391,10 +403,7 @@ func (ex *exchange) done() {
 	}
 	switch {
 	case ex.respCut: // the gateway closed the client's connection for it
-		end.Reason = filters.EndUpstreamFailed
-		if ex.upErr != nil && ex.upErr.Status == 504 {
-			end.Reason = filters.EndTimeout
-		}
+		end.Reason = ex.cutReason
 	case ex.status == 0 || ex.clientGone:
 		end.Reason = filters.EndClientGone
 		if end.Status == 0 {

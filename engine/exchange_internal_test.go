@@ -63,7 +63,7 @@ func TestResponsePhaseHasNoStaleRequestView(t *testing.T) {
 type lifecycleCounter struct {
 	filters.Base
 	requests, dones, held atomic.Int64
-	reasons               [5]atomic.Int64
+	reasons               [7]atomic.Int64
 	bytesOut              atomic.Int64
 }
 

@@ -197,8 +197,11 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 		if !cc.headPending {
 			// Too late for an error response: the client sees the
 			// connection close mid-response, and the logs say why.
-			ex.respCut, ex.errCode, ex.errMsg = true, err.Code, err.Message
-			cc.close()
+			why := filters.EndUpstreamFailed
+			if err.Status == 504 {
+				why = filters.EndTimeout
+			}
+			ex.cut(why, err.Code, err.Message)
 			return
 		}
 		cc.headPending = false

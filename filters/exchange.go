@@ -68,14 +68,16 @@ type End struct {
 type EndReason uint8
 
 const (
-	EndServed         EndReason = iota // a response from the upstream went out whole
-	EndRejected                        // a filter or the gateway answered (4xx)
-	EndUpstreamFailed                  // the gateway answered a 5xx for the upstream or itself, or closed a response the upstream broke off
-	EndTimeout                         // a deadline passed (408, 504)
-	EndClientGone                      // the client left, or its connection failed, first
+	EndServed          EndReason = iota // a response from the upstream went out whole
+	EndRejected                         // a filter or the gateway answered (4xx)
+	EndUpstreamFailed                   // the gateway answered a 5xx for the upstream or itself, or closed a response the upstream broke off
+	EndTimeout                          // a deadline passed (408, 504)
+	EndClientGone                       // the client left, or its connection failed, first
+	EndUpstreamStalled                  // the response was under way when the upstream stopped taking the request body for longer than the response timeout; the gateway closed the connection
+	EndBadRequestBody                   // the response was under way when the client's body broke its framing or its size limit; the gateway closed the connection
 )
 
-var endReasonNames = [...]string{"served", "rejected", "upstream_failed", "timeout", "client_gone"}
+var endReasonNames = [...]string{"served", "rejected", "upstream_failed", "timeout", "client_gone", "upstream_stalled", "bad_request_body"}
 
 func (r EndReason) String() string { return endReasonNames[r] }
 

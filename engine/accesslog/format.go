@@ -77,7 +77,7 @@ const (
 const (
 	EventGatewayError          = "gateway_error"           // a 5xx or 408 the gateway answered itself
 	EventUpstreamConnectFailed = "upstream_connect_failed" // the 502 of a failed dial (code 50201)
-	EventResponseCut           = "response_cut"            // the upstream failed after the response head went out; the client's connection was closed
+	EventResponseCut           = "response_cut"            // the response head went out, then the upstream failed or stalled, or the client's body was bad; the client's connection was closed
 )
 
 // codeConnectFailed is upstream.ErrConnect's code.

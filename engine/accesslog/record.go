@@ -51,7 +51,7 @@ type Record struct {
 	Retries    uint16
 	Code       uint32 // the JSON error code of a gateway-made answer, or of why a response was cut; 0 = none
 	Suppressed uint32 // error records the loop's Limiter held back before this one
-	Cut        bool   // the upstream broke the response off after its head went out
+	Cut        bool   // the response was cut after its head went out (Code and Message say why)
 
 	End     string // how the exchange ended: filters.EndReason's name
 	Route   string // route id; "" = matched no route
