@@ -113,7 +113,7 @@ type exchange struct {
 	upDef         *upstreamDef     // the upstream attempts go to (pickNode)
 	budget        *retryBudget     // upDef's; set by forward, nil again once counted out
 	budgetLim     budgetLimits     // its limits in the exchange's config version
-	retrying      bool             // the exchange holds a retry in the budget
+	retrying      bool             // the exchange holds a retry in the budget (a retry after a connect failure takes none)
 	retryMethod   bool             // the route retries the method after its bytes reached a node
 	hostFromNode  bool             // the request had no Host: the head names the node
 	keepBody      bool             // the body, held whole, stays in the client's input until the attempt is final (replay)

@@ -93,6 +93,14 @@ func (ex *exchange) shouldRetry(kind failureKind, exclude *upstream.NodeSet) boo
 	case kind != failUnsent && ex.reqMode != codec.BodyNone && !ex.keepBody:
 		return false // the body that went out was not kept for a replay (streamed, or over request_buffer_bytes)
 	}
+	if kind == failUnsent {
+		// The request reached no node, so trying the next one adds no
+		// load anywhere: nginx's proxy_next_upstream error has no budget
+		// either. Charging it would turn a dead node into 502s as soon as
+		// the budget's floor is in use.
+		ex.budget.count(ex.loop.index)
+		return true
+	}
 	return ex.budget.admit(ex.loop.index, ex.retrying, ex.budgetLim)
 }
 
@@ -110,15 +118,16 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 	if !ex.shouldRetry(kind, &avoid) {
 		return false
 	}
+	charged := kind != failUnsent && !ex.retrying // shouldRetry took a retry from the budget
 	head := c.TakeHead()
 	if head == nil { // cannot happen: the call keeps its head until it ends
-		ex.budget.release(ex.loop.index, !ex.retrying)
+		ex.budget.release(ex.loop.index, charged)
 		return false
 	}
 	if kind == failStatus {
 		c.Abort()
 	}
-	ex.retrying = true
+	ex.retrying = ex.retrying || charged
 	ex.attempt++
 	ex.tried = exclude
 	ex.callReady = false
@@ -236,6 +245,10 @@ func (b *retryBudget) admit(loop int, holding bool, lim budgetLimits) bool {
 	s.retried.Add(1)
 	return true
 }
+
+// count counts a retry on loop that the budget does not limit (see
+// shouldRetry): it is made, but holds no place among the retries in flight.
+func (b *retryBudget) count(loop int) { b.shards[loop].retried.Add(1) }
 
 // budgetTotals are a budget's counters summed over its shards, for the
 // metrics page.

@@ -113,6 +113,32 @@ func TestRetryDeadNode(t *testing.T) {
 	}
 }
 
+// Dead node under the default retry budget: a retry after a connect
+// failure reached no node, so the budget does not limit it. With its
+// floor of 3 retries in flight, 8 clients through a refusing node got
+// some 502s while the two live nodes were idle; none now.
+func TestRetryDeadNodeDefaultBudget(t *testing.T) {
+	a, b := &countingHandler{name: "a"}, &countingHandler{name: "b"}
+	g := startGateway(t, threeNodes, startUpstream(t, a), closedPort(t), startUpstream(t, b), `    outlier: {enabled: false}`)
+	get := func() (int, error) {
+		r := fetch(g.url("/x"))
+		if r.err != nil {
+			return 0, r.err
+		}
+		return r.resp.StatusCode, nil
+	}
+	if seen := sendAll(t, g, 600, get); seen[200] != 600 {
+		t.Fatalf("GET load through a dead node with the default budget: statuses %v, want 600 × 200", seen)
+	}
+	s := scrapeMetrics(t, g.srv)
+	if v := s.get(t, `loopgate_upstream_retries_total{upstream="backend"}`); v < 100 {
+		t.Fatalf("retries counted: %v, want about a third of 600", v)
+	}
+	if v := s.sum("loopgate_upstream_retries_exhausted_total"); v != 0 {
+		t.Fatalf("retries refused by the budget: %v, want 0 (a connect failure's retry is not limited)", v)
+	}
+}
+
 // resetAfterHead reads a request head and closes the connection without a
 // response: the request's bytes reached the node.
 func resetAfterHead(hits *atomic.Int64) func(net.Conn) {
