@@ -129,7 +129,7 @@ func TestPOSTReload(t *testing.T) {
 	up := okUpstream(t)
 	g := startReloadable(t, okRoute, up)
 	g.rewrite(t, g.head()+"timeouts: {idle: soon}\n")
-	resp, err := http.Post("http://"+g.admin+"/reload", "", nil)
+	resp, err := postReload(g.admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,7 +151,7 @@ func TestPOSTReload(t *testing.T) {
 	// A file that loads but changes what only a restart can is refused
 	// with 409, and the running config keeps serving.
 	g.rewrite(t, strings.Replace(g.head(), "loops: 1", "loops: 2", 1)+fmt.Sprintf(okRoute, up))
-	resp, err = http.Post("http://"+g.admin+"/reload", "", nil)
+	resp, err = postReload(g.admin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestReloadTriggersAreCoalesced(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			resp, err := http.Post("http://"+g.admin+"/reload", "", nil)
+			resp, err := postReload(g.admin)
 			if err == nil {
 				codes[i] = resp.StatusCode
 				resp.Body.Close()
@@ -228,4 +228,15 @@ func TestSIGUSR1ReopensAccessLog(t *testing.T) {
 	if old, _ := os.ReadFile(path + ".1"); strings.Contains(string(old), "/after") {
 		t.Errorf("a line went to the rotated file: %s", old)
 	}
+}
+
+// postReload POSTs /reload as a program does: with the header that tells
+// the admin port the request was meant (a page cannot send it).
+func postReload(admin string) (*http.Response, error) {
+	req, err := http.NewRequest("POST", "http://"+admin+"/reload", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("X-Loopgate-Admin", "1")
+	return http.DefaultClient.Do(req)
 }
