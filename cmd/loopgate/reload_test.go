@@ -149,16 +149,20 @@ func TestPOSTReload(t *testing.T) {
 	g.expectServing(t)
 
 	// A file that loads but changes what only a restart can is refused
-	// with 409, and the running config keeps serving.
+	// with 409, and the running config keeps serving. The message reads
+	// as the docs show it: "->", not the HTML-escaped "-\u003e".
 	g.rewrite(t, strings.Replace(g.head(), "loops: 1", "loops: 2", 1)+fmt.Sprintf(okRoute, up))
 	resp, err = postReload(g.admin)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = json.NewDecoder(resp.Body).Decode(&e)
+	raw, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if err != nil || resp.StatusCode != 409 || e.Code != 40901 || !strings.Contains(e.Message, "loops") {
-		t.Fatalf("POST /reload changing loops: %d %+v %v", resp.StatusCode, e, err)
+	if err == nil {
+		err = json.Unmarshal(raw, &e)
+	}
+	if err != nil || resp.StatusCode != 409 || e.Code != 40901 || !strings.Contains(string(raw), `reload refused: loops 1 -> 2 cannot change`) {
+		t.Fatalf("POST /reload changing loops: %d %s %v", resp.StatusCode, raw, err)
 	}
 	g.expectServing(t)
 }
