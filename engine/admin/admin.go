@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -37,6 +38,7 @@ type Options struct {
 	Pprof bool
 	// Warn is told, once and before Listen returns, when the bound
 	// address is not loopback; the command writes it to the error log.
+	// nil writes it with the standard logger.
 	Warn func(msg string)
 }
 
@@ -66,8 +68,12 @@ func Listen(addr string, gw Gateway, reloads *Reloader, opts Options) (*Server, 
 		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
 	}
 	s := serve(ln, gw, reloads, opts)
-	if msg := exposure(ln.Addr(), opts.Pprof); msg != "" && opts.Warn != nil {
-		opts.Warn(msg)
+	if msg := exposure(ln.Addr(), opts.Pprof); msg != "" {
+		if opts.Warn == nil {
+			log.Print("loopgate: warning: ", msg) // never silently
+		} else {
+			opts.Warn(msg)
+		}
 	}
 	return s, nil
 }
