@@ -60,7 +60,7 @@ func (s *Server) needIntent(next http.Handler) http.Handler {
 
 func (s *Server) refuseUnintended(w http.ResponseWriter) {
 	s.fail(w, http.StatusForbidden, 40304,
-		"send the header X-Loopgate-Admin: 1 or Content-Type: application/json; form and text posts are refused")
+		"this needs the header X-Loopgate-Admin: 1 or Content-Type: application/json, which web pages cannot send; forms, text posts and plain links are refused")
 }
 
 // intended reports whether r carries what a page cannot make a browser
