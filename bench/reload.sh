@@ -77,7 +77,7 @@ reloader() {
 		if ((n % 2 == 0)); then variant=b want_new=200 want_old=404; else variant=a want_new=404 want_old=200; fi
 		cp "$TMP/$variant.yaml" "$TMP/live.yaml"
 		if ((n % 2 == 0)); then
-			curl -s -o /dev/null -X POST "http://127.0.0.1:$admin/reload"
+			curl -s -o /dev/null -X POST -H "X-Loopgate-Admin: 1" "http://127.0.0.1:$admin/reload"
 		else
 			kill -HUP "$gwpid"
 			sleep 0.15 # the reload debounce window is 100 ms

@@ -24,6 +24,7 @@ func (s *Server) UpstreamsHandler() http.Handler {
 		}
 		w.Header().Set("Content-Type", "application/json")
 		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // as every admin answer: the text as written, not "\u003e"
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(s.upstreamsReport())
 	})

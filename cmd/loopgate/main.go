@@ -162,8 +162,11 @@ func run(opts *options) error {
 		func(r admin.Result) { logReload(srv, r) })
 	defer reloads.Stop()
 	adminAddr := config.AdminOff
-	if cfg.Admin != config.AdminOff {
-		a, err := admin.Listen(cfg.Admin, srv, reloads)
+	if cfg.Admin.Address != config.AdminOff {
+		a, err := admin.Listen(cfg.Admin.Address, srv, reloads, admin.Options{Hosts: cfg.Admin.Hosts, Pprof: cfg.Admin.Pprof,
+			Warn: func(msg string) {
+				srv.LogEvent(accesslog.Event{Level: accesslog.LevelError, Event: "admin_exposed", Message: msg})
+			}})
 		if err != nil {
 			return err
 		}

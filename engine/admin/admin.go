@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strconv"
 	"sync/atomic"
 	"syscall"
@@ -27,19 +29,37 @@ type Gateway interface {
 	UpstreamsHandler() http.Handler // GET /upstreams: nodes' health, ejections, breakers, JSON
 }
 
+// Options are the admin port's settings besides its address.
+type Options struct {
+	// Hosts are the Host names served besides loopback and the address a
+	// connection arrived on (config admin.hosts; see hostAllowed).
+	Hosts []string
+	// Pprof serves /debug/pprof/ (config admin.pprof). Off, it answers 404.
+	Pprof bool
+	// Warn is told, once and before Listen returns, when the bound
+	// address is not loopback; the command writes it to the error log.
+	// nil writes it with the standard logger.
+	Warn func(msg string)
+}
+
 // Server is a running admin listener.
 type Server struct {
 	ln      net.Listener
 	http    *http.Server
 	gw      Gateway
 	reloads *Reloader
+	hosts   map[string]bool // Options.Hosts by hostKey
+	pprof   bool
 	ids     atomic.Uint64 // request IDs of admin error answers
 }
 
 // Listen binds addr and serves the admin endpoints for gw on it, each on
 // its own goroutine. reloads serves POST /reload; nil answers it 503.
-func Listen(addr string, gw Gateway, reloads *Reloader) (*Server, error) {
-	ln, err := net.Listen("tcp", addr)
+//
+// addr is bound as written (see network): "0.0.0.0:9901" on IPv4 only,
+// "[::]:9901" on IPv6 only, ":9901" on both.
+func Listen(addr string, gw Gateway, reloads *Reloader, opts Options) (*Server, error) {
+	ln, err := net.Listen(network(addr), addr)
 	if err != nil {
 		var errno syscall.Errno
 		if errors.As(err, &errno) {
@@ -47,10 +67,58 @@ func Listen(addr string, gw Gateway, reloads *Reloader) (*Server, error) {
 		}
 		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, gw: gw, reloads: reloads}
-	s.http = &http.Server{Handler: s.mux(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = s.http.Serve(ln) }()
+	s := serve(ln, gw, reloads, opts)
+	if msg := exposure(ln.Addr(), opts.Pprof); msg != "" {
+		if opts.Warn == nil {
+			log.Print("loopgate: warning: ", msg) // never silently
+		} else {
+			opts.Warn(msg)
+		}
+	}
 	return s, nil
+}
+
+// serve serves the admin endpoints on ln, which it owns from now on.
+func serve(ln net.Listener, gw Gateway, reloads *Reloader, opts Options) *Server {
+	s := &Server{ln: ln, gw: gw, reloads: reloads, hosts: hostSet(opts.Hosts), pprof: opts.Pprof}
+	s.http = &http.Server{Handler: s.guard(s.mux()), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.http.Serve(ln) }()
+	return s
+}
+
+// network is the one stack a literal IP address names. Go's "tcp" would
+// bind "0.0.0.0" on IPv6 as well (a dual-stack socket), which is not what
+// was written; "tcp6" binds "[::]" with IPV6_V6ONLY. A name or an empty
+// host stays "tcp": every address of both stacks for "", the first
+// address the name resolves to otherwise.
+func network(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "tcp" // net.Listen reports it
+	}
+	ip, err := netip.ParseAddr(host)
+	switch {
+	case err != nil:
+		return "tcp"
+	case ip.Is4():
+		return "tcp4"
+	default:
+		return "tcp6"
+	}
+}
+
+// exposure is the warning for a bound address that is not loopback, or ""
+// for one that is.
+func exposure(a net.Addr, pprofOn bool) string {
+	if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return ""
+	}
+	what := "reload the config and read the metrics"
+	if pprofOn {
+		what = "reload the config, read the metrics and profile the process"
+	}
+	return fmt.Sprintf("the admin port listens on %s, which is not loopback: it has no authentication, "+
+		"so anyone who can reach it can %s. Bind it to 127.0.0.1, or keep that address on a private network", a, what)
 }
 
 // Addr is the address the admin port is bound to (port 0 resolved).
@@ -59,7 +127,8 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // Close stops the listener and closes its connections.
 func (s *Server) Close() error { return s.http.Close() }
 
-// mux registers every endpoint explicitly, pprof's included.
+// mux registers every endpoint explicitly, pprof's included. guard runs
+// before it, for every path.
 func (s *Server) mux() *http.ServeMux {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -68,12 +137,21 @@ func (s *Server) mux() *http.ServeMux {
 	m.HandleFunc("/reload", s.reload)
 	m.Handle("GET /limits", s.gw.LimitsHandler())
 	m.Handle("GET /upstreams", s.gw.UpstreamsHandler())
+	if !s.pprof {
+		m.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, _ *http.Request) {
+			s.fail(w, http.StatusNotFound, 40401, "pprof is off; set admin.pprof: true to serve it")
+		})
+		return m
+	}
 	m.HandleFunc("GET /debug/pprof/", pprof.Index) // and the named profiles: heap, goroutine, allocs, ...
 	m.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-	m.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	// A CPU profile or a trace costs the process for seconds: like a
+	// state change, it needs what no cross-site page can send (see
+	// intended), not a plain GET an <img> could make.
+	m.Handle("GET /debug/pprof/profile", s.needIntent(http.HandlerFunc(pprof.Profile)))
 	m.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	m.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
-	m.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	m.Handle("GET /debug/pprof/trace", s.needIntent(http.HandlerFunc(pprof.Trace)))
 	return m
 }
 
@@ -117,8 +195,7 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	var ce *ConfigError
 	switch {
 	case res.Err == nil:
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(struct {
+		writeJSON(w, http.StatusOK, struct {
 			Result   string `json:"result"`
 			Changes  string `json:"changes"`
 			Triggers int    `json:"triggers"`
@@ -136,12 +213,22 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 // gateway error does.
 func (s *Server) fail(w http.ResponseWriter, status, code int, msg string) {
 	id := "admin-" + strconv.FormatUint(s.ids.Add(1), 10)
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Request-Id", id)
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(struct {
+	writeJSON(w, status, struct {
 		Code      int    `json:"code"`
 		Message   string `json:"message"`
 		RequestID string `json:"request_id"`
 	}{code, msg, id})
+}
+
+// writeJSON answers v as JSON with status. HTML escaping is off, so a
+// message such as "listen a -> b" reads as written instead of "\u003e";
+// nosniff keeps a browser from reading the body as anything but JSON.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }

@@ -152,12 +152,12 @@ func (g *fakeGateway) LimitsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"limits":[]}`) })
 }
 
-func startAdmin(t *testing.T, reload func() (string, error)) (*fakeGateway, string) {
+func startAdmin(t *testing.T, reload func() (string, error), opts Options) (*fakeGateway, string) {
 	t.Helper()
 	gw := &fakeGateway{ready: make(chan struct{})}
 	r := NewReloader(reload, func(Result) {})
 	t.Cleanup(r.Stop)
-	s, err := Listen("127.0.0.1:0", gw, r)
+	s, err := Listen("127.0.0.1:0", gw, r, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,9 +167,19 @@ func startAdmin(t *testing.T, reload func() (string, error)) (*fakeGateway, stri
 
 var client = &http.Client{Timeout: 10 * time.Second}
 
+// do sends method to url as a program would: a state change carries the
+// intent header.
 func do(t *testing.T, method, url string) (int, string) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, nil)
+	if method != "GET" && method != "HEAD" {
+		req.Header.Set(intentHeader, "1")
+	}
+	return send(t, req)
+}
+
+func send(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -180,7 +190,7 @@ func do(t *testing.T, method, url string) (int, string) {
 }
 
 func TestHealthReadyMetricsPprof(t *testing.T) {
-	gw, base := startAdmin(t, func() (string, error) { return "", nil })
+	gw, base := startAdmin(t, func() (string, error) { return "", nil }, Options{Pprof: true})
 	for _, c := range []struct {
 		path string
 		code int
@@ -214,7 +224,7 @@ func TestHealthReadyMetricsPprof(t *testing.T) {
 // http.DefaultServeMux is not served there.
 func TestOwnMux(t *testing.T) {
 	http.HandleFunc("/admin-test-default-mux", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "leaked") })
-	_, base := startAdmin(t, func() (string, error) { return "", nil })
+	_, base := startAdmin(t, func() (string, error) { return "", nil }, Options{})
 	if code, body := do(t, "GET", base+"/admin-test-default-mux"); code != 404 {
 		t.Fatalf("a DefaultServeMux handler answered on the admin port: %d %q", code, body)
 	}
@@ -233,7 +243,7 @@ func TestReloadEndpoint(t *testing.T) {
 	_, base := startAdmin(t, func() (string, error) {
 		f := next.Load().(func() (string, error))
 		return f()
-	})
+	}, Options{})
 	for _, c := range []struct {
 		name   string
 		reload func() (string, error)
@@ -241,11 +251,14 @@ func TestReloadEndpoint(t *testing.T) {
 		code   int
 		text   string
 	}{
-		{"applied", func() (string, error) { return "routes +b", nil }, 200, 0, "routes +b"},
+		// The JSON is not HTML-escaped: "->" arrives as written, not as "-\u003e".
+		{"applied", func() (string, error) { return "config v2: upstream u nodes a -> b", nil }, 200, 0, `"changes":"config v2: upstream u nodes a -> b"`},
 		{"bad file", func() (string, error) {
 			return "", &ConfigError{errors.New("config: line 3: routes[0].upstream: unknown upstream")}
 		}, 422, 42201, "line 3"},
-		{"refused", func() (string, error) { return "", errors.New("listen cannot change live") }, 409, 40901, "listen"},
+		{"refused", func() (string, error) {
+			return "", errors.New("listen 127.0.0.1:8080 -> 127.0.0.1:9090 cannot change while running")
+		}, 409, 40901, `"message":"listen 127.0.0.1:8080 -> 127.0.0.1:9090 cannot change while running"`},
 	} {
 		next.Store(c.reload)
 		code, body := do(t, "POST", base+"/reload")
@@ -270,7 +283,7 @@ func TestReloadEndpoint(t *testing.T) {
 func TestReloadEndpointWhileDraining(t *testing.T) {
 	gw := &fakeGateway{ready: make(chan struct{})}
 	r := NewReloader(func() (string, error) { return "", nil }, func(Result) {})
-	s, err := Listen("127.0.0.1:0", gw, r)
+	s, err := Listen("127.0.0.1:0", gw, r, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

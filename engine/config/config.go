@@ -18,7 +18,7 @@ import (
 	"github.com/loopgate/loopgate/filters"
 )
 
-// AdminOff as the Admin address disables the admin listener.
+// AdminOff as the Admin.Address disables the admin listener.
 const AdminOff = "off"
 
 // Route.EscapedSlashes values.
@@ -38,7 +38,7 @@ const (
 // Config is the whole gateway configuration.
 type Config struct {
 	Listen   string   `yaml:"listen"` // client listener "host:port"; default "127.0.0.1:8080"; port 0 picks a free port
-	Admin    string   `yaml:"admin"`  // admin listener "host:port"; default "127.0.0.1:9901"; "off" disables it
+	Admin    Admin    `yaml:"admin"`  // admin listener: "host:port" (default "127.0.0.1:9901"), "off", or a mapping (see Admin)
 	Loops    int      `yaml:"loops"`  // event loops; default 0 = one per CPU (runtime.NumCPU())
 	Pin      bool     `yaml:"pin"`    // lock each event loop to an OS thread pinned to CPU (loop index mod NumCPU; Linux); default false
 	Limits   Limits   `yaml:"limits"`

@@ -37,7 +37,7 @@ func mustParse(t *testing.T, text string) *Config {
 func TestDefaultsMatchDocumentation(t *testing.T) {
 	want := &Config{
 		Listen: "127.0.0.1:8080",
-		Admin:  "127.0.0.1:9901",
+		Admin:  Admin{Address: "127.0.0.1:9901"},
 		Limits: Limits{
 			MaxURIBytes:      8 * 1024,
 			MaxHeaderCount:   50,
@@ -193,7 +193,7 @@ func TestSampleParses(t *testing.T) {
 	c := mustParse(t, sampleYAML)
 	want := &Config{
 		Listen: "0.0.0.0:80",
-		Admin:  AdminOff,
+		Admin:  Admin{Address: AdminOff},
 		Loops:  2,
 		Pin:    true,
 		Limits: Limits{
@@ -352,8 +352,8 @@ func TestMarshalRoundTrips(t *testing.T) {
 
 func TestEmbeddedConfig(t *testing.T) {
 	c := Embedded()
-	if c.Listen != "127.0.0.1:8080" || c.Admin != "127.0.0.1:9901" {
-		t.Fatalf("listen %q admin %q", c.Listen, c.Admin)
+	if c.Listen != "127.0.0.1:8080" || c.Admin.Address != "127.0.0.1:9901" {
+		t.Fatalf("listen %q admin %q", c.Listen, c.Admin.Address)
 	}
 	if len(c.Upstreams) != 1 || c.Upstreams[0].Name != "demo" ||
 		!reflect.DeepEqual(c.Upstreams[0].Nodes, []Node{{Addr: "127.0.0.1:9001", Weight: 1}}) {
@@ -485,8 +485,8 @@ func TestAllProblemsReportedAtOnce(t *testing.T) {
 
 func TestListenerAddressForms(t *testing.T) {
 	c := mustParse(t, "listen: \":0\"\nadmin: \"[::1]:9901\"\n")
-	if c.Listen != ":0" || c.Admin != "[::1]:9901" {
-		t.Fatalf("listen %q admin %q", c.Listen, c.Admin)
+	if c.Listen != ":0" || c.Admin.Address != "[::1]:9901" {
+		t.Fatalf("listen %q admin %q", c.Listen, c.Admin.Address)
 	}
 }
 
@@ -512,7 +512,7 @@ func TestDocsExampleParses(t *testing.T) {
 	}
 	c := mustParse(t, example)
 	d := Default()
-	if c.Listen != d.Listen || c.Admin != d.Admin || c.Limits != d.Limits || c.Timeouts != d.Timeouts {
+	if c.Listen != d.Listen || c.Admin.Address != d.Admin.Address || c.Admin.Pprof != d.Admin.Pprof || len(c.Admin.Hosts) != 0 || c.Limits != d.Limits || c.Timeouts != d.Timeouts {
 		t.Errorf("the example's top-level values differ from Default():\n%+v\n%+v", c, d)
 	}
 	users := c.Upstreams[0]

@@ -44,7 +44,7 @@ const (
 // upstream, not the timeouts.
 func applyDefaults(c *Config) {
 	setDefault(&c.Listen, defaultListen)
-	setDefault(&c.Admin, defaultAdmin)
+	setDefault(&c.Admin.Address, defaultAdmin)
 
 	setDefault(&c.Limits.MaxURIBytes, defaultMaxURIBytes)
 	setDefault(&c.Limits.MaxHeaderCount, defaultMaxHeaderCount)

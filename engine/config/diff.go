@@ -68,7 +68,9 @@ func Compare(old, next *Config) Diff {
 	fixed("listen", old.Listen, next.Listen)
 	fixed("loops", old.EventLoops(), next.EventLoops())
 	fixed("pin", old.Pin, next.Pin)
-	fixed("admin", old.Admin, next.Admin)
+	fixed("admin", old.Admin.Address, next.Admin.Address)
+	fixed("admin.hosts", fmt.Sprint(old.Admin.Hosts), fmt.Sprint(next.Admin.Hosts))
+	fixed("admin.pprof", old.Admin.Pprof, next.Admin.Pprof)
 	fixed("access_log", old.AccessLog, next.AccessLog)          // its rings and file are made at start
 	fixed("health_checks", old.HealthChecks, next.HealthChecks) // the prober's bounds, set at start
 	return d

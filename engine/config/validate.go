@@ -34,12 +34,7 @@ func (c *Config) Validate() error {
 func (c *Config) problems() problems {
 	var p problems
 	p.addr("listen", c.Listen, addrRules{emptyHost: true, portZero: true})
-	if c.Admin != AdminOff {
-		p.addr("admin", c.Admin, addrRules{emptyHost: true, portZero: true})
-		if c.Admin == c.Listen && !strings.HasSuffix(c.Listen, ":0") { // two port 0s get two ports
-			p.add("admin", "same address as listen %q", c.Listen)
-		}
-	}
+	c.validateAdmin(&p)
 	if c.Loops < 0 {
 		p.add("loops", "%d is negative; 0 means one per CPU", c.Loops)
 	}

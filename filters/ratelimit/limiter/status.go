@@ -156,14 +156,17 @@ func (s *Store) Handler() http.Handler {
 			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 			return
 		}
-		body, err := json.MarshalIndent(s.Status(), "", "  ")
-		if err != nil {
+		var body bytes.Buffer
+		enc := json.NewEncoder(&body)
+		enc.SetEscapeHTML(false) // as every admin answer: the text as written, not "\u003e"
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(s.Status()); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
-		w.Write(append(body, '\n'))
+		w.Write(body.Bytes())
 	})
 }
 
