@@ -86,6 +86,19 @@ func (n *Node) checked(cfg *HealthCheckConfig, ok bool) time.Duration {
 	return cfg.New
 }
 
+// tier returns the interval cfg sets for n as its last probes left it:
+// the one checked returned after the last probe, had it been under cfg.
+func (n *Node) tier(cfg *HealthCheckConfig) time.Duration {
+	h := &n.health
+	switch {
+	case h.passes.Load() > 0 && int(h.passes.Load()) >= cfg.StableAfter:
+		return cfg.Stable
+	case h.failures.Load() > 0 && int(h.failures.Load()) >= cfg.DegradedAfter:
+		return cfg.Degraded
+	}
+	return cfg.New
+}
+
 // setDown moves n in or out of rotation and counts it in its upstream.
 func (n *Node) setDown(down bool) {
 	if n.health.down.Swap(down) == down {
