@@ -259,7 +259,7 @@ func Embedded() *Config {
 }
 
 // Parse decodes YAML strictly, applies defaults and validates. An empty
-// document yields Default(). Every error message starts with "config: " and
+// document yields Default() (Load refuses an empty file). Every error message starts with "config: " and
 // names the field path and the YAML line; validation reports all problems
 // at once, one per line (the error is an errors.Join), each as
 // `config: line 14: routes[2] (id "admin").upstream: unknown upstream "x"`
