@@ -73,6 +73,9 @@ func TestReloadOfAFileCutBeforeRoutesIsRefused(t *testing.T) {
 	if code != 200 || !strings.Contains(fmt.Sprint(res["changes"]), "routes removed [api, other]") {
 		t.Fatalf("POST /reload?allow_empty=1: %d %v", code, res)
 	}
+	if line := g.waitReloadLine(t, 3); line["trigger"] != "POST /reload?allow_empty=1" {
+		t.Errorf("the allowed reload's line: %v", line)
+	}
 	if code, _, err := adminGet(g.listen, "/still"); err != nil || code != 404 {
 		t.Fatalf("after an allowed empty reload: %d %v, want 404", code, err)
 	}

@@ -120,7 +120,11 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		}
 		opts.AllowEmpty = allow
 	}
-	res, err := s.reloads.TriggerWith("POST /reload", opts).Wait(r.Context())
+	trigger := "POST /reload"
+	if opts.AllowEmpty {
+		trigger += "?allow_empty=1" // the reload line shows it was asked for
+	}
+	res, err := s.reloads.TriggerWith(trigger, opts).Wait(r.Context())
 	if err != nil {
 		return // the client left; the reload goes on and is logged
 	}
