@@ -435,6 +435,8 @@ func TestDecodeErrors(t *testing.T) {
 		// A tab in the indentation, with its line and column.
 		{"limits:\n\tmax_header_count: 3\n", "config: line 2, column 1: a tab in the indentation; YAML indents with spaces only"},
 		{"limits:\n  max_header_count: 3\n  \tmax_uri_bytes: 3\n", "config: line 3, column 3: a tab in the indentation; YAML indents with spaces only"},
+		// The same words with no tab near: the decoder's own.
+		{"listen: `x`\nauth:\n  jwt:\n    rs256_public_key: |\n\t\tnot a tab error\n", "config: found character that cannot start any token"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))

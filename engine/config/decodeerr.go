@@ -38,29 +38,29 @@ func explainDecodeError(data []byte, decodeErr error) error {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
-// tabInIndent finds the tab behind a YAML error about one: the first line,
-// from the one before the line the decoder names (it counts some from the
-// line before), whose indentation holds a tab. yaml.v3 names no column.
+// tabInIndent finds the tab behind a YAML error about one: a line, from
+// the one before the line the decoder names to the one after (it counts
+// some from the line before), whose indentation holds a tab. yaml.v3
+// names no column.
 func tabInIndent(data []byte, decodeErr error) (line, col int, ok bool) {
 	msg := decodeErr.Error()
 	if !strings.Contains(msg, "tab") && !strings.Contains(msg, "cannot start any token") {
 		return 0, 0, false
 	}
-	from := 1
-	if m := strings.TrimPrefix(msg, "yaml: line "); m != msg {
-		if i := strings.IndexByte(m, ':'); i > 0 {
-			if n, err := strconv.Atoi(m[:i]); err == nil {
-				from = max(1, n-1)
-			}
-		}
+	rest, ok := strings.CutPrefix(msg, "yaml: line ")
+	if !ok {
+		return 0, 0, false
 	}
-	for i, l := range strings.Split(string(data), "\n") {
-		if i+1 < from {
-			continue
-		}
+	n, err := strconv.Atoi(rest[:max(strings.IndexByte(rest, ':'), 0)])
+	if err != nil {
+		return 0, 0, false
+	}
+	lines := strings.Split(string(data), "\n")
+	for i := max(n-1, 1); i <= min(n+1, len(lines)); i++ {
+		l := lines[i-1]
 		indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
 		if j := strings.IndexByte(indent, '\t'); j >= 0 {
-			return i + 1, j + 1, true
+			return i, j + 1, true
 		}
 	}
 	return 0, 0, false
