@@ -89,11 +89,11 @@ func (n *Node) checked(cfg *HealthCheckConfig, ok bool) time.Duration {
 // tier returns the interval cfg sets for n as its last probes left it:
 // the one checked returned after the last probe, had it been under cfg.
 func (n *Node) tier(cfg *HealthCheckConfig) time.Duration {
-	h := &n.health
+	passes, failures := int(n.health.passes.Load()), int(n.health.failures.Load())
 	switch {
-	case h.passes.Load() > 0 && int(h.passes.Load()) >= cfg.StableAfter:
+	case passes > 0 && passes >= cfg.StableAfter:
 		return cfg.Stable
-	case h.failures.Load() > 0 && int(h.failures.Load()) >= cfg.DegradedAfter:
+	case failures > 0 && failures >= cfg.DegradedAfter:
 		return cfg.Degraded
 	}
 	return cfg.New
