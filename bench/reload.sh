@@ -75,12 +75,14 @@ reloader() {
 	while ((SECONDS < end)); do
 		local started=$(date +%s%N)
 		if ((n % 2 == 0)); then variant=b want_new=200 want_old=404; else variant=a want_new=404 want_old=200; fi
-		cp "$TMP/$variant.yaml" "$TMP/live.yaml"
+		# Written to a temporary name and renamed into place, as
+		# docs/operations.md advises, so no reload sees it half-written.
+		cp "$TMP/$variant.yaml" "$TMP/live.yaml.new" && mv "$TMP/live.yaml.new" "$TMP/live.yaml"
 		if ((n % 2 == 0)); then
 			curl -s -o /dev/null -X POST -H "X-Loopgate-Admin: 1" "http://127.0.0.1:$admin/reload"
 		else
 			kill -HUP "$gwpid"
-			sleep 0.15 # the reload debounce window is 100 ms
+			sleep 0.2 # the reload debounce window is 100 ms, then two reads of the file 20 ms apart
 		fi
 		got_new=$(status /new/x) got_old=$(status /old/x)
 		if [[ $got_new != "$want_new" || $got_old != "$want_old" ]]; then

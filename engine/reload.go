@@ -65,7 +65,8 @@ func (s *Server) Compile(cfg *config.Config) (*Compiled, error) {
 // loop, so idle loops retire the pools they no longer need too. Requests
 // already running finish on the version they began with. It refuses a
 // config whose fixed settings (see config.Diff.Fixed) differ from the
-// running one's. Safe for concurrent use.
+// running one's. Unlike Reload it applies a config with no routes or no
+// upstreams: the caller built c on purpose. Safe for concurrent use.
 func (s *Server) Apply(c *Compiled) (uint64, error) {
 	if c.srv == nil { // from the package's Compile
 		var err error
@@ -99,18 +100,40 @@ func (s *Server) apply(old *state, c *Compiled) uint64 {
 	return st.version
 }
 
-// Reload compiles cfg and, when it compiles and changes nothing that cannot
-// change live, makes it the config every new request uses. It returns one
-// line saying what changed, or an error saying why the reload was refused;
-// a refused reload leaves the running config serving. Safe for concurrent
-// use: reloads are applied one at a time.
+// ReloadOptions widen what one reload may do. The zero value is the
+// cautious default.
+type ReloadOptions struct {
+	// AllowEmpty applies a config that removes every route or every
+	// upstream (see config.Diff.Emptied). Without it such a reload is
+	// refused: a config file cut short before routes: is valid YAML with no
+	// routes, and applying it would answer every request 404.
+	AllowEmpty bool
+}
+
+// Reload is ReloadWith with the default options: a config that would
+// remove every route or every upstream is refused.
 func (s *Server) Reload(cfg *config.Config) (string, error) {
+	return s.ReloadWith(cfg, ReloadOptions{})
+}
+
+// ReloadWith compiles cfg and, when it compiles, changes nothing that
+// cannot change live and empties nothing o does not allow, makes it the
+// config every new request uses. It returns one line saying what changed,
+// or an error saying why the reload was refused; a refused reload leaves
+// the running config serving. Safe for concurrent use: reloads are
+// applied one at a time.
+func (s *Server) ReloadWith(cfg *config.Config, o ReloadOptions) (string, error) {
 	s.reloading.Lock()
 	defer s.reloading.Unlock()
 	old := s.state.Load()
 	d := config.Compare(old.cfg, cfg)
 	if len(d.Fixed) > 0 {
 		return "", refusedFixed(old.version, d.Fixed)
+	}
+	if len(d.Emptied) > 0 && !o.AllowEmpty {
+		return "", fmt.Errorf("engine: reload refused: the new config removes %s, as a config file cut short would; "+
+			"to apply it on purpose, reload with allow_empty (POST /reload?allow_empty=1); still serving config v%d",
+			strings.Join(d.Emptied, " and "), old.version)
 	}
 	c, err := s.Compile(cfg)
 	if err != nil {

@@ -142,8 +142,8 @@ func TestRegisteredFilterErrors(t *testing.T) {
 		// Decoding is strict: unknown keys and coerced scalars are refused.
 		{route + "    stamp: {header: X-A, colour: red}\n", "config: routes[0].stamp.colour: unknown field (line 7)"},
 		{route + "    stamp: {header: X-A, times: 1.5}\n", "config: routes[0].stamp.times: want an integer, got 1.5 (line 7)"},
-		{route + "    stamp: [X-A]\n", "config: routes[0].stamp: want a mapping of fields (line 7)"},
-		{"stamp_prefix: [a]\n", "config: stamp_prefix: cannot unmarshal !!seq into string (line 1)"},
+		{route + "    stamp: [X-A]\n", "config: routes[0].stamp: want a mapping of fields, got a list (line 7)"},
+		{"stamp_prefix: [a]\n", "config: stamp_prefix: want a string, got a list (line 1)"},
 		// Validation names the line and the route.
 		{route + "    stamp: {header: \"X A\"}\n", `config: line 7: routes[0] (id "api").stamp.header: "X A" is not a valid header name`},
 		{route + "    stamp:\n      header: X-A\n      times: -2\n", `config: line 9: routes[0] (id "api").stamp.times: must be positive, got -2`},

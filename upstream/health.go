@@ -86,6 +86,19 @@ func (n *Node) checked(cfg *HealthCheckConfig, ok bool) time.Duration {
 	return cfg.New
 }
 
+// tier returns the interval cfg sets for n as its last probes left it:
+// the one checked returned after the last probe, had it been under cfg.
+func (n *Node) tier(cfg *HealthCheckConfig) time.Duration {
+	passes, failures := int(n.health.passes.Load()), int(n.health.failures.Load())
+	switch {
+	case passes > 0 && passes >= cfg.StableAfter:
+		return cfg.Stable
+	case failures > 0 && failures >= cfg.DegradedAfter:
+		return cfg.Degraded
+	}
+	return cfg.New
+}
+
 // setDown moves n in or out of rotation and counts it in its upstream.
 func (n *Node) setDown(down bool) {
 	if n.health.down.Swap(down) == down {

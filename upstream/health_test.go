@@ -78,3 +78,45 @@ func TestProberBatchAndRemoval(t *testing.T) {
 		t.Fatalf("after removal: down %v, %d counted down, %d probed", nodes[0].Down(), o.down.Load(), len(p.targets))
 	}
 }
+
+// A reload that shortens the interval of a node's tier moves the probe
+// already queued to min(queued, now + new interval): from 2m to 1s it is
+// due within a second; back to 2m it keeps the earlier probe, and a change
+// to another tier's interval leaves it alone.
+func TestProberSetReschedulesQueuedProbes(t *testing.T) {
+	slow := &HealthCheckConfig{Healthy: 1, Unhealthy: 1, New: 2 * time.Minute, Stable: 2 * time.Minute,
+		Degraded: 3 * time.Minute, StableAfter: 10, DegradedAfter: 5}
+	n := NewNode("u", "10.0.0.1:80", 1)
+	p := NewProber(10, 10)
+	p.Set(map[*Node]*HealthCheckConfig{n: slow})
+	p.targets[n].due = time.Now().Add(slow.New) // the worst draw of the first probe
+
+	fast := *slow
+	fast.New = time.Second
+	before := time.Now()
+	p.Set(map[*Node]*HealthCheckConfig{n: &fast})
+	if due := p.targets[n].due; due.After(time.Now().Add(fast.New)) || due.Before(before) {
+		t.Fatalf("after 2m -> 1s the queued probe is due in %v, want within 1s", time.Until(due))
+	}
+	queued := p.targets[n].due
+	p.Set(map[*Node]*HealthCheckConfig{n: slow})
+	if p.targets[n].due != queued {
+		t.Fatalf("after 1s -> 2m the probe queued moved from %v to %v", queued, p.targets[n].due)
+	}
+
+	p.targets[n].due = time.Now().Add(slow.New)
+	queued = p.targets[n].due
+	stable := *slow
+	stable.Stable = time.Second // not the tier a node with no passes is in
+	p.Set(map[*Node]*HealthCheckConfig{n: &stable})
+	if p.targets[n].due != queued {
+		t.Fatalf("a change to the stable tier moved a new node's probe by %v", queued.Sub(p.targets[n].due))
+	}
+	for range 10 {
+		n.checked(&stable, true) // ten passes: the node is stable now
+	}
+	p.Set(map[*Node]*HealthCheckConfig{n: slow})
+	if p.targets[n].due != queued {
+		t.Fatalf("a stable node's tier went from 1s to 2m, and its probe moved")
+	}
+}

@@ -46,7 +46,11 @@ func NewProber(maxInFlight, batch int) *Prober {
 }
 
 // Set makes checks the nodes to probe, each with its upstream's check. A
-// node already probed keeps its schedule; a new one is first probed at a
+// node already probed keeps its schedule unless the interval of the tier
+// it is in got shorter: then its next probe moves to the earlier of the
+// one queued and a random point within the new interval, so a move from
+// 2m to 1s is felt within a second (spread over that second, not all at
+// once). A longer interval takes effect after the probe already queued. A new node is first probed at a
 // random point within its interval, so many nodes added at once are not
 // probed at once. Nodes left out are no longer probed, and count as up.
 func (p *Prober) Set(checks map[*Node]*HealthCheckConfig) {
@@ -60,12 +64,26 @@ func (p *Prober) Set(checks map[*Node]*HealthCheckConfig) {
 			n.health.failures.Store(0)
 			n.setDown(false)
 		} else {
-			t.cfg = checks[n]
+			t.reconfigure(checks[n], now)
 		}
 	}
 	for n, cfg := range checks {
 		if p.targets[n] == nil {
 			p.targets[n] = &target{node: n, cfg: cfg, due: now.Add(jitter(cfg.New, 0, 1))}
+		}
+	}
+}
+
+// reconfigure gives t the check cfg. When the interval of the node's
+// tier is shorter under cfg, the probe queued moves to min(due, now +
+// jitter within the new interval). A probe running now schedules its
+// successor under cfg when it ends (run). Prober.mu must be held.
+func (t *target) reconfigure(cfg *HealthCheckConfig, now time.Time) {
+	old := t.cfg
+	t.cfg = cfg
+	if next := t.node.tier(cfg); next < t.node.tier(old) && !t.running {
+		if due := now.Add(jitter(next, 0, 1)); due.Before(t.due) {
+			t.due = due
 		}
 	}
 }
@@ -134,6 +152,9 @@ func (p *Prober) run(t *target, stop <-chan struct{}) {
 	<-p.sem
 	next := t.node.checked(cfg, ok)
 	p.mu.Lock()
+	if t.cfg != cfg { // a reload changed the check while this probe ran
+		next = t.node.tier(t.cfg)
+	}
 	t.running = false
 	t.due = time.Now().Add(jitter(next, 0.9, 1.1))
 	p.mu.Unlock()

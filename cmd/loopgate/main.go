@@ -158,7 +158,7 @@ func run(opts *options) error {
 		}
 	}
 	// SIGHUP and POST /reload share one debounced reloader.
-	reloads := admin.NewReloader(func() (string, error) { return reload(opts, srv) },
+	reloads := admin.NewReloader(func(o admin.ReloadOptions) (string, error) { return reload(opts, srv, o) },
 		func(r admin.Result) { logReload(srv, r) })
 	defer reloads.Stop()
 	adminAddr := config.AdminOff
@@ -240,9 +240,11 @@ func loadConfig(opts *options) (*config.Config, error) {
 	return cfg, nil
 }
 
-// reload re-reads the -config file and hands it to the engine. A file that
-// does not load is an admin.ConfigError, with the line of each problem.
-func reload(opts *options, srv *engine.Server) (string, error) {
+// reload re-reads the -config file and hands it to the engine, which
+// refuses a file that removes every route or upstream unless o allows it.
+// A file that does not load is an admin.ConfigError, with the line of
+// each problem.
+func reload(opts *options, srv *engine.Server, o admin.ReloadOptions) (string, error) {
 	if opts.configPath == "" {
 		return "", &admin.ConfigError{Err: errors.New("no -config file to re-read: the embedded config cannot change")}
 	}
@@ -250,7 +252,7 @@ func reload(opts *options, srv *engine.Server) (string, error) {
 	if err != nil {
 		return "", &admin.ConfigError{Err: err}
 	}
-	return srv.Reload(cfg)
+	return srv.ReloadWith(cfg, engine.ReloadOptions{AllowEmpty: o.AllowEmpty})
 }
 
 // logReload writes one error-log line per reload: what changed, or why it

@@ -178,6 +178,7 @@ func (s *Server) metrics(w http.ResponseWriter, _ *http.Request) {
 // reload answers POST /reload once the debounced reload that serves it has
 // run: 200 with what changed, 422 for a config file that does not load,
 // 409 for a config the gateway refused, 503 when shutting down.
+// ?allow_empty=1 lets the reload remove every route or upstream (ReloadOptions).
 func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
@@ -188,7 +189,20 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusServiceUnavailable, 50301, "reloading is not available")
 		return
 	}
-	res, err := s.reloads.Trigger("POST /reload").Wait(r.Context())
+	var opts ReloadOptions
+	if v := r.URL.Query().Get("allow_empty"); v != "" {
+		allow, err := strconv.ParseBool(v)
+		if err != nil {
+			s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("allow_empty=%s: want 1 or 0", v))
+			return
+		}
+		opts.AllowEmpty = allow
+	}
+	trigger := "POST /reload"
+	if opts.AllowEmpty {
+		trigger += "?allow_empty=1" // the reload line shows it was asked for
+	}
+	res, err := s.reloads.TriggerWith(trigger, opts).Wait(r.Context())
 	if err != nil {
 		return // the client left; the reload goes on and is logged
 	}

@@ -58,7 +58,7 @@ func TestReloaderCoalescesABurst(t *testing.T) {
 	var calls atomic.Int32
 	var reported []Result
 	var mu sync.Mutex
-	r := newReloader(func() (string, error) { return fmt.Sprintf("reload %d", calls.Add(1)), nil },
+	r := newReloader(func(ReloadOptions) (string, error) { return fmt.Sprintf("reload %d", calls.Add(1)), nil },
 		func(res Result) { mu.Lock(); reported = append(reported, res); mu.Unlock() }, clock.after)
 	defer r.Stop()
 
@@ -83,7 +83,7 @@ func TestReloaderQueuesDuringAReload(t *testing.T) {
 	clock := newTestClock()
 	started, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
-	r := newReloader(func() (string, error) {
+	r := newReloader(func(ReloadOptions) (string, error) {
 		n := calls.Add(1)
 		if n == 1 {
 			close(started)
@@ -117,7 +117,7 @@ func TestReloaderQueuesDuringAReload(t *testing.T) {
 
 // Stop answers waiting triggers instead of leaving them hanging.
 func TestReloaderStop(t *testing.T) {
-	r := newReloader(func() (string, error) { return "", nil }, func(Result) {}, newTestClock().after)
+	r := newReloader(func(ReloadOptions) (string, error) { return "", nil }, func(Result) {}, newTestClock().after)
 	p := r.Trigger("SIGHUP")
 	r.Stop()
 	if res := wait(t, p); !errors.Is(res.Err, ErrStopped) {
@@ -128,7 +128,7 @@ func TestReloaderStop(t *testing.T) {
 // A trigger after Stop (POST /reload while the process drains) gets
 // ErrStopped at once: no reload will ever serve it.
 func TestReloaderTriggerAfterStop(t *testing.T) {
-	r := newReloader(func() (string, error) { return "", nil }, func(Result) {}, newTestClock().after)
+	r := newReloader(func(ReloadOptions) (string, error) { return "", nil }, func(Result) {}, newTestClock().after)
 	r.Stop()
 	if res := wait(t, r.Trigger("POST /reload")); !errors.Is(res.Err, ErrStopped) || res.Triggers != 1 {
 		t.Fatalf("result %+v, want ErrStopped", res)
@@ -152,7 +152,7 @@ func (g *fakeGateway) LimitsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"limits":[]}`) })
 }
 
-func startAdmin(t *testing.T, reload func() (string, error), opts Options) (*fakeGateway, string) {
+func startAdmin(t *testing.T, reload func(ReloadOptions) (string, error), opts Options) (*fakeGateway, string) {
 	t.Helper()
 	gw := &fakeGateway{ready: make(chan struct{})}
 	r := NewReloader(reload, func(Result) {})
@@ -190,7 +190,7 @@ func send(t *testing.T, req *http.Request) (int, string) {
 }
 
 func TestHealthReadyMetricsPprof(t *testing.T) {
-	gw, base := startAdmin(t, func() (string, error) { return "", nil }, Options{Pprof: true})
+	gw, base := startAdmin(t, func(ReloadOptions) (string, error) { return "", nil }, Options{Pprof: true})
 	for _, c := range []struct {
 		path string
 		code int
@@ -224,7 +224,7 @@ func TestHealthReadyMetricsPprof(t *testing.T) {
 // http.DefaultServeMux is not served there.
 func TestOwnMux(t *testing.T) {
 	http.HandleFunc("/admin-test-default-mux", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "leaked") })
-	_, base := startAdmin(t, func() (string, error) { return "", nil }, Options{})
+	_, base := startAdmin(t, func(ReloadOptions) (string, error) { return "", nil }, Options{})
 	if code, body := do(t, "GET", base+"/admin-test-default-mux"); code != 404 {
 		t.Fatalf("a DefaultServeMux handler answered on the admin port: %d %q", code, body)
 	}
@@ -240,7 +240,7 @@ type errorBody struct {
 // with a status that tells a bad file from a refused config.
 func TestReloadEndpoint(t *testing.T) {
 	var next atomic.Value
-	_, base := startAdmin(t, func() (string, error) {
+	_, base := startAdmin(t, func(ReloadOptions) (string, error) {
 		f := next.Load().(func() (string, error))
 		return f()
 	}, Options{})
@@ -278,11 +278,39 @@ func TestReloadEndpoint(t *testing.T) {
 	}
 }
 
+// POST /reload?allow_empty=1 asks its reload to apply a config that
+// empties the routes; a plain POST does not, and a value that is not a
+// boolean is refused before any reload.
+func TestReloadEndpointAllowEmpty(t *testing.T) {
+	var asked atomic.Value
+	_, base := startAdmin(t, func(o ReloadOptions) (string, error) {
+		asked.Store(o)
+		return "ok", nil
+	}, Options{})
+	for _, c := range []struct {
+		query string
+		want  bool
+	}{{"", false}, {"?allow_empty=1", true}, {"?allow_empty=true", true}, {"?allow_empty=0", false}} {
+		if code, body := do(t, "POST", base+"/reload"+c.query); code != 200 {
+			t.Fatalf("POST /reload%s: %d %s", c.query, code, body)
+		}
+		if o := asked.Load().(ReloadOptions); o.AllowEmpty != c.want {
+			t.Errorf("POST /reload%s: the reload got %+v, want AllowEmpty %v", c.query, o, c.want)
+		}
+	}
+	asked.Store(ReloadOptions{})
+	code, body := do(t, "POST", base+"/reload?allow_empty=please")
+	var e errorBody
+	if code != 400 || json.Unmarshal([]byte(body), &e) != nil || e.Code != 40001 || !strings.Contains(e.Message, "allow_empty") {
+		t.Errorf("POST /reload?allow_empty=please: %d %s, want 400 with code 40001", code, body)
+	}
+}
+
 // POST /reload while the process drains (its Reloader stopped) answers
 // 503 at once instead of waiting for a reload that never comes.
 func TestReloadEndpointWhileDraining(t *testing.T) {
 	gw := &fakeGateway{ready: make(chan struct{})}
-	r := NewReloader(func() (string, error) { return "", nil }, func(Result) {})
+	r := NewReloader(func(ReloadOptions) (string, error) { return "", nil }, func(Result) {})
 	s, err := Listen("127.0.0.1:0", gw, r, Options{})
 	if err != nil {
 		t.Fatal(err)

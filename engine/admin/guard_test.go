@@ -18,7 +18,7 @@ import (
 func counting(t *testing.T, opts Options) (base string, reloads *atomic.Int32) {
 	t.Helper()
 	reloads = new(atomic.Int32)
-	_, base = startAdmin(t, func() (string, error) { reloads.Add(1); return "counted", nil }, opts)
+	_, base = startAdmin(t, func(ReloadOptions) (string, error) { reloads.Add(1); return "counted", nil }, opts)
 	return base, reloads
 }
 

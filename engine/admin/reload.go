@@ -21,6 +21,15 @@ type Result struct {
 	Err      error  // why it was refused; nil when applied
 }
 
+// ReloadOptions are what a trigger asks of the reload that serves it.
+type ReloadOptions struct {
+	// AllowEmpty lets the reload apply a config that removes every route
+	// or every upstream (engine.ReloadOptions.AllowEmpty). A reload that
+	// serves several triggers allows it when any of them asked: they all
+	// re-read the same file at the same moment.
+	AllowEmpty bool
+}
+
 // ConfigError marks a reload refused because of the config file itself: it
 // cannot be read, parsed or validated. POST /reload answers it with 422;
 // other refusals get 409.
@@ -36,7 +45,7 @@ var ErrStopped = errors.New("admin: shutting down; not reloaded")
 // Reloader runs reloads one at a time, coalescing triggers (see Window).
 // Its methods are safe for concurrent use.
 type Reloader struct {
-	reload func() (string, error)
+	reload func(ReloadOptions) (string, error)
 	report func(Result)
 	after  func(time.Duration) <-chan time.Time // time.After, or a test's clock
 
@@ -53,7 +62,8 @@ type Reloader struct {
 // Pending is one reload that triggers wait for.
 type Pending struct {
 	first  string
-	n      int // guarded by the Reloader's mu until the reload takes it
+	n      int           // guarded by the Reloader's mu until the reload takes it
+	opts   ReloadOptions // every trigger's options merged; guarded like n
 	done   chan struct{}
 	result Result // set before done is closed
 }
@@ -61,20 +71,24 @@ type Pending struct {
 // NewReloader returns a running Reloader. reload re-reads the config and
 // applies it, returning what changed or why not; report is called with
 // every result (to log it). Stop ends it.
-func NewReloader(reload func() (string, error), report func(Result)) *Reloader {
+func NewReloader(reload func(ReloadOptions) (string, error), report func(Result)) *Reloader {
 	return newReloader(reload, report, time.After)
 }
 
-func newReloader(reload func() (string, error), report func(Result), after func(time.Duration) <-chan time.Time) *Reloader {
+func newReloader(reload func(ReloadOptions) (string, error), report func(Result), after func(time.Duration) <-chan time.Time) *Reloader {
 	r := &Reloader{reload: reload, report: report, after: after,
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go r.run()
 	return r
 }
 
-// Trigger asks for a reload and returns the one that will serve it. It
-// never waits. After Stop the Pending is already done, with ErrStopped.
-func (r *Reloader) Trigger(name string) *Pending {
+// Trigger asks for a reload with the default options; see TriggerWith.
+func (r *Reloader) Trigger(name string) *Pending { return r.TriggerWith(name, ReloadOptions{}) }
+
+// TriggerWith asks for a reload with o and returns the one that will serve
+// it. It never waits. After Stop the Pending is already done, with
+// ErrStopped.
+func (r *Reloader) TriggerWith(name string, o ReloadOptions) *Pending {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.stopped {
@@ -91,6 +105,7 @@ func (r *Reloader) Trigger(name string) *Pending {
 		}
 	}
 	r.next.n++
+	r.next.opts.AllowEmpty = r.next.opts.AllowEmpty || o.AllowEmpty
 	return r.next
 }
 
@@ -142,7 +157,7 @@ func (r *Reloader) run() {
 		if p == nil {
 			continue
 		}
-		changes, err := r.reload()
+		changes, err := r.reload(p.opts)
 		p.result = Result{Trigger: p.first, Triggers: p.n, Changes: changes, Err: err}
 		r.report(p.result)
 		close(p.done)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 
 	"gopkg.in/yaml.v3"
 
@@ -259,65 +258,67 @@ func Embedded() *Config {
 	return c
 }
 
-// Load reads and parses the YAML file at path. See Parse.
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("config: %w", err)
-	}
-	return Parse(data)
-}
-
 // Parse decodes YAML strictly, applies defaults and validates. An empty
-// document yields Default(). Every error message starts with "config: " and
+// document yields Default() (Load refuses an empty file). Every error message starts with "config: " and
 // names the field path and the YAML line; validation reports all problems
 // at once, one per line (the error is an errors.Join), each as
 // `config: line 14: routes[2] (id "admin").upstream: unknown upstream "x"`
 // (see Validate).
 func Parse(data []byte) (*Config, error) {
-	c := &Config{}
-	if err := decodeStrict(data, c); err != nil {
-		return nil, err
+	c, _, err := parse(data)
+	return c, err
+}
+
+// parse is Parse, also reporting whether the document set nothing (Load
+// refuses that from a file).
+func parse(data []byte) (c *Config, empty bool, err error) {
+	c = &Config{}
+	if empty, err = decodeStrict(data, c); err != nil {
+		return nil, false, err
 	}
 	applyDefaults(c)
 	if p := c.problems(); len(p) > 0 {
-		return nil, p.err(c, indexLines(data))
+		return nil, false, p.err(c, indexLines(data))
 	}
-	return c, nil
+	return c, empty, nil
 }
 
-// decodeStrict decodes one YAML document into c. Every key and scalar is
-// vetted first (checkNode), so an unknown key, a filter's included, and a
-// scalar yaml.v3 would coerce (strictScalar) are refused with their path
-// and line before anything is decoded.
-func decodeStrict(data []byte, c *Config) error {
+// decodeStrict decodes one YAML document into c, and reports whether it
+// set nothing: no document, a null one or an empty mapping. Every key and
+// scalar is vetted first (checkNode), so an unknown key, a filter's
+// included, and a scalar yaml.v3 would coerce (strictScalar) are refused
+// with their path and line before anything is decoded.
+func decodeStrict(data []byte, c *Config) (empty bool, err error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil // empty document
+			return true, nil // empty document
 		}
-		return explainDecodeError(data, err)
+		return false, explainDecodeError(data, err)
 	}
 	var extra yaml.Node
 	switch err := dec.Decode(&extra); {
 	case errors.Is(err, io.EOF):
 	case err != nil:
-		return explainDecodeError(data, err)
+		return false, explainDecodeError(data, err)
 	default:
-		return fmt.Errorf("config: line %d: a second YAML document; the file must hold exactly one", extra.Line)
+		return false, fmt.Errorf("config: line %d: a second YAML document; the file must hold exactly one", extra.Line)
 	}
 	if len(doc.Content) == 0 {
-		return nil
+		return true, nil
 	}
 	root := doc.Content[0]
+	if root.ShortTag() == "!!null" || root.Kind == yaml.MappingNode && len(root.Content) == 0 {
+		return true, nil
+	}
 	if err := checkNode(root, configType, ""); err != nil {
-		return err
+		return false, err
 	}
 	if err := decodeDocument(root, c); err != nil {
-		return explainDecodeError(data, err)
+		return false, explainDecodeError(data, err)
 	}
-	return nil
+	return false, nil
 }
 
 // RouterSpecs returns the routes' match criteria in route order, so

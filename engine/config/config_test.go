@@ -403,9 +403,8 @@ func TestDecodeErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
 		{"listen: x\nmax_pipelined: 16\n", "config: max_pipelined: unknown field (line 2)"},
 		{"limits:\n  max_pipelined: 16\n", "config: limits.max_pipelined: unknown field (line 2)"},
-		{minimal + "    retries: 2\n", "config: routes[0].retries: unknown field (line 8)"},
 		{"upstreams:\n  - name: u\n    nodes:\n      - {addr: 1.2.3.4:80, wieght: 2}\n",
-			"config: upstreams[0].nodes[0].wieght: unknown field (line 4)"},
+			`config: upstreams[0].nodes[0].wieght: unknown field, did you mean "weight"? (line 4)`},
 		{"upstreams:\n  - name: u\n    nodes:\n      - addr: 1.2.3.4:80\n        weight: heavy\n",
 			`config: upstreams[0].nodes[0].weight: want an integer, got "heavy" (line 5)`},
 		{"upstreams:\n  - name: u\n    nodes:\n      - [1.2.3.4:80]\n",
@@ -416,11 +415,28 @@ func TestDecodeErrors(t *testing.T) {
 		{"timeouts:\n  idle: 1m30\n", `config: timeouts.idle: invalid duration "1m30": want a number with a unit, such as "500ms", "1s" or "2m" (line 2)`},
 		{"timeouts:\n  idle: [1s]\n", `config: timeouts.idle: want a duration such as "500ms" or "1s" (line 2)`},
 		{"limits:\n  max_body_bytes: 10MB\n", `config: limits.max_body_bytes: invalid size "10MB": want bytes (4096) or a number with a unit B, KiB, MiB or GiB ("16KiB") (line 2)`},
-		{"upstreams:\n  name: u\n", "config: upstreams: want a list (line 2)"},
-		{"limits: 5\n", "config: limits: want a mapping of fields (line 1)"},
-		{"- 1\n", "config: want a mapping of fields (line 1)"},
+		{"upstreams:\n  name: u\n", "config: upstreams: want a list, got a mapping (line 2)"},
+		{"limits: 5\n", "config: limits: want a mapping of fields, got 5 (line 1)"},
+		{"- 1\n", "config: want a mapping of fields, got a list (line 1)"},
 		{"listen: a\n---\nlisten: b\n", "config: line 2: a second YAML document; the file must hold exactly one"},
 		{"listen: [\n", "config: line 1: did not find expected node content"},
+		// Every field in one style: what it wants, what it got, where.
+		{"listen: [a]\n", "config: listen: want a string, got a list (line 1)"},
+		{"filter_orders: 5\n", "config: filter_orders: want a mapping, got 5 (line 1)"},
+		{"trusted_proxies: 10.0.0.0/8\n", `config: trusted_proxies: want a list, got "10.0.0.0/8" (line 1)`},
+		{minimal + "    rate_limits:\n      - {rate: fast, per: 1s}\n", `config: routes[0].rate_limits[0].rate: want a number, got "fast" (line 9)`},
+		{minimal + "    rate_limits:\n      - {rate: \"5\", per: 1s}\n", `config: routes[0].rate_limits[0].rate: want a number, got "5" (line 9)`},
+		// An unknown key names the nearest known one, when one is near.
+		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    health_check: {timout: 1s}\n",
+			`config: upstreams[0].health_check.timout: unknown field, did you mean "timeout"? (line 4)`},
+		{"limts: {}\n", `config: limts: unknown field, did you mean "limits"? (line 1)`},
+		{"ip_alow: []\n", `config: ip_alow: unknown field, did you mean "ip_allow"? (line 1)`},
+		{minimal + "    retries: 2\n", "config: routes[0].retries: unknown field (line 8)"},
+		// A tab in the indentation, with its line and column.
+		{"limits:\n\tmax_header_count: 3\n", "config: line 2, column 1: a tab in the indentation; YAML indents with spaces only"},
+		{"limits:\n  max_header_count: 3\n  \tmax_uri_bytes: 3\n", "config: line 3, column 3: a tab in the indentation; YAML indents with spaces only"},
+		// The same words with no tab near: the decoder's own.
+		{"listen: `x`\nauth:\n  jwt:\n    rs256_public_key: |\n\t\tnot a tab error\n", "config: found character that cannot start any token"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))
@@ -455,7 +471,11 @@ func TestValidationErrors(t *testing.T) {
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_idle: 10\n    max_conns: 5\n", "config: line 4: upstreams[0].max_idle: 10 exceeds max_conns 5"},
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n    max_conns: -1\n", "config: line 4: upstreams[0].max_conns: must be positive, got -1"},
 		{"upstreams:\n  - name: u\n    nodes: [h:1]\n  - name: u\n    nodes: [h:2]\n", `config: line 4: upstreams[1].name: duplicate name "u" (also upstreams[0])`},
-		{minimal + "  - path: /b\n    upstream: nope\n", `config: line 9: routes[1].upstream: unknown upstream "nope"`},
+		{minimal + "  - path: /b\n    upstream: nope\n", `config: line 9: routes[1].upstream: unknown upstream "nope" (known: u)`},
+		{minimal + "  - path: /b\n    upstream: uu\n", `config: line 9: routes[1].upstream: unknown upstream "uu" (known: u)`},
+		{"upstreams:\n  - {name: backend, nodes: [h:1]}\n  - {name: auth, nodes: [h:2]}\nroutes:\n  - {path: /, upstream: bakend}\n",
+			`config: line 5: routes[0].upstream: unknown upstream "bakend" (did you mean "backend"? known: backend, auth)`},
+		{"routes:\n  - {path: /, upstream: backend}\n", `config: line 2: routes[0].upstream: unknown upstream "backend" (no upstreams are configured)`},
 		{minimal + "  - path: /b\n", "config: line 8: routes[1].upstream: missing"},
 		{minimal + "  - id: route-0\n    path: /b\n    upstream: u\n", `config: line 8: routes[1].id: duplicate id "route-0" (also routes[0])`},
 		{minimal + "  - id: \"my route\"\n    path: /b\n    upstream: u\n", `config: line 8: routes[1].id: "my route": use only letters, digits, '-', '_' and '.'`},
@@ -477,7 +497,7 @@ func TestAllProblemsReportedAtOnce(t *testing.T) {
 	_, err := Parse([]byte("listen: nope\nloops: -1\n" + minimal + "  - path: /b\n    upstream: gone\n"))
 	want := "config: line 1: listen: missing port in address \"nope\"\n" +
 		"config: line 2: loops: -1 is negative; 0 means one per CPU\n" +
-		"config: line 11: routes[1].upstream: unknown upstream \"gone\""
+		"config: line 11: routes[1].upstream: unknown upstream \"gone\" (known: u)"
 	if err == nil || err.Error() != want {
 		t.Fatalf("got:\n%v\nwant:\n%s", err, want)
 	}

@@ -28,8 +28,14 @@ type Diff struct {
 	// Fixed are the settings that cannot change while the gateway runs
 	// (listen, loops, pin, admin, access_log, health_checks), each with
 	// its old and new value. A
-	// reload that changes one is refused.
+	// reload that changes one is refused. A section names the field that
+	// changed, as written in YAML: "access_log.path \"\" -> /var/log/gw.log".
 	Fixed []string
+	// Emptied is set when next has no routes, or no upstreams, where old
+	// had some: "every route (api, other)", "every upstream (backend)".
+	// That is what a file cut short before routes: reads as, so a reload
+	// refuses it unless told to allow it.
+	Emptied []string
 }
 
 // Changes lists names added, removed and changed, in config order.
@@ -61,9 +67,7 @@ func Compare(old, next *Config) Diff {
 		}
 	}
 	fixed := func(name string, o, n any) {
-		if o != n {
-			d.Fixed = append(d.Fixed, fmt.Sprintf("%s %v -> %v", name, o, n))
-		}
+		d.Fixed = appendFixed(d.Fixed, name, reflect.ValueOf(o), reflect.ValueOf(n))
 	}
 	fixed("listen", old.Listen, next.Listen)
 	fixed("loops", old.EventLoops(), next.EventLoops())
@@ -73,7 +77,51 @@ func Compare(old, next *Config) Diff {
 	fixed("admin.pprof", old.Admin.Pprof, next.Admin.Pprof)
 	fixed("access_log", old.AccessLog, next.AccessLog)          // its rings and file are made at start
 	fixed("health_checks", old.HealthChecks, next.HealthChecks) // the prober's bounds, set at start
+	if len(old.Routes) > 0 && len(next.Routes) == 0 {
+		d.Emptied = append(d.Emptied, "every route ("+strings.Join(names(old.Routes, func(r *Route) string { return r.ID }), ", ")+")")
+	}
+	if len(old.Upstreams) > 0 && len(next.Upstreams) == 0 {
+		d.Emptied = append(d.Emptied, "every upstream ("+strings.Join(names(old.Upstreams, func(u *Upstream) string { return u.Name }), ", ")+")")
+	}
 	return d
+}
+
+// appendFixed appends "name old -> new" when o and n differ, with the
+// values as YAML spells them. A section (a struct) is compared field by
+// field, each named by its path: "access_log.ring_size 4096 -> 8192",
+// never as Go prints a struct.
+func appendFixed(out []string, name string, o, n reflect.Value) []string {
+	if o.Kind() == reflect.Struct {
+		for i := range o.NumField() {
+			key, _, _ := strings.Cut(o.Type().Field(i).Tag.Get("yaml"), ",")
+			if key != "" && key != "-" {
+				out = appendFixed(out, name+"."+key, o.Field(i), n.Field(i))
+			}
+		}
+		return out
+	}
+	if o.Equal(n) {
+		return out
+	}
+	return append(out, name+" "+yamlScalar(o)+" -> "+yamlScalar(n))
+}
+
+// yamlScalar shows a setting's value as an operator writes it: a string
+// bare, an empty one as "".
+func yamlScalar(v reflect.Value) string {
+	if v.Kind() == reflect.String && v.String() == "" {
+		return `""`
+	}
+	return fmt.Sprint(v.Interface())
+}
+
+// names lists the items' names in config order.
+func names[T any](items []T, name func(*T) string) []string {
+	out := make([]string, len(items))
+	for i := range items {
+		out[i] = name(&items[i])
+	}
+	return out
 }
 
 // EventLoops is the number of event loops c runs: loops, where 0 means

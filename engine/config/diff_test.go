@@ -89,3 +89,49 @@ func TestCompareFixed(t *testing.T) {
 		t.Fatalf("fixed: %q, want %q", d.Fixed, want)
 	}
 }
+
+// A section that cannot change live is reported field by field, with the
+// values as YAML spells them, not as Go prints a struct ({/path 4096}).
+func TestCompareFixedSectionsAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	old := mustParse(t, "access_log: {path: "+dir+"/a.log}\n")
+	next := mustParse(t, "access_log: {path: "+dir+"/b.log, ring_size: 8192}\nhealth_checks: {max_in_flight: 5}\n")
+	want := []string{
+		"access_log.path " + dir + "/a.log -> " + dir + "/b.log",
+		"access_log.ring_size 4096 -> 8192",
+		"health_checks.max_in_flight 20 -> 5",
+	}
+	if d := Compare(old, next); !reflect.DeepEqual(d.Fixed, want) {
+		t.Fatalf("fixed: %q, want %q", d.Fixed, want)
+	}
+	on := Compare(mustParse(t, "loops: 1\n"), mustParse(t, "loops: 1\naccess_log: {path: stdout}\n"))
+	if want := []string{`access_log.path "" -> stdout`}; !reflect.DeepEqual(on.Fixed, want) {
+		t.Fatalf("turning the access log on: %q, want %q", on.Fixed, want)
+	}
+}
+
+// A config with no routes, or no upstreams, where the running one had
+// some is what a file cut short reads as; Compare names what it empties.
+func TestCompareEmptied(t *testing.T) {
+	old := mustParse(t, `
+upstreams:
+  - {name: a, nodes: ["127.0.0.1:1"]}
+routes:
+  - {id: api, prefix: /api/, upstream: a}
+  - {id: other, prefix: /, upstream: a}
+`)
+	cut := mustParse(t, "upstreams:\n  - {name: a, nodes: [\"127.0.0.1:1\"]}\n")
+	if d := Compare(old, cut); !reflect.DeepEqual(d.Emptied, []string{"every route (api, other)"}) {
+		t.Fatalf("routes cut off: %q", d.Emptied)
+	}
+	none := mustParse(t, "listen: 127.0.0.1:8080\n")
+	if d := Compare(old, none); !reflect.DeepEqual(d.Emptied, []string{"every route (api, other)", "every upstream (a)"}) {
+		t.Fatalf("everything cut off: %q", d.Emptied)
+	}
+	if d := Compare(none, none); d.Emptied != nil {
+		t.Fatalf("no routes before either: %q", d.Emptied)
+	}
+	if d := Compare(old, mustParse(t, "upstreams:\n  - {name: a, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {id: api, prefix: /api/, upstream: a}\n")); d.Emptied != nil {
+		t.Fatalf("one route left: %q", d.Emptied)
+	}
+}

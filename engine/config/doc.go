@@ -22,6 +22,9 @@
 //     it keeps for building, so nothing is parsed twice. Parse adds to
 //     each problem the line its path is written on (lineIndex).
 //
+// Load reads the file until two reads agree, so a file being written is
+// never parsed half-way, and refuses one that sets nothing (read.go).
+//
 // Warnings reports what is valid but almost certainly a mistake (no routes,
 // shadowed routes); -check prints it.
 //

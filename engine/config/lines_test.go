@@ -42,7 +42,7 @@ func TestValidationErrorsCarryLines(t *testing.T) {
 	want := []string{
 		"config: line 4: filter_orders.gray: order 300 is also auth's; orders must be unique",
 		"config: auth.external.upstream: missing, and routes[2] runs external_auth",
-		`config: line 15: routes[1] (id "admin").upstream: unknown upstream "x"`,
+		`config: line 15: routes[1] (id "admin").upstream: unknown upstream "x" (known: backend)`,
 		"config: line 16: routes[2].upstream: missing",
 		`config: line 21: routes[4] (id "flow").escaped_slashes: "maybe": want "reject" or "keep"`,
 		`config: line 18: routes[3] (id "again"): duplicates routes[1] (same path or prefix, host and methods)`,
@@ -58,12 +58,12 @@ func TestValidateWithoutYAML(t *testing.T) {
 	c := mustParse(t, minimal)
 	c.Routes[0].ID = "api"
 	c.Routes[0].Upstream = "gone"
-	want := `config: routes[0] (id "api").upstream: unknown upstream "gone"`
+	want := `config: routes[0] (id "api").upstream: unknown upstream "gone" (known: u)`
 	if err := c.Validate(); err == nil || err.Error() != want {
 		t.Fatalf("Validate() = %v, want %s", err, want)
 	}
 	c.Routes[0].ID = "route-0" // the default id adds nothing
-	if err := c.Validate(); err == nil || err.Error() != `config: routes[0].upstream: unknown upstream "gone"` {
+	if err := c.Validate(); err == nil || err.Error() != `config: routes[0].upstream: unknown upstream "gone" (known: u)` {
 		t.Fatalf("Validate() = %v", err)
 	}
 }

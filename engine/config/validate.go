@@ -153,7 +153,7 @@ func (c *Config) validateRoutes(p *problems) {
 		case r.Upstream == "":
 			p.add(path+".upstream", "missing")
 		case c.findUpstream(r.Upstream) == nil:
-			p.add(path+".upstream", "unknown upstream %q", r.Upstream)
+			p.add(path+".upstream", "%s", c.unknownUpstream(r.Upstream))
 		default: // timeouts were inherited, so zero or negative means set wrong
 			positive(p, path+".connect_timeout", r.ConnectTimeout)
 			positive(p, path+".response_timeout", r.ResponseTimeout)
@@ -182,6 +182,29 @@ func (c *Config) validateRoutes(p *problems) {
 			p.add("routes", "%v", err)
 		}
 	}
+}
+
+// maxListed bounds the names an error lists, so a config with hundreds of
+// upstreams gets a line, not a page.
+const maxListed = 10
+
+// unknownUpstream words a reference to an upstream that is not there,
+// with the nearest name when one is near and the names there are:
+// `unknown upstream "bakend" (did you mean "backend"? known: auth, backend)`.
+func (c *Config) unknownUpstream(name string) string {
+	known := names(c.Upstreams, func(u *Upstream) string { return u.Name })
+	if len(known) == 0 {
+		return fmt.Sprintf("unknown upstream %q (no upstreams are configured)", name)
+	}
+	hint := ""
+	if near := nearest(name, known); near != "" {
+		hint = fmt.Sprintf("did you mean %q? ", near)
+	}
+	list := strings.Join(known[:min(len(known), maxListed)], ", ")
+	if len(known) > maxListed {
+		list += fmt.Sprintf(" and %d more", len(known)-maxListed)
+	}
+	return fmt.Sprintf("unknown upstream %q (%sknown: %s)", name, hint, list)
 }
 
 // problem is one validation failure: the field path as YAML keys spell it
