@@ -31,7 +31,7 @@ func TestAdminForms(t *testing.T) {
 func TestAdminErrors(t *testing.T) {
 	for _, c := range []struct{ yaml, want string }{
 		{"admin: {address: 9901}\n", `config: line 1: admin: missing port in address "9901"`},
-		{"admin: {adress: 127.0.0.1:1}\n", "config: admin.adress: unknown field, did you mean "address"? (line 1)"},
+		{"admin: {adress: 127.0.0.1:1}\n", `config: admin.adress: unknown field, did you mean "address"? (line 1)`},
 		{"admin: {pprof: yes}\n", `config: admin.pprof: want true or false, got "yes" (line 1)`},
 		{"admin: [a]\n", `config: admin: want "host:port", "off" or {address: "host:port", hosts: [...], pprof: true} (line 1)`},
 		{"admin:\n  hosts: [\"gw.internal:9901\"]\n", `config: line 2: admin.hosts[0]: "gw.internal:9901" has a port; list the name alone (any port matches)`},
