@@ -12,6 +12,7 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/upstream"
 )
 
 // isolationSettings are a route's compiled config.Isolation.
@@ -22,20 +23,22 @@ type isolationSettings struct {
 	coldStart             int64
 	queue                 int64         // requests that may wait for a permit, all loops
 	queueTimeout          time.Duration // the longest wait
+	poolShare             int           // percent of a node's pool per loop the route may hold; 100 = no cap
 }
 
 func newIsolationSettings(s *config.Isolation) isolationSettings {
 	return isolationSettings{limit: int64(s.Limit), floor: int64(s.Floor), step: int64(s.Step),
 		slowCall: int64(s.SlowCall), window: int64(s.Window), minSamples: int64(s.MinSamples),
 		slowRatio: int64(s.SlowRatio), coldStart: int64(s.ColdStart),
-		queue: int64(*s.Queue), queueTimeout: time.Duration(s.QueueTimeout)}
+		queue: int64(*s.Queue), queueTimeout: time.Duration(s.QueueTimeout), poolShare: s.MaxPoolShare}
 }
 
 // isolation is one route's limiter, kept by the server under the route id.
 // Lock-free: permits are one atomic counter against the current limit,
 // and the loop whose call ends a window (one CAS) judges it.
 type isolation struct {
-	route string
+	route  string
+	tenant *upstream.Tenant // what the route's calls count against in a pool's share (max_pool_share)
 
 	limit    atomic.Int64 // the current limit
 	inFlight atomic.Int64 // permits held: upstream calls started and not yet ended
@@ -49,10 +52,11 @@ type isolation struct {
 	rejected atomic.Uint64 // requests answered 42901
 	warnings atomic.Uint64 // episodes below half the base
 	shrinks  atomic.Uint64 // windows that shrank the limit
+	overPool atomic.Uint64 // calls answered 503, code 50302, over the route's pool share
 }
 
 func newIsolation(route string, s *isolationSettings) *isolation {
-	iso := &isolation{route: route}
+	iso := &isolation{route: route, tenant: upstream.NewTenant()}
 	iso.limit.Store(s.limit)
 	iso.windowStart.Store(loopstat.Now())
 	return iso
@@ -166,10 +170,31 @@ func (ex *exchange) releaseIsolation() {
 	if l := ex.loop; l.permitWaiters.head != nil {
 		l.grantDue = true // leave or the next tick hands it on
 	}
+	switch ex.upErr {
+	case upstream.ErrPoolShare, upstream.ErrQueueFull, upstream.ErrPoolFull:
+		// Refused by the pool, not answered by the upstream: a fast
+		// refusal counted as a fast call would hide the slow calls
+		// holding the pool, and the limit would never shrink.
+		if ex.upErr == upstream.ErrPoolShare {
+			r.isolation.overPool.Add(1)
+		}
+		r.isolation.inFlight.Add(-1)
+		return
+	}
 	if !ex.forwarded { // answered before its call began: no sample
 		r.isolation.inFlight.Add(-1)
 		return
 	}
 	now := loopstat.Now()
 	r.isolation.release(&r.isolationCfg, now-ex.callStart, now)
+}
+
+// poolShare is what the route's upstream calls count against in each
+// pool: its tenant and share, or none when isolation is off or the share
+// is the whole pool.
+func (r *route) poolShare() (*upstream.Tenant, int) {
+	if r.isolation == nil || r.isolationCfg.poolShare >= 100 {
+		return nil, 0
+	}
+	return r.isolation.tenant, r.isolationCfg.poolShare
 }

@@ -239,6 +239,8 @@ var isolationSeries = []struct {
 		func(iso *isolation) uint64 { return uint64(max(iso.waiting.Load(), 0)) }},
 	{"loopgate_route_isolation_rejected_total", "counter", "Requests answered 429, code 42901, at the route's limit.",
 		func(iso *isolation) uint64 { return iso.rejected.Load() }},
+	{"loopgate_route_isolation_pool_share_rejected_total", "counter", "Upstream calls of the route answered 503, code 50302, because the route held its max_pool_share of the node's pool.",
+		func(iso *isolation) uint64 { return iso.overPool.Load() }},
 	{"loopgate_route_isolation_warnings_total", "counter", "Episodes of the route's limit below half its base (the alert hook; each logged once).",
 		func(iso *isolation) uint64 { return iso.warnings.Load() }},
 }

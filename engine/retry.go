@@ -287,12 +287,15 @@ func (ex *exchange) startCall(p *upstream.Pool, head *pool.Buffer) {
 	if r.retry.perTry > 0 && r.retry.perTry < timeout {
 		timeout = r.retry.perTry
 	}
+	tenant, share := r.poolShare()
 	ex.call.Start(p, head, upstream.Options{
 		ConnectTimeout:  r.connectTimeout,
 		ResponseTimeout: timeout,
 		HEAD:            ex.isHEAD,
 		HasBody:         ex.reqMode != codec.BodyNone,
 		Retryable:       ex.reqMode == codec.BodyNone && ex.idempotent,
+		Tenant:          tenant,
+		Share:           share,
 	})
 }
 

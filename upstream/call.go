@@ -35,6 +35,12 @@ type Options struct {
 	HEAD            bool          // the request is HEAD: the response has no body
 	HasBody         bool          // the request streams a body after its head
 	Retryable       bool          // idempotent and bodiless: may be resent on a fresh connection
+
+	// Tenant, when set, counts the call against Share: the percent of the
+	// pool's max_conns the tenant's calls may hold at once (waiting,
+	// dialing or attached); past it the call fails with ErrPoolShare.
+	Tenant *Tenant
+	Share  int
 }
 
 // Call is one exchange with an upstream node. The owner keeps it (usually
@@ -52,6 +58,7 @@ type Call struct {
 	timer      Timer        // acquire, then response deadline; made by the loop's Clock at the first Start
 	timerLoop  *Loop        // the loop timer belongs to
 	waiting    *Pool        // pool whose waiter queue holds the call
+	sharedIn   *Pool        // pool whose shares count the call (opts.Tenant)
 	dialing    *Conn        // connection being dialed for the call
 	retried    bool
 	sendDone   bool
@@ -105,6 +112,7 @@ func (c *Call) Pool() *Pool { return c.pool }
 // as it goes on the wire; the call owns it from now on and releases it.
 func (c *Call) Start(p *Pool, head *pool.Buffer, opts Options) {
 	c.spare.SafeRelease() // restarted from CallFailed without TakeHead
+	c.leaveShare()        // started again without ending: nothing stays counted
 	timer := c.timer
 	if c.timerLoop != p.loop { // the first Start (a call stays on its loop)
 		c.stopTimer()
@@ -210,6 +218,7 @@ func (c *Call) Abort() {
 		c.report(nil) // the node answered; only the owner gave up on the rest
 	}
 	c.stopTimer()
+	c.leaveShare()
 	if c.waiting != nil {
 		c.waiting.dequeue(c)
 	}
@@ -342,6 +351,7 @@ func (c *Call) nextBody(buf []byte) (raw, data []byte, done, bad bool) {
 // the request went out whole and nothing unexpected follows the response.
 func (c *Call) finish(trailing bool) {
 	c.timer.Stop()
+	c.leaveShare()
 	c.head.SafeRelease()
 	c.head = nil
 	c.setState(Done)
@@ -419,6 +429,7 @@ func (c *Call) abort(err *Error) {
 // fail ends the call and tells the receiver.
 func (c *Call) fail(err *Error) {
 	c.stopTimer()
+	c.leaveShare()
 	c.spare, c.head = c.head, nil
 	if c.state != Timeout {
 		c.setState(Failed)
@@ -459,6 +470,15 @@ func (c *Call) Answered() bool { return c.gotBytes }
 func (c *Call) report(err *Error) {
 	o := Outcome{Err: err, Status: c.status, Total: time.Duration(loopstat.Now() - c.started)}
 	c.pool.node.report(c.pool.stats, &o)
+}
+
+// leaveShare uncounts the call from its tenant's share of the pool, once,
+// on every way a call ends: finish, fail, Abort.
+func (c *Call) leaveShare() {
+	if p := c.sharedIn; p != nil {
+		c.sharedIn = nil
+		p.shares.leave(c.opts.Tenant)
+	}
 }
 
 // stopTimer stops the call's deadline, if it ever had one.

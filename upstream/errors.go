@@ -24,5 +24,6 @@ var (
 	ErrHeadTooLarge = &Error{Status: 502, Code: 50203, Message: "upstream response head exceeds the configured limits"}
 	ErrPoolFull     = &Error{Status: 503, Code: 50302, Message: "upstream connection pool exhausted", timeout: true}
 	ErrQueueFull    = &Error{Status: 503, Code: 50302, Message: "upstream connection pool exhausted and its wait queue full"}
+	ErrPoolShare    = &Error{Status: 503, Code: 50302, Message: "route holds its share of the upstream connection pool"}
 	ErrTimeout      = &Error{Status: 504, Code: 50401, Message: "upstream response timed out", timeout: true}
 )

@@ -26,6 +26,7 @@ type Pool struct {
 	idle    []*Conn
 	total   int // idle + active + dialing
 	waiters []*Call
+	shares  shares // each tenant's calls here, for Options.Share (pool_share.go)
 
 	// retired: the node left the loop's upstreams (see retire). Owned by
 	// the loop, as everything here.
@@ -82,8 +83,18 @@ func (p *Pool) retire() {
 func (p *Pool) Idle() int { return len(p.idle) }
 
 // acquire attaches a connection to c now, starts a dial for it, or queues it.
-// fresh skips idle connections (used to retry after a stale one).
+// fresh skips idle connections (used to retry after a stale one). A call
+// whose tenant has its share of the pool already fails at once: it must
+// not wait in the queue either, where it would stand before other
+// tenants' calls.
 func (p *Pool) acquire(c *Call, fresh bool) {
+	if c.opts.Tenant != nil && c.sharedIn == nil {
+		if !p.shares.enter(c.opts.Tenant, shareCap(p.cfg.MaxConns, c.opts.Share)) {
+			c.fail(ErrPoolShare)
+			return
+		}
+		c.sharedIn = p
+	}
 	if !fresh {
 		for len(p.idle) > 0 {
 			uc := p.idle[len(p.idle)-1]

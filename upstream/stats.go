@@ -15,7 +15,7 @@ type NodeStats struct {
 	ConnectFailures atomic.Uint64 // dials (or enrolls) that failed
 	Resets          atomic.Uint64 // calls failed by a close or reset before the response was complete (ErrReset)
 	Timeouts        atomic.Uint64 // calls failed by the response timeout (ErrTimeout)
-	PoolExhausted   atomic.Uint64 // calls failed waiting for a connection (ErrPoolFull, ErrQueueFull)
+	PoolExhausted   atomic.Uint64 // calls failed waiting for a connection (ErrPoolFull, ErrQueueFull) or over their route's share (ErrPoolShare)
 	BadResponses    atomic.Uint64 // calls failed by a malformed or oversized response head (ErrBadResponse, ErrHeadTooLarge)
 
 	ConnStats // reuses and closes by reason
@@ -48,7 +48,7 @@ func (s *NodeStats) failed(err *Error) {
 		s.Resets.Add(1)
 	case ErrTimeout:
 		s.Timeouts.Add(1)
-	case ErrPoolFull, ErrQueueFull:
+	case ErrPoolFull, ErrQueueFull, ErrPoolShare:
 		s.PoolExhausted.Add(1)
 	case ErrBadResponse, ErrHeadTooLarge:
 		s.BadResponses.Add(1)

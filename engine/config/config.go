@@ -72,8 +72,9 @@ type Config struct {
 	// (see CircuitBreaker). Default absent: no breakers.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
 
-	// Isolation, when present, enables adaptive slow-call isolation with
-	// these settings on every route (see Isolation). Default absent.
+	// Isolation sets adaptive slow-call isolation on every route (see
+	// Isolation): on by default with its defaults; a section here changes
+	// them, and `isolation: {enabled: false}` turns it off.
 	Isolation *Isolation `yaml:"isolation,omitempty"`
 
 	HealthChecks HealthChecks `yaml:"health_checks"` // bounds on the active health prober (see HealthChecks)
@@ -216,7 +217,8 @@ type Route struct {
 	// the route has none.
 	CircuitBreaker *CircuitBreaker `yaml:"circuit_breaker,omitempty"`
 	// Isolation is the route's slow-call isolation over the global one
-	// (see Isolation); after defaults, the effective settings, or nil.
+	// (see Isolation); after defaults, the effective settings (never nil;
+	// On reports whether it is enabled).
 	Isolation *Isolation `yaml:"isolation,omitempty"`
 
 	// Filters (see filters.go). The route keys a filter owns (auth,

@@ -247,6 +247,7 @@ func TestSampleParses(t *testing.T) {
 			ConnectTimeout:  Duration(250 * time.Millisecond), // inherited from users
 			ResponseTimeout: Duration(2 * time.Second),        // own override
 			Retry:           defaultRetry,
+			Isolation:       routeIsolation(nil, nil), // on by default
 			DisableFilters:  []string{"forwarded"},
 			Limits:          &codec.Limits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10},
 		}, {
@@ -254,12 +255,14 @@ func TestSampleParses(t *testing.T) {
 			ConnectTimeout:  Duration(100 * time.Millisecond),
 			ResponseTimeout: Duration(30 * time.Second),
 			Retry:           defaultRetry,
+			Isolation:       routeIsolation(nil, nil), // on by default
 			Filters:         []string{"ip_access"},
 		}, {
 			ID: "site", Prefix: "/", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(time.Second),
 			ResponseTimeout: Duration(30 * time.Second),
 			Retry:           defaultRetry,
+			Isolation:       routeIsolation(nil, nil), // on by default
 		}},
 	}
 	if !reflect.DeepEqual(withoutFilters(c), want) {

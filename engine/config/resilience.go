@@ -354,11 +354,14 @@ func containsCTL(s string) bool {
 
 // Isolation is a route's adaptive slow-call isolation (docs/resilience.md):
 // a concurrency limit on its upstream calls that shrinks to Floor when a
-// window's calls are slow and grows back by Step per healthy window. As
-// with CircuitBreaker, the section's presence enables it, globally or per
-// route, and a route's section overrides the global one.
+// window's calls are slow and grows back by Step per healthy window, and a
+// cap on the route's share of each of its upstream's connection pools. It
+// is on for every route by default: a slow route must not take the others
+// on its upstream down with it. A route's section overrides the global one
+// field by field; `isolation: {enabled: false}` turns it off (globally, or
+// on one route).
 type Isolation struct {
-	Enabled *bool `yaml:"enabled"` // default true where the section is present
+	Enabled *bool `yaml:"enabled"` // default true
 
 	Limit      int      `yaml:"limit"`       // concurrent upstream calls of the route; default 200; past it 429, code 42901
 	Floor      int      `yaml:"floor"`       // the limit in a slow window; default 5
@@ -375,17 +378,31 @@ type Isolation struct {
 	// connection, not an upstream one.
 	Queue        *int     `yaml:"queue"`
 	QueueTimeout Duration `yaml:"queue_timeout"` // the longest wait for a permit; then 429, code 42901; default 100ms
+
+	// MaxPoolShare is the percent of max_conns of each node's pool on
+	// each loop that the route's calls may hold (connected, dialing or
+	// waiting for a connection); a call past it gets 503, code 50302, at
+	// once, so the other routes on the upstream always find connections.
+	// Default 80; 100 lets one route take the whole pool.
+	MaxPoolShare int `yaml:"max_pool_share"`
 }
 
 // On reports whether isolation is enabled.
 func (s *Isolation) On() bool { return s != nil && (s.Enabled == nil || *s.Enabled) }
 
+// defaultPoolShare is Isolation.MaxPoolShare's default: a route keeps a
+// fifth of each pool free for the upstream's other routes, and a route
+// alone on its upstream loses little (it is held to limit, 200 calls over
+// all loops, far below the 1024 connections per loop of max_conns).
+const defaultPoolShare = 80
+
 // routeIsolation is a route's effective isolation: its own section over
-// the global one, defaults filled in; nil when neither is present.
+// the global one, defaults filled in. Neither present is the defaults:
+// isolation is on unless a section turns it off.
 func routeIsolation(global, own *Isolation) *Isolation {
 	s := overlay(global, own, mergeIsolation)
 	if s == nil {
-		return nil
+		s = new(Isolation)
 	}
 	setDefault(&s.Limit, 200)
 	setDefault(&s.Floor, min(5, s.Limit))
@@ -400,6 +417,7 @@ func routeIsolation(global, own *Isolation) *Isolation {
 		s.Queue = &queue
 	}
 	setDefault(&s.QueueTimeout, Duration(100*time.Millisecond))
+	setDefault(&s.MaxPoolShare, defaultPoolShare)
 	return s
 }
 
@@ -420,6 +438,7 @@ func mergeIsolation(s, own *Isolation) {
 		s.Queue = own.Queue
 	}
 	setIf(&s.QueueTimeout, own.QueueTimeout)
+	setIf(&s.MaxPoolShare, own.MaxPoolShare)
 }
 
 func validateIsolation(p *problems, path string, s *Isolation) {
@@ -439,4 +458,5 @@ func validateIsolation(p *problems, path string, s *Isolation) {
 		p.add(path+".queue", "must not be negative, got %d", *s.Queue)
 	}
 	positive(p, path+".queue_timeout", s.QueueTimeout)
+	percent(p, path+".max_pool_share", s.MaxPoolShare)
 }

@@ -45,8 +45,36 @@ routes:
 	}
 
 	none := mustParse(t, "upstreams:\n  - {name: u, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {prefix: /, upstream: u}\n")
-	if r := none.Routes[0]; r.CircuitBreaker != nil || r.Isolation != nil {
-		t.Errorf("no section anywhere, yet breaker %v, isolation %v", r.CircuitBreaker, r.Isolation)
+	if r := none.Routes[0]; r.CircuitBreaker != nil {
+		t.Errorf("no section anywhere, yet breaker %v", r.CircuitBreaker)
+	}
+}
+
+// Isolation is on by default, with its pool share: a route with no
+// section anywhere has it, and enabled: false turns it off globally or on
+// one route, while a route may turn it back on under a global off.
+func TestIsolationOnByDefault(t *testing.T) {
+	none := mustParse(t, "upstreams:\n  - {name: u, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {prefix: /, upstream: u}\n")
+	if s := none.Routes[0].Isolation; !s.On() || s.Limit != 200 || s.Floor != 5 || s.MaxPoolShare != 80 || *s.Queue != 1000 {
+		t.Errorf("no section anywhere: %+v, want on with the defaults", s)
+	}
+	c := mustParse(t, `
+isolation: {enabled: false}
+upstreams:
+  - {name: u, nodes: ["127.0.0.1:1"]}
+routes:
+  - {id: off, prefix: /a, upstream: u}
+  - {id: on, prefix: /b, upstream: u, isolation: {enabled: true, max_pool_share: 100}}
+`)
+	if c.Routes[0].Isolation.On() {
+		t.Error("isolation on under a global enabled: false")
+	}
+	if s := c.Routes[1].Isolation; !s.On() || s.MaxPoolShare != 100 {
+		t.Errorf("route turning it back on: %+v", s)
+	}
+	_, err := Parse([]byte("isolation: {max_pool_share: 101}\nupstreams:\n  - {name: u, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {prefix: /, upstream: u}\n"))
+	if want := "routes[0].isolation.max_pool_share: 101: want a percentage from 1 to 100"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("error %v, want %q in it", err, want)
 	}
 }
 
