@@ -44,9 +44,11 @@ type isolation struct {
 	inFlight atomic.Int64 // permits held: upstream calls started and not yet ended
 	waiting  atomic.Int64 // requests waiting for a permit, all loops (isolationqueue.go)
 
-	windowStart   atomic.Int64 // loopstat.Now when the window began
-	samples, slow atomic.Int64 // calls ended in the window, and the slow ones
-	seen          atomic.Int64 // calls ended since the start or the last reload (the cold-start guard)
+	windowStart atomic.Int64 // loopstat.Now when the window began
+	// calls ended in the window (low 32 bits) and the slow ones (high 32
+	// bits): one add per call, and the window's judge takes both at once.
+	window atomic.Int64
+	seen   atomic.Int64 // calls ended since the start or the last reload, counted up to cold_start (the guard)
 
 	warned   atomic.Bool   // the limit is below half its base: warned once this episode
 	rejected atomic.Uint64 // requests answered 42901
@@ -93,16 +95,22 @@ func (iso *isolation) acquire() bool {
 // calls with some slow keeps it; any other window adds step.
 func (iso *isolation) release(s *isolationSettings, took, now int64) {
 	iso.inFlight.Add(-1)
-	iso.samples.Add(1)
-	iso.seen.Add(1)
+	sample := int64(1)
 	if took > s.slowCall {
-		iso.slow.Add(1)
+		sample |= 1 << 32
+	}
+	iso.window.Add(sample)
+	// Past the cold start the guard is only read: every loop ends calls
+	// here, and a shared line written once per call costs them all.
+	if iso.seen.Load() < s.coldStart {
+		iso.seen.Add(1)
 	}
 	start := iso.windowStart.Load()
 	if now-start < s.window || !iso.windowStart.CompareAndSwap(start, now) {
 		return
 	}
-	samples, slow := iso.samples.Swap(0), iso.slow.Swap(0)
+	w := iso.window.Swap(0)
+	samples, slow := w&(1<<32-1), w>>32
 	limit := iso.limit.Load()
 	switch {
 	case iso.seen.Load() >= s.coldStart && samples >= s.minSamples && slow*100 >= s.slowRatio*samples:

@@ -120,3 +120,18 @@ func TestSharesTable(t *testing.T) {
 		}
 	}
 }
+
+// The share's cost per call: one enter and one leave, beside three other
+// tenants with calls in the pool.
+func BenchmarkShares(b *testing.B) {
+	var s shares
+	for range 3 {
+		s.enter(NewTenant(), 100)
+	}
+	t := NewTenant()
+	b.ReportAllocs()
+	for range b.N {
+		s.enter(t, 100)
+		s.leave(t)
+	}
+}
