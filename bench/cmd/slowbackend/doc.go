@@ -4,8 +4,10 @@
 //
 // Usage:
 //
-//	slowbackend -addr 127.0.0.1:PORT [-delay 2s]
+//	slowbackend -addr 127.0.0.1:PORT [-delay 2s] [-fast /fast]
 //
+// With -fast, paths under that prefix are answered at once: one node
+// serving a slow route and a fast route, an upstream they share.
 // The path /delay is its control endpoint and is answered at once:
 // GET /delay prints the current delay, POST /delay?d=DURATION sets it
 // (a Go duration, 0s or more) for requests that arrive from then on.

@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 )
 
 var slowBody = []byte("slow\n")
 
-// server answers every request after delay; safe for concurrent use.
+// server answers every request after delay, except those under fast;
+// safe for concurrent use.
 type server struct {
 	delay atomic.Int64 // nanoseconds; any goroutine reads it, /delay writes it
+	fast  string       // a path prefix answered at once; "" = none
 }
 
 func newServer(delay time.Duration) *server {
@@ -26,11 +29,14 @@ func newServer(delay time.Duration) *server {
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	delay := flag.Duration("delay", 2*time.Second, "how long each answer waits")
+	fast := flag.String("fast", "", "a path prefix answered at once, for a fast route on the same upstream")
 	flag.Parse()
 	if *delay < 0 {
 		log.Fatalf("-delay %v: must not be negative", *delay)
 	}
-	log.Fatal(http.ListenAndServe(*addr, newServer(*delay)))
+	s := newServer(*delay)
+	s.fast = *fast
+	log.Fatal(http.ListenAndServe(*addr, s))
 }
 
 func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -38,7 +44,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.control(w, r)
 		return
 	}
-	if d := time.Duration(s.delay.Load()); d > 0 {
+	if d := time.Duration(s.delay.Load()); d > 0 && (s.fast == "" || !strings.HasPrefix(r.URL.Path, s.fast)) {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:

@@ -59,3 +59,14 @@ func TestDelayRejectsBadValues(t *testing.T) {
 		t.Errorf("after bad values: %d %q, want the delay unchanged", code, body)
 	}
 }
+
+// Paths under -fast are answered at once whatever the delay.
+func TestFastPrefixSkipsTheDelay(t *testing.T) {
+	s := newServer(time.Hour) // the test would time out if a request waited it
+	s.fast = "/fast"
+	ts := httptest.NewServer(s)
+	defer ts.Close()
+	if code, body := do(t, http.MethodGet, ts.URL+"/fast/x"); code != 200 || body != "slow\n" {
+		t.Fatalf("GET /fast/x: %d %q", code, body)
+	}
+}
