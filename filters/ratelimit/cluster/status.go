@@ -10,7 +10,8 @@ type Status struct {
 	Redis               Health        `json:"redis"`
 	ConsecutiveFailures int           `json:"consecutive_failures"`
 	Ramping             bool          `json:"ramping"`         // Redis came back and quotas are rising
-	LiveNodes           int           `json:"live_nodes"`      // from the last heartbeat; 0 before any
+	LiveNodes           int           `json:"live_nodes"`      // answering at the last heartbeat (beat within MemberTTL); 0 before any
+	KnownNodes          int           `json:"known_nodes"`     // seen within LiveMaxAge, answering or not; 0 before any
 	LiveAge             time.Duration `json:"live_age_ns"`     // since that heartbeat; -1 before any
 	EffectiveNodes      int           `json:"effective_nodes"` // what shadow quotas divide by
 	Calls               uint64        `json:"calls"`           // Redis calls made
@@ -56,6 +57,7 @@ func (c *Cluster) Status() Status {
 		ConsecutiveFailures: int(c.br.failures.Load()),
 		Ramping:             c.rampStart.Load() != 0,
 		LiveNodes:           int(c.live.Load()),
+		KnownNodes:          int(c.known.Load()),
 		LiveAge:             -1,
 		EffectiveNodes:      int(c.effective.Load()),
 		Calls:               c.calls.Load(),

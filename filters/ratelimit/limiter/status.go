@@ -31,7 +31,8 @@ type ClusterStatus struct {
 	Redis               string  `json:"redis"` // up or down
 	ConsecutiveFailures int     `json:"consecutive_failures"`
 	Ramping             bool    `json:"ramping"`          // Redis came back and quotas are rising
-	LiveNodes           int     `json:"live_nodes"`       // from the last heartbeat; 0 before any
+	LiveNodes           int     `json:"live_nodes"`       // answering at the last heartbeat; 0 before any
+	KnownNodes          int     `json:"known_nodes"`      // seen within live_max_age, answering or not
 	LiveAgeSeconds      float64 `json:"live_age_seconds"` // since that heartbeat; -1 before any
 	EffectiveNodes      int     `json:"effective_nodes"`  // what shadow quotas divide by
 	Calls               uint64  `json:"calls"`            // Redis calls made
@@ -99,7 +100,7 @@ func (s *Store) Status() Status {
 		cs := c.Status()
 		out.Cluster = &ClusterStatus{
 			Redis: cs.Redis.String(), ConsecutiveFailures: cs.ConsecutiveFailures, Ramping: cs.Ramping,
-			LiveNodes: cs.LiveNodes, LiveAgeSeconds: seconds(cs.LiveAge), EffectiveNodes: cs.EffectiveNodes,
+			LiveNodes: cs.LiveNodes, KnownNodes: cs.KnownNodes, LiveAgeSeconds: seconds(cs.LiveAge), EffectiveNodes: cs.EffectiveNodes,
 			Calls: cs.Calls, CallErrors: cs.CallErrors, QueueFull: cs.QueueFull, Probes: cs.Probes,
 			Trips: cs.Trips, Recoveries: cs.Recoveries,
 		}
@@ -186,7 +187,8 @@ func (s *Store) WriteMetrics(w io.Writer) {
 		p.one("loopgate_ratelimit_redis_up", "gauge", "1 while this node calls Redis, 0 while its breaker has marked Redis down.", up)
 		p.one("loopgate_ratelimit_redis_consecutive_failures", "gauge", "Redis calls failed in a row; the breaker trips at cluster.failure_threshold.", float64(c.ConsecutiveFailures))
 		p.one("loopgate_ratelimit_ramping", "gauge", "1 while quotas climb back after Redis recovered.", boolf(c.Ramping))
-		p.one("loopgate_ratelimit_live_nodes", "gauge", "Gateways in the membership set at the last heartbeat (0 before any).", float64(c.LiveNodes))
+		p.one("loopgate_ratelimit_live_nodes", "gauge", "Gateways that heartbeat within cluster.member_ttl, at the last heartbeat (0 before any).", float64(c.LiveNodes))
+		p.one("loopgate_ratelimit_known_nodes", "gauge", "Gateways seen within cluster.live_max_age, answering or not; those not answering keep a share of the bucket.", float64(c.KnownNodes))
 		p.one("loopgate_ratelimit_live_age_seconds", "gauge", "Age of the live node count (-1 before any heartbeat).", c.LiveAgeSeconds)
 		p.one("loopgate_ratelimit_effective_nodes", "gauge", "The node count shadow quotas divide the cluster rate by.", float64(c.EffectiveNodes))
 		p.one("loopgate_ratelimit_redis_calls_total", "counter", "Redis calls made: grants, hand-backs, heartbeats and probes.", float64(c.Calls))
