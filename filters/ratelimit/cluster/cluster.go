@@ -187,6 +187,7 @@ func (c *Cluster) call(cl *redisClient, s *rueidis.Lua, key string, args ...stri
 	ctx, cancel := context.WithTimeout(context.Background(), c.opt.CallTimeout)
 	defer cancel()
 	c.calls.Add(1)
+	start := nanotime()
 	var reply []int64
 	r := s.Exec(ctx, cl, []string{key}, args)
 	err := r.Error()
@@ -200,10 +201,11 @@ func (c *Cluster) call(cl *redisClient, s *rueidis.Lua, key string, args ...stri
 	}
 	if err != nil {
 		c.callErrs.Add(1)
-		c.br.failed()
+		var ne net.Error
+		c.br.failed(start, errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout())
 		return nil, err
 	}
-	c.br.succeeded()
+	c.br.succeeded(start)
 	return reply, nil
 }
 
@@ -313,6 +315,13 @@ func (c *Cluster) step(now int64) {
 			c.rampStart.Store(now)
 		}
 		c.br.probed(now, ok, c.opt.ProbeMax)
+	} else if from := c.br.confirmDue(); from != 0 {
+		// A run of failures ended in a timeout: Redis is down only if a
+		// heartbeat sent now gets no answer either (see Health).
+		if cl := c.client.Load(); cl != nil {
+			c.heartbeat(cl)
+		}
+		c.br.confirm(from)
 	} else if c.br.health() == Up && now-c.liveAt.Load() >= int64(c.opt.Heartbeat) {
 		if cl := c.client.Load(); cl != nil {
 			c.heartbeat(cl)

@@ -39,8 +39,9 @@ type ClusterStatus struct {
 	CallErrors          uint64  `json:"call_errors"`
 	QueueFull           uint64  `json:"queue_full"` // calls decided locally: the worker queue was full
 	Probes              uint64  `json:"probes"`
-	Trips               uint64  `json:"trips"`      // times Redis was marked down
-	Recoveries          uint64  `json:"recoveries"` // times it came back
+	Trips               uint64  `json:"trips"`             // times Redis was marked down
+	Recoveries          uint64  `json:"recoveries"`        // times it came back
+	TimeoutsAnswered    uint64  `json:"timeouts_answered"` // runs of timeouts Redis was found answering through: not trips
 }
 
 // LimitStatus is one limit on this node.
@@ -102,7 +103,7 @@ func (s *Store) Status() Status {
 			Redis: cs.Redis.String(), ConsecutiveFailures: cs.ConsecutiveFailures, Ramping: cs.Ramping,
 			LiveNodes: cs.LiveNodes, KnownNodes: cs.KnownNodes, LiveAgeSeconds: seconds(cs.LiveAge), EffectiveNodes: cs.EffectiveNodes,
 			Calls: cs.Calls, CallErrors: cs.CallErrors, QueueFull: cs.QueueFull, Probes: cs.Probes,
-			Trips: cs.Trips, Recoveries: cs.Recoveries,
+			Trips: cs.Trips, Recoveries: cs.Recoveries, TimeoutsAnswered: cs.TimeoutsAnswered,
 		}
 	}
 	states := s.live()
@@ -197,6 +198,7 @@ func (s *Store) WriteMetrics(w io.Writer) {
 		p.one("loopgate_ratelimit_redis_probes_total", "counter", "Redis health probes, the first connect included.", float64(c.Probes))
 		p.one("loopgate_ratelimit_redis_trips_total", "counter", "Times the breaker marked Redis down.", float64(c.Trips))
 		p.one("loopgate_ratelimit_redis_recoveries_total", "counter", "Times Redis came back after being marked down.", float64(c.Recoveries))
+		p.one("loopgate_ratelimit_redis_timeouts_answered_total", "counter", "Runs of timed-out Redis calls at the failure threshold that a confirming heartbeat found Redis answering through (this gateway was slow, not Redis): not trips.", float64(c.TimeoutsAnswered))
 	}
 	perLimit := []struct {
 		name, typ, help string
