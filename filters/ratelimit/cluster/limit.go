@@ -350,7 +350,10 @@ func (l *Limit) noteReply(r Result) {
 }
 
 // acquireArgs are the acquire script's cost and tolerance arguments.
-type acquireArgs struct{ cost, tolerance string }
+type acquireArgs struct {
+	costUS          int64
+	cost, tolerance string
+}
 
 // setShare sets what the cluster bucket charges this node when live of the
 // known nodes answer (see heartbeat). Every node seen within LiveMaxAge
@@ -359,17 +362,18 @@ type acquireArgs struct{ cost, tolerance string }
 // So each token costs known / live times the limit's interval: between
 // them the answering nodes get Rate · live / known and Burst · live /
 // known, and the cluster stays within Rate. With every node answering the
-// cost is the interval. Owned by the controller (and NewLimit).
+// cost is the interval. Called by the controller (heartbeat, adjust) and
+// NewLimit; it allocates only when the cost changes.
 func (l *Limit) setShare(live, known int64) {
 	cost := l.intervalUS
 	if live > 0 && known > live {
 		cost = (l.intervalUS*known + live - 1) / live
 	}
-	tolerance := max(l.spec.Burst*l.intervalUS, cost)
-	a := &acquireArgs{cost: strconv.FormatInt(cost, 10), tolerance: strconv.FormatInt(tolerance, 10)}
-	if cur := l.args.Load(); cur == nil || *cur != *a {
-		l.args.Store(a)
+	if cur := l.args.Load(); cur != nil && cur.costUS == cost {
+		return
 	}
+	tolerance := max(l.spec.Burst*l.intervalUS, cost)
+	l.args.Store(&acquireArgs{costUS: cost, cost: strconv.FormatInt(cost, 10), tolerance: strconv.FormatInt(tolerance, 10)})
 }
 
 // setShadow computes the shadow quota for eff nodes: the cluster rate and
