@@ -147,15 +147,14 @@ func readCluster(adminAddr string) (clusterStatus, error) {
 // pacedLoad offers each gateway perSecond requests a second from a few
 // keep-alive clients, and counts the answers by kind.
 type pacedLoad struct {
-	stop                 atomic.Bool
-	wg                   sync.WaitGroup
-	ok, limited, failed  atomic.Int64
-	lastFailure          atomic.Value // string
-	clientsPerGW, perSec int
+	stop                atomic.Bool
+	wg                  sync.WaitGroup
+	ok, limited, failed atomic.Int64
+	lastFailure         atomic.Value // string
 }
 
 func startPacedLoad(listens []string, clientsPerGW, perSecond int) *pacedLoad {
-	l := &pacedLoad{clientsPerGW: clientsPerGW, perSec: perSecond}
+	l := &pacedLoad{}
 	interval := time.Second * time.Duration(clientsPerGW) / time.Duration(perSecond)
 	for _, addr := range listens {
 		tr := &http.Transport{MaxIdleConnsPerHost: clientsPerGW, DisableCompression: true}
