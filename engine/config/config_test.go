@@ -569,7 +569,7 @@ func documentedRateLimit() *limiter.Global {
 	return &limiter.Global{
 		RateLimit: limiter.Settings{TenantHeader: "X-Tenant-Id", MaxKeys: 131072, KeyIdle: units.Duration(time.Minute)},
 		Cluster: limiter.ClusterSettings{FallbackNodes: 1, MinNodes: 1,
-			Heartbeat: units.Duration(time.Second), MemberTTL: units.Duration(5 * time.Second), LiveMaxAge: units.Duration(30 * time.Second),
+			Heartbeat: units.Duration(time.Second), MemberTTL: units.Duration(3 * time.Second), LiveMaxAge: units.Duration(30 * time.Second),
 			FailureThreshold: 3, ProbeMin: units.Duration(100 * time.Millisecond), ProbeMax: units.Duration(2 * time.Second), RampStep: 0.10},
 	}
 }

@@ -38,12 +38,22 @@ type Cluster struct {
 	br     breaker
 	jobs   chan job
 
-	// The live node count from the last heartbeat, and when it was read
-	// (0: never). effective is what shadow quotas divide by.
+	// The node counts from the last heartbeat (see heartbeat), and when
+	// they were read (0: never). live counts the nodes answering, known
+	// the nodes seen within LiveMaxAge; effective is what shadow quotas
+	// divide by.
 	live      atomic.Int64
+	known     atomic.Int64
 	liveAt    atomic.Int64
 	effective atomic.Int64
 	rampStart atomic.Int64 // clock when Redis last came back; 0 when not ramping
+	rampEff   atomic.Int64 // the effective count when it came back: the ramp starts from its shadow quota
+
+	// Owned by the controller (and New): the known count a node keeps
+	// when Redis lost the membership set, and when it was last true.
+	heldKnown, heldAt int64
+
+	liveMSArg, keepMSArg string // MemberTTL and the set's keep window, for the heartbeat script
 
 	calls     atomic.Uint64 // Redis calls made (probes and heartbeats included)
 	callErrs  atomic.Uint64 // of which failed
@@ -76,6 +86,8 @@ func New(opt Options) (*Cluster, error) {
 		now:        opt.clock,
 		jobs:       make(chan job, opt.Queue),
 		quit:       make(chan struct{}),
+		liveMSArg:  msArg(int64(opt.MemberTTL)),
+		keepMSArg:  msArg(int64(max(opt.MemberTTL, opt.LiveMaxAge))),
 	}
 	c.br.threshold = int32(opt.FailureThreshold)
 	c.limits.Store(&[]*Limit{})
@@ -175,6 +187,7 @@ func (c *Cluster) call(cl *redisClient, s *rueidis.Lua, key string, args ...stri
 	ctx, cancel := context.WithTimeout(context.Background(), c.opt.CallTimeout)
 	defer cancel()
 	c.calls.Add(1)
+	start := nanotime()
 	var reply []int64
 	r := s.Exec(ctx, cl, []string{key}, args)
 	err := r.Error()
@@ -188,10 +201,11 @@ func (c *Cluster) call(cl *redisClient, s *rueidis.Lua, key string, args ...stri
 	}
 	if err != nil {
 		c.callErrs.Add(1)
-		c.br.failed()
+		var ne net.Error
+		c.br.failed(start, errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout())
 		return nil, err
 	}
-	c.br.succeeded()
+	c.br.succeeded(start)
 	return reply, nil
 }
 
@@ -256,7 +270,8 @@ func (c *Cluster) run(j job) {
 		l.giveBack(cl, j.n)
 		return
 	}
-	reply, err := c.call(cl, acquireScript, l.key, l.intervalArg, l.burstArg, strconv.FormatInt(j.want, 10))
+	args := l.args.Load()
+	reply, err := c.call(cl, acquireScript, l.key, args.cost, args.tolerance, strconv.FormatInt(j.want, 10))
 	if err == nil && len(reply) != 4 {
 		err = errors.New("cluster: acquire script replied " + strconv.Itoa(len(reply)) + " values, want 4")
 	}
@@ -293,10 +308,20 @@ func (c *Cluster) control() {
 func (c *Cluster) step(now int64) {
 	if c.br.probeDue(now, c.opt.ProbeMin) {
 		ok := c.probe()
-		c.br.probed(now, ok, c.opt.ProbeMax)
 		if ok {
+			// The ramp starts from the quota the node was on, whatever
+			// the first heartbeat back says.
+			c.rampEff.Store(c.effective.Load())
 			c.rampStart.Store(now)
 		}
+		c.br.probed(now, ok, c.opt.ProbeMax)
+	} else if from := c.br.confirmDue(); from != 0 {
+		// A run of failures ended in a timeout: Redis is down only if a
+		// heartbeat sent now gets no answer either (see Health).
+		if cl := c.client.Load(); cl != nil {
+			c.heartbeat(cl)
+		}
+		c.br.confirm(from)
 	} else if c.br.health() == Up && now-c.liveAt.Load() >= int64(c.opt.Heartbeat) {
 		if cl := c.client.Load(); cl != nil {
 			c.heartbeat(cl)

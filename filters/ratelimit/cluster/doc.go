@@ -40,24 +40,40 @@
 // # When Redis fails
 //
 // rueidis redials on every call while Redis is down; the breaker stops
-// that. FailureThreshold consecutive failed calls mark Redis Down: no
-// worker calls it, and the controller probes with a doubling backoff
+// that. FailureThreshold consecutive failed calls mark Redis Down (a run
+// ending in a timeout only once a confirming heartbeat gets no answer
+// either: a saturated node reads replies late, which is not Redis failing;
+// a failure a later call's answer contradicts is not counted): no worker
+// calls it, and the controller probes with a doubling backoff
 // (ProbeMin to ProbeMax). A failed call and a Down state are never a
 // request's error: each limit decides by its FailureMode, FailShadow by
 // default: a local GCRA at the shadow quota,
 //
 //	shadow rate = Rate / effective nodes, shadow burst = Burst / effective nodes
-//	effective nodes = max(MinNodes, live nodes)           while the live count is fresh
-//	                = max(MinNodes, FallbackNodes)        once it is older than LiveMaxAge
+//	effective nodes = max(MinNodes, known nodes)          while the counts are fresh
+//	                = max(MinNodes, FallbackNodes)        once they are older than LiveMaxAge
 //
 // Each node heartbeats into a sorted set scored by Redis time (ZADD),
-// trims members that stopped (ZREMRANGEBYSCORE) and reads the count
-// (ZCARD); no key is ever enumerated, so neither KEYS nor SCAN runs. The
-// shadow quota is recomputed every tick while Redis is up, so it is ready
-// the moment Redis fails. When a probe succeeds the node takes Redis's
-// answers again, but under a local cap that starts at the shadow quota and
-// rises by RampStep (10 %) of the rate each second, so the cluster returns
-// to its limit gradually, never with a jump.
+// trims members gone for LiveMaxAge (ZREMRANGEBYSCORE) and reads two
+// counts: live, the members that beat within MemberTTL (ZCOUNT), and
+// known, every member left (ZCARD); no key is ever enumerated, so neither
+// KEYS nor SCAN runs. The shadow quota is recomputed every tick while
+// Redis is up, so it is ready the moment Redis fails.
+//
+// # Partitions
+//
+// When only some nodes lose Redis, the known nodes that no longer answer
+// are on their shadow quotas, Rate / known each, and the live ones leave
+// that room: each token the bucket grants them costs known / live times
+// the interval, so together they get Rate · live / known and the cluster
+// stays within Rate. A Redis that restarted empty has lost the set; a node
+// whose own entry is gone keeps the known count it had for LiveMaxAge, so
+// the first node back does not take itself for the only one.
+//
+// When a probe succeeds the node takes Redis's answers again, but under a
+// local cap that starts at the shadow quota it was on and rises by
+// RampStep (10 %) of the rate each second, so the cluster returns to its
+// limit gradually, never with a jump.
 //
 // # Status
 //

@@ -10,13 +10,26 @@ import (
 
 // Health is whether this node is calling Redis.
 //
-//	Up   --FailureThreshold consecutive failed calls-->  Down
-//	Down --a probe succeeds-->                            Up (ramping)
+//	Up   --FailureThreshold consecutive failed calls-->                  Down
+//	Up   --as many, the last a timeout, and a confirming heartbeat
+//	       finds no call started after it answered-->                   Down
+//	Down --a probe succeeds-->                                           Up (ramping)
 //
 // rueidis dials again on every call while Redis is unreachable and has no
 // backoff of its own; Down is what stops that. While Down no worker calls
 // Redis; only the controller probes it, with a backoff that doubles from
 // ProbeMin to ProbeMax.
+//
+// Only Redis's failures count. A call whose failure Redis has already
+// contradicted, because a call started after it got an answer, is not
+// counted. A timeout is not proof on its own: when this process is short
+// of CPU (a saturating load), replies Redis sent in time are read after
+// the deadline. So a run of failures that ends in a timeout does not trip
+// the breaker at once: the controller sends a heartbeat, and trips it only
+// if neither that nor any other call started after the timed-out one got
+// an answer. A Redis that stopped answering (a blackhole) costs one more
+// deadline and a tick before the trip; a refused or reset connection trips
+// at once.
 type Health uint32
 
 const (
@@ -44,6 +57,13 @@ type breaker struct {
 	failures  atomic.Int32  // consecutive failed calls
 	trips     atomic.Uint64 // Up -> Down transitions
 	recovered atomic.Uint64 // Down -> Up transitions
+	confirmed atomic.Uint64 // runs of timeouts the confirming heartbeat found Redis answering through
+
+	// lastOK is the start (nanotime) of the latest-started call that got
+	// an answer; confirmFrom, when not 0, the start of the timed-out call
+	// that reached the threshold, waiting for the controller's verdict.
+	lastOK      atomic.Int64
+	confirmFrom atomic.Int64
 
 	// Owned by the controller goroutine.
 	backoff time.Duration
@@ -53,16 +73,51 @@ type breaker struct {
 
 func (b *breaker) health() Health { return Health(b.state.Load()) }
 
-// failed records a failed call; the one that reaches the threshold marks
-// Redis down. Safe for concurrent use.
-func (b *breaker) failed() {
-	if b.failures.Add(1) >= b.threshold {
-		b.set(Up, Down)
+// failed records a call started at start (nanotime) that failed, timeout
+// saying whether it ran out of time. A failure a later-started call's
+// answer has contradicted is not counted. The one that reaches the
+// threshold marks Redis down, or, when it is a timeout, asks the
+// controller to confirm (see Health). Safe for concurrent use.
+func (b *breaker) failed(start int64, timeout bool) {
+	if b.lastOK.Load() > start || b.failures.Add(1) < b.threshold {
+		return
 	}
+	if timeout {
+		b.confirmFrom.CompareAndSwap(0, start)
+		return
+	}
+	b.set(Up, Down)
 }
 
-// succeeded records a call that got an answer. Safe for concurrent use.
-func (b *breaker) succeeded() { b.failures.Store(0) }
+// succeeded records that a call started at start got an answer. Safe for
+// concurrent use.
+func (b *breaker) succeeded(start int64) {
+	for {
+		last := b.lastOK.Load()
+		if start <= last || b.lastOK.CompareAndSwap(last, start) {
+			break
+		}
+	}
+	b.failures.Store(0)
+}
+
+// confirmDue returns the start of the timeout awaiting confirmation, or 0.
+func (b *breaker) confirmDue() int64 { return b.confirmFrom.Load() }
+
+// confirm gives the controller's verdict on the timeout that started at
+// from, after its confirming heartbeat: Redis is down unless some call
+// started after from got an answer. Owned by the controller.
+func (b *breaker) confirm(from int64) {
+	if !b.confirmFrom.CompareAndSwap(from, 0) {
+		return
+	}
+	if b.lastOK.Load() > from {
+		b.failures.Store(0)
+		b.confirmed.Add(1)
+		return
+	}
+	b.set(Up, Down)
+}
 
 // set moves the state from one value to another and reports whether it did:
 // the one place the state changes.
@@ -70,6 +125,7 @@ func (b *breaker) set(from, to Health) bool {
 	if !b.state.CompareAndSwap(uint32(from), uint32(to)) {
 		return false
 	}
+	b.confirmFrom.Store(0)
 	if to == Down {
 		b.trips.Add(1)
 	} else {

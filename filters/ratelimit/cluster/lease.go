@@ -126,12 +126,14 @@ func (l *Limit) exhausted(r Result) time.Duration {
 }
 
 // adjust is the controller's tick for this limit: it updates the shadow
-// quota and the demand estimate, resizes the lease, and hands back what the
-// lease holds beyond its size, or all of it once the limit is idle. While
-// Redis is down leased tokens are kept: the failure mode spends them first.
+// quota, what the bucket charges this node for its share, and the demand
+// estimate, resizes the lease, and hands back what the lease holds beyond
+// its size, or all of it once the limit is idle. While Redis is down
+// leased tokens are kept: the failure mode spends them first.
 func (l *Limit) adjust(now int64) {
 	eff := l.c.effective.Load()
 	l.setShadow(eff)
+	l.setShare(l.c.live.Load(), l.c.known.Load())
 	d := l.demand.Load()
 	if l.lastAt != 0 && now > l.lastAt {
 		measured := float64(d-l.lastDemand) * 1e9 / float64(now-l.lastAt)

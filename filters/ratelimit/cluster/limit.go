@@ -75,8 +75,12 @@ type Limit struct {
 	c           *Cluster
 	spec        LimitSpec
 	key         string // the Redis key of the cluster bucket
-	intervalArg string // µs per token, for the scripts
-	burstArg    string
+	intervalUS  int64  // µs per token
+	intervalArg string // intervalUS, for the give-back script
+
+	// args are what the acquire script charges this node: set from the
+	// node counts by the controller, read by the workers.
+	args atomic.Pointer[acquireArgs]
 
 	lease
 
@@ -105,9 +109,10 @@ func (c *Cluster) NewLimit(spec LimitSpec) (*Limit, error) {
 		c:           c,
 		spec:        spec,
 		key:         c.opt.KeyPrefix + spec.Name,
+		intervalUS:  intervalUS,
 		intervalArg: strconv.FormatInt(intervalUS, 10),
-		burstArg:    strconv.FormatInt(spec.Burst, 10),
 	}
+	l.setShare(c.live.Load(), c.known.Load())
 	eff := c.effective.Load()
 	l.setShadow(eff)
 	l.startLease(spec, eff)
@@ -284,17 +289,20 @@ func (l *Limit) rampCap(now, rs, n int64) (Decision, bool) {
 }
 
 // rampLimit is the local cap elapsed nanoseconds after Redis recovered:
-// the shadow quota plus RampStep of the cluster rate per second, with the
-// shadow burst. It reports false once the cap reaches the cluster rate.
-// The shadow bucket carries on as the cap's bucket, so the quota rises
-// from where the outage left it, without a fresh burst.
+// the shadow quota the node was on when Redis came back plus RampStep of
+// the cluster rate per second, with that quota's burst. It reports false
+// once the cap reaches the cluster rate. The start is fixed at the
+// recovery: a first heartbeat that finds fewer nodes (a Redis that
+// restarted empty, the others still cut off) must not lift it. The shadow
+// bucket carries on as the cap's bucket, so the quota rises from where the
+// outage left it, without a fresh burst.
 func (l *Limit) rampLimit(elapsed int64) (ratelimit.Limit, bool) {
-	sh := l.shadow.Load()
-	rate := sh.PerSecond() + l.c.opt.RampStep*l.spec.Rate*float64(max(elapsed, 0))/1e9
+	eff := max(1, l.c.rampEff.Load())
+	rate := l.spec.Rate/float64(eff) + l.c.opt.RampStep*l.spec.Rate*float64(max(elapsed, 0))/1e9
 	if rate >= l.spec.Rate {
 		return ratelimit.Limit{}, false
 	}
-	ceiling, err := ratelimit.NewLimit(rate, sh.Burst())
+	ceiling, err := ratelimit.NewLimit(rate, max(1, l.spec.Burst/eff))
 	return ceiling, err == nil
 }
 
@@ -339,6 +347,33 @@ func (l *Limit) noteReply(r Result) {
 		l.leases.Add(1)
 		l.leased.Add(uint64(r.Granted))
 	}
+}
+
+// acquireArgs are the acquire script's cost and tolerance arguments.
+type acquireArgs struct {
+	costUS          int64
+	cost, tolerance string
+}
+
+// setShare sets what the cluster bucket charges this node when live of the
+// known nodes answer (see heartbeat). Every node seen within LiveMaxAge
+// that no longer answers is cut off from Redis and on its shadow quota,
+// Rate / known; the nodes answering must leave that room in the bucket.
+// So each token costs known / live times the limit's interval: between
+// them the answering nodes get Rate · live / known and Burst · live /
+// known, and the cluster stays within Rate. With every node answering the
+// cost is the interval. Called by the controller (heartbeat, adjust) and
+// NewLimit; it allocates only when the cost changes.
+func (l *Limit) setShare(live, known int64) {
+	cost := l.intervalUS
+	if live > 0 && known > live {
+		cost = (l.intervalUS*known + live - 1) / live
+	}
+	if cur := l.args.Load(); cur != nil && cur.costUS == cost {
+		return
+	}
+	tolerance := max(l.spec.Burst*l.intervalUS, cost)
+	l.args.Store(&acquireArgs{costUS: cost, cost: strconv.FormatInt(cost, 10), tolerance: strconv.FormatInt(tolerance, 10)})
 }
 
 // setShadow computes the shadow quota for eff nodes: the cluster rate and

@@ -8,8 +8,10 @@ import (
 	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 )
 
-// Heartbeats keep the live nodes in the sorted set and trim the ones that
-// stopped; a node that closes leaves at once. Nothing enumerates keys.
+// Heartbeats keep the nodes in the sorted set and trim the ones gone for
+// longer than LiveMaxAge; a node that stops beating stops counting as live
+// after MemberTTL but stays known until LiveMaxAge; a node that closes
+// leaves at once. Nothing enumerates keys.
 func TestMembershipTrimsStaleNodes(t *testing.T) {
 	r := redistest.Start(t)
 	nowMS := serverMicros(t, r) / 1000
@@ -18,8 +20,13 @@ func TestMembershipTrimsStaleNodes(t *testing.T) {
 		strconv.FormatInt(nowMS, 10), "other").Error(); err != nil {
 		t.Fatal(err)
 	}
-	a := newCluster(t, testOptions(r.Addr(), "a", nil))
-	b := newCluster(t, testOptions(r.Addr(), "b", nil))
+	opts := func(node string) Options {
+		o := testOptions(r.Addr(), node, nil)
+		o.LiveMaxAge = 2 * time.Second // MemberTTL is 1 s
+		return o
+	}
+	a := newCluster(t, opts("a"))
+	b := newCluster(t, opts("b"))
 	waitFor(t, 3*time.Second, "both nodes to count a, b and other", func() bool {
 		return a.Status().LiveNodes == 3 && b.Status().LiveNodes == 3
 	})
@@ -27,14 +34,23 @@ func TestMembershipTrimsStaleNodes(t *testing.T) {
 	if err != nil || len(members) != 3 || members[0] == "gone" {
 		t.Fatalf("members %v (%v), want a, b and other without gone", members, err)
 	}
-	if pttl, _ := r.Do("PTTL", "test:nodes").AsInt64(); pttl <= 0 || pttl > 1000 {
-		t.Fatalf("the set's PTTL is %d ms, want at most the member TTL", pttl)
+	if pttl, _ := r.Do("PTTL", "test:nodes").AsInt64(); pttl <= 1000 || pttl > 2000 {
+		t.Fatalf("the set's PTTL is %d ms, want the live max age", pttl)
 	}
 
 	b.Close()
-	// "other" stops beating too: it ages out after the member TTL (1 s).
-	waitFor(t, 5*time.Second, "a to count itself alone", func() bool { return a.Status().LiveNodes == 1 })
-	if s := a.Status(); s.EffectiveNodes != 1 || s.LiveAge < 0 || s.LiveAge > time.Second {
+	// "other" stops beating too: past the member TTL (1 s) it no longer
+	// answers but is still known, and its share is kept; past the live
+	// max age (2 s) it is trimmed.
+	waitFor(t, 5*time.Second, "a to count itself alone among two", func() bool {
+		s := a.Status()
+		return s.LiveNodes == 1 && s.KnownNodes == 2
+	})
+	if s := a.Status(); s.EffectiveNodes != 2 {
+		t.Fatalf("with other known but silent: %+v, want 2 effective nodes", s)
+	}
+	waitFor(t, 5*time.Second, "a to count itself alone", func() bool { return a.Status().KnownNodes == 1 })
+	if s := a.Status(); s.LiveNodes != 1 || s.EffectiveNodes != 1 || s.LiveAge < 0 || s.LiveAge > time.Second {
 		t.Fatalf("status %+v", s)
 	}
 	if n := r.CommandCalls("keys", "scan"); n != 0 {

@@ -58,11 +58,17 @@ type Options struct {
 	// Heartbeat is how often this node scores itself in the membership
 	// set and reads the live count. Default 1s.
 	Heartbeat time.Duration
-	// MemberTTL is how long a node stays a member without a heartbeat;
-	// older members are trimmed. Default 5s.
+	// MemberTTL is how long a node counts as live (answering) without a
+	// heartbeat. A node past it is taken for cut off from Redis and on its
+	// shadow quota: the nodes still answering leave its share of the
+	// bucket unspent until it has been gone LiveMaxAge. It is also how
+	// long the others take to notice a node cut off. Default 3s.
 	MemberTTL time.Duration
-	// LiveMaxAge is how old the live count may grow (Redis unreachable)
-	// before FallbackNodes replaces it. Default 30s.
+	// LiveMaxAge is how old the node counts may grow (Redis unreachable)
+	// before FallbackNodes replaces them, and how long the nodes still
+	// answering keep the share of a node that stopped beating: as long as
+	// it may still trust its own count. Members are trimmed once this old
+	// (or MemberTTL, if longer). Default 30s.
 	LiveMaxAge time.Duration
 	// MinNodes is the smallest node count a shadow quota divides by.
 	// Default 1.
@@ -96,7 +102,7 @@ const (
 	DefaultProbeMin         = 100 * time.Millisecond
 	DefaultProbeMax         = 2 * time.Second
 	DefaultHeartbeat        = time.Second
-	DefaultMemberTTL        = 5 * time.Second
+	DefaultMemberTTL        = 3 * time.Second
 	DefaultLiveMaxAge       = 30 * time.Second
 	DefaultRampStep         = 0.10
 	DefaultTick             = 100 * time.Millisecond

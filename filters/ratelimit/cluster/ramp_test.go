@@ -136,3 +136,30 @@ func TestRampQuotaInStatus(t *testing.T) {
 		}
 	}
 }
+
+// The ramp starts from the quota the node was on when Redis came back, not
+// from what the first heartbeat back says: a node down past LiveMaxAge is
+// on the fallback count's quota, and the empty set it then finds (it is
+// the only one back) must not lift its cap to the full rate at once.
+func TestRampStartsFromTheQuotaAtRecovery(t *testing.T) {
+	r := redistest.Start(t)
+	n := newFakeNode(t, r.Addr(), func(o *Options) {
+		o.FallbackNodes = 4
+		o.LiveMaxAge = 2 * time.Second
+	})
+	l := newLimit(t, n.c, LimitSpec{Name: "from", Rate: 1000, Burst: 100})
+	r.Kill()
+	n.until("Redis marked down", func() bool { return n.c.Health() == Down })
+	n.advance(3 * time.Second)
+	if q := l.Status().Quota; !near(q, 250) {
+		t.Fatalf("down past the live max age: quota %v, want 1000 / 4 fallback nodes", q)
+	}
+	r.Restart()
+	n.until("Redis back up", func() bool { return n.c.Health() == Up })
+	if s := n.c.Status(); s.EffectiveNodes != 1 || !s.Ramping {
+		t.Fatalf("back, alone in the set: %+v, want 1 effective node and ramping", s)
+	}
+	if q := l.Status().Quota; q > 250+100*0.5 {
+		t.Fatalf("just back: quota %v, want the ramp from 250", q)
+	}
+}

@@ -9,16 +9,18 @@ import "time"
 type Status struct {
 	Redis               Health        `json:"redis"`
 	ConsecutiveFailures int           `json:"consecutive_failures"`
-	Ramping             bool          `json:"ramping"`         // Redis came back and quotas are rising
-	LiveNodes           int           `json:"live_nodes"`      // from the last heartbeat; 0 before any
-	LiveAge             time.Duration `json:"live_age_ns"`     // since that heartbeat; -1 before any
-	EffectiveNodes      int           `json:"effective_nodes"` // what shadow quotas divide by
-	Calls               uint64        `json:"calls"`           // Redis calls made
-	CallErrors          uint64        `json:"call_errors"`     // of which failed
-	QueueFull           uint64        `json:"queue_full"`      // calls not queued: the queue was full
-	Probes              uint64        `json:"probes"`          // health probes, the first connect included
-	Trips               uint64        `json:"trips"`           // times Redis was marked down
-	Recoveries          uint64        `json:"recoveries"`      // times it came back
+	Ramping             bool          `json:"ramping"`           // Redis came back and quotas are rising
+	LiveNodes           int           `json:"live_nodes"`        // answering at the last heartbeat (beat within MemberTTL); 0 before any
+	KnownNodes          int           `json:"known_nodes"`       // seen within LiveMaxAge, answering or not; 0 before any
+	LiveAge             time.Duration `json:"live_age_ns"`       // since that heartbeat; -1 before any
+	EffectiveNodes      int           `json:"effective_nodes"`   // what shadow quotas divide by
+	Calls               uint64        `json:"calls"`             // Redis calls made
+	CallErrors          uint64        `json:"call_errors"`       // of which failed
+	QueueFull           uint64        `json:"queue_full"`        // calls not queued: the queue was full
+	Probes              uint64        `json:"probes"`            // health probes, the first connect included
+	Trips               uint64        `json:"trips"`             // times Redis was marked down
+	Recoveries          uint64        `json:"recoveries"`        // times it came back
+	TimeoutsAnswered    uint64        `json:"timeouts_answered"` // runs of timeouts at the threshold that a confirming heartbeat found Redis answering through: not trips
 	Limits              []LimitStatus `json:"limits"`
 }
 
@@ -56,6 +58,7 @@ func (c *Cluster) Status() Status {
 		ConsecutiveFailures: int(c.br.failures.Load()),
 		Ramping:             c.rampStart.Load() != 0,
 		LiveNodes:           int(c.live.Load()),
+		KnownNodes:          int(c.known.Load()),
 		LiveAge:             -1,
 		EffectiveNodes:      int(c.effective.Load()),
 		Calls:               c.calls.Load(),
@@ -64,6 +67,7 @@ func (c *Cluster) Status() Status {
 		Probes:              c.probes.Load(),
 		Trips:               c.br.trips.Load(),
 		Recoveries:          c.br.recovered.Load(),
+		TimeoutsAnswered:    c.br.confirmed.Load(),
 	}
 	now := c.now()
 	if at := c.liveAt.Load(); at != 0 {

@@ -95,8 +95,8 @@ type ClusterSettings struct {
 	MinNodes      int    `yaml:"min_nodes"`      // floor of the effective node count; default 1
 
 	Heartbeat  units.Duration `yaml:"heartbeat"`    // membership heartbeat and live count read; default 1s
-	MemberTTL  units.Duration `yaml:"member_ttl"`   // a member this long without a heartbeat is trimmed; default 5s, at least two heartbeats
-	LiveMaxAge units.Duration `yaml:"live_max_age"` // beyond it the live count is stale and fallback_nodes applies; default 30s
+	MemberTTL  units.Duration `yaml:"member_ttl"`   // a member this long without a heartbeat no longer counts as live (answering); default 3s, at least two heartbeats
+	LiveMaxAge units.Duration `yaml:"live_max_age"` // beyond it this node's counts are stale and fallback_nodes applies, and a silent member is forgotten; default 30s
 
 	FailureThreshold int            `yaml:"failure_threshold"` // consecutive failed calls that mark Redis down; default 3
 	ProbeMin         units.Duration `yaml:"probe_min"`         // first probe delay while down; default 100ms

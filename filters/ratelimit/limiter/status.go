@@ -31,15 +31,17 @@ type ClusterStatus struct {
 	Redis               string  `json:"redis"` // up or down
 	ConsecutiveFailures int     `json:"consecutive_failures"`
 	Ramping             bool    `json:"ramping"`          // Redis came back and quotas are rising
-	LiveNodes           int     `json:"live_nodes"`       // from the last heartbeat; 0 before any
+	LiveNodes           int     `json:"live_nodes"`       // answering at the last heartbeat; 0 before any
+	KnownNodes          int     `json:"known_nodes"`      // seen within live_max_age, answering or not
 	LiveAgeSeconds      float64 `json:"live_age_seconds"` // since that heartbeat; -1 before any
 	EffectiveNodes      int     `json:"effective_nodes"`  // what shadow quotas divide by
 	Calls               uint64  `json:"calls"`            // Redis calls made
 	CallErrors          uint64  `json:"call_errors"`
 	QueueFull           uint64  `json:"queue_full"` // calls decided locally: the worker queue was full
 	Probes              uint64  `json:"probes"`
-	Trips               uint64  `json:"trips"`      // times Redis was marked down
-	Recoveries          uint64  `json:"recoveries"` // times it came back
+	Trips               uint64  `json:"trips"`             // times Redis was marked down
+	Recoveries          uint64  `json:"recoveries"`        // times it came back
+	TimeoutsAnswered    uint64  `json:"timeouts_answered"` // runs of timeouts Redis was found answering through: not trips
 }
 
 // LimitStatus is one limit on this node.
@@ -99,9 +101,9 @@ func (s *Store) Status() Status {
 		cs := c.Status()
 		out.Cluster = &ClusterStatus{
 			Redis: cs.Redis.String(), ConsecutiveFailures: cs.ConsecutiveFailures, Ramping: cs.Ramping,
-			LiveNodes: cs.LiveNodes, LiveAgeSeconds: seconds(cs.LiveAge), EffectiveNodes: cs.EffectiveNodes,
+			LiveNodes: cs.LiveNodes, KnownNodes: cs.KnownNodes, LiveAgeSeconds: seconds(cs.LiveAge), EffectiveNodes: cs.EffectiveNodes,
 			Calls: cs.Calls, CallErrors: cs.CallErrors, QueueFull: cs.QueueFull, Probes: cs.Probes,
-			Trips: cs.Trips, Recoveries: cs.Recoveries,
+			Trips: cs.Trips, Recoveries: cs.Recoveries, TimeoutsAnswered: cs.TimeoutsAnswered,
 		}
 	}
 	states := s.live()
@@ -186,7 +188,8 @@ func (s *Store) WriteMetrics(w io.Writer) {
 		p.one("loopgate_ratelimit_redis_up", "gauge", "1 while this node calls Redis, 0 while its breaker has marked Redis down.", up)
 		p.one("loopgate_ratelimit_redis_consecutive_failures", "gauge", "Redis calls failed in a row; the breaker trips at cluster.failure_threshold.", float64(c.ConsecutiveFailures))
 		p.one("loopgate_ratelimit_ramping", "gauge", "1 while quotas climb back after Redis recovered.", boolf(c.Ramping))
-		p.one("loopgate_ratelimit_live_nodes", "gauge", "Gateways in the membership set at the last heartbeat (0 before any).", float64(c.LiveNodes))
+		p.one("loopgate_ratelimit_live_nodes", "gauge", "Gateways that heartbeat within cluster.member_ttl, at the last heartbeat (0 before any).", float64(c.LiveNodes))
+		p.one("loopgate_ratelimit_known_nodes", "gauge", "Gateways seen within cluster.live_max_age, answering or not; those not answering keep a share of the bucket.", float64(c.KnownNodes))
 		p.one("loopgate_ratelimit_live_age_seconds", "gauge", "Age of the live node count (-1 before any heartbeat).", c.LiveAgeSeconds)
 		p.one("loopgate_ratelimit_effective_nodes", "gauge", "The node count shadow quotas divide the cluster rate by.", float64(c.EffectiveNodes))
 		p.one("loopgate_ratelimit_redis_calls_total", "counter", "Redis calls made: grants, hand-backs, heartbeats and probes.", float64(c.Calls))
@@ -195,6 +198,7 @@ func (s *Store) WriteMetrics(w io.Writer) {
 		p.one("loopgate_ratelimit_redis_probes_total", "counter", "Redis health probes, the first connect included.", float64(c.Probes))
 		p.one("loopgate_ratelimit_redis_trips_total", "counter", "Times the breaker marked Redis down.", float64(c.Trips))
 		p.one("loopgate_ratelimit_redis_recoveries_total", "counter", "Times Redis came back after being marked down.", float64(c.Recoveries))
+		p.one("loopgate_ratelimit_redis_timeouts_answered_total", "counter", "Runs of timed-out Redis calls at the failure threshold that a confirming heartbeat found Redis answering through (this gateway was slow, not Redis): not trips.", float64(c.TimeoutsAnswered))
 	}
 	perLimit := []struct {
 		name, typ, help string
