@@ -73,6 +73,7 @@ func TestAdminRefusesWebPages(t *testing.T) {
 	if status, body := adminDo(t, "POST", g.admin, "/reload", "{}", "Content-Type", "application/json"); status != 200 || body["result"] != "applied" {
 		t.Fatalf("POST /reload with a JSON body: %d %v", status, body)
 	}
+	g.waitReloadLine(t, 2) // the log lines are written after the answers
 	if n := len(g.reloadLines()); n != 2 {
 		t.Fatalf("%d reload lines, want the 2 accepted; output:\n%s", n, g.logs)
 	}
