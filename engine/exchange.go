@@ -436,7 +436,7 @@ func (ex *exchange) record() {
 	m := l.srv.metrics.unrouted
 	if ex.route != nil {
 		m = ex.route.metrics
-		m.shards[l.index].inFlight.Add(-1)
+		m.end(l.index)
 	}
 	code := ex.errCode
 	if ex.respCut {

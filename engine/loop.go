@@ -150,6 +150,7 @@ func (l *loop) adopt(st *state) {
 		l.scratch = make([]byte, 0, n)
 	}
 	l.state = st
+	l.srv.metrics.adopted[l.index].Store(st.version) // the metrics' sweep waits for every loop
 }
 
 // Index is the loop's index (upstream.Host): the shard it writes.

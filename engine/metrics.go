@@ -4,13 +4,16 @@
 package engine
 
 import (
-	"bytes"
+	"bufio"
 	"io"
+	"math"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
-	"github.com/VictoriaMetrics/metrics"
 	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/upstream"
@@ -42,16 +45,27 @@ const statusClientClosed = 499
 // cacheLine pads shards apart.
 type cacheLine [64]byte
 
-// registry holds every metric object by stable name. Compiling adds to it;
-// nothing is removed, so a route that a reload drops and a later one brings
-// back keeps its counters. Loops never touch mu: they reach their shards
-// through the compiled snapshot and the loop's pools.
+// registry holds every metric object by stable name. Compiling adds to it
+// (a route a reload drops and a later one brings back keeps its counters
+// while it is still here); apply marks what the running config no longer
+// has as retired, and sweep removes a retired route, with its filters'
+// stats, once no loop can record into it any more (see sweep). Loops never
+// touch mu: they reach their shards through the compiled snapshot and the
+// loop's pools.
 type registry struct {
 	loops int
 
 	// quiet is metrics.per_request off: routes skip their per-request
 	// series (record returns at once). Read by loops, set off-loop.
 	quiet atomic.Bool
+
+	// adopted holds, by loop index, the config version the loop runs
+	// (loop.adopt stores it; 0 = none yet). sweep reads it.
+	adopted []atomic.Uint64
+
+	// The reloads, for the loopgate_config_* series.
+	reloadsOK, reloadsFailed atomic.Uint64
+	lastReload               atomic.Int64 // Unix ns of the last config applied; the first is the one the server was made with
 
 	mu       sync.Mutex
 	routes   []*routeMetrics // in creation order, which is config order
@@ -69,23 +83,139 @@ type filterKey struct{ route, filter string }
 
 func newRegistry(loops int) *registry {
 	r := &registry{loops: loops, routeIx: map[string]*routeMetrics{}, nodeIx: map[nodeKey]*upstream.Node{},
-		filterIx: map[filterKey]*filterMetrics{}}
+		filterIx: map[filterKey]*filterMetrics{}, adopted: make([]atomic.Uint64, loops)}
 	r.unrouted = r.route(unroutedID)
+	r.lastReload.Store(time.Now().UnixNano())
 	return r
 }
 
 // route returns the metrics of the route with id, making them the first
-// time. Off-loop only.
+// time; a retired route a config brings back is live again. Off-loop only.
 func (r *registry) route(id string) *routeMetrics {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	return r.routeLocked(id)
+}
+
+// routeLocked is route; r.mu must be held.
+func (r *registry) routeLocked(id string) *routeMetrics {
 	if m := r.routeIx[id]; m != nil {
+		m.retired = 0
 		return m
 	}
 	m := &routeMetrics{id: id, shards: make([]routeShard, r.loops), quiet: &r.quiet}
 	r.routeIx[id] = m
 	r.routes = append(r.routes, m)
 	return m
+}
+
+// applied records that version v (snap) is the running config: the reload
+// counts, and what v no longer uses is retired, and swept if it can be.
+// Off-loop; Server.reloading is held.
+func (r *registry) applied(v uint64, snap *snapshot) {
+	r.reloadsOK.Add(1)
+	r.lastReload.Store(time.Now().UnixNano())
+	r.retire(v, snap)
+	r.sweep()
+}
+
+// retire is called by apply once version v (snap) is the running config:
+// the route series and filter stats snap does not use are marked retired
+// at v, those it uses are live, and any of them a sweep removed while a
+// compile still held it is put back. r.mu is taken; never on a loop.
+func (r *registry) retire(v uint64, snap *snapshot) {
+	live := make(map[*routeMetrics]bool, len(snap.routes))
+	stats := map[*filters.Stats]bool{}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range snap.routes {
+		rt := &snap.routes[i]
+		m := rt.metrics
+		live[m] = true
+		if r.routeIx[m.id] != m {
+			if old := r.routeIx[m.id]; old != nil {
+				old.retired = 1 // another compile's copy, never run: the next sweep drops it
+			}
+			r.routeIx[m.id] = m
+			r.routes = append(r.routes, m)
+		}
+		if rt.chain == nil {
+			continue
+		}
+		for j := 0; j < rt.chain.Len(); j++ {
+			st := rt.chain.Stats(j)
+			stats[st] = true
+			k := filterKey{m.id, rt.chain.Filter(j).Name()}
+			if fm := r.filterIx[k]; fm == nil || fm.stats != st {
+				fm = &filterMetrics{route: m, filter: k.filter, stats: st}
+				r.filterIx[k] = fm
+				r.filters = append(r.filters, fm)
+			}
+		}
+	}
+	for _, m := range r.routes {
+		switch {
+		case live[m] || m == r.unrouted:
+			m.retired = 0
+		case m.retired == 0:
+			m.retired = v
+		}
+	}
+	for _, fm := range r.filters {
+		switch {
+		case stats[fm.stats]:
+			fm.retired = 0
+		case fm.retired == 0:
+			fm.retired = v
+		}
+	}
+}
+
+// sweep removes the retired routes (and retired filter stats) no loop can
+// record into any more. A route retired at version v is past reach once
+// every loop runs v or later (a loop takes the running version for every
+// new exchange, and no version from v on has the route) and none of its
+// exchanges is in flight: exchanges of older versions count in the route's
+// in-flight gauge from the moment they are routed, before their loop can
+// adopt anything newer. Filter stats are recorded by the route's
+// exchanges, so the same test on their route covers them. Off-loop only.
+func (r *registry) sweep() {
+	// The loops' versions are read before any in-flight count.
+	caughtUp := uint64(math.MaxUint64)
+	for i := range r.adopted {
+		if v := r.adopted[i].Load(); v != 0 { // 0: not started, so nothing runs there yet
+			caughtUp = min(caughtUp, v)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gone := func(retired uint64, m *routeMetrics) bool {
+		return retired != 0 && retired <= caughtUp && m.inFlight() == 0
+	}
+	routes := r.routes[:0]
+	for _, m := range r.routes {
+		if !gone(m.retired, m) {
+			routes = append(routes, m)
+			continue
+		}
+		if r.routeIx[m.id] == m {
+			delete(r.routeIx, m.id)
+		}
+	}
+	clear(r.routes[len(routes):])
+	r.routes = routes
+	fms := r.filters[:0]
+	for _, fm := range r.filters {
+		if !gone(fm.retired, fm.route) {
+			fms = append(fms, fm)
+			continue
+		}
+		if k := (filterKey{fm.route.id, fm.filter}); r.filterIx[k] == fm {
+			delete(r.filterIx, k)
+		}
+	}
+	clear(r.filters[len(fms):])
+	r.filters = fms
 }
 
 // node returns the upstream node addr of upstream up, making it the first
@@ -112,9 +242,11 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 	defer r.mu.Unlock()
 	k := filterKey{route, filter}
 	if m := r.filterIx[k]; m != nil {
+		m.retired = 0
+		m.route.retired = 0 // the chain's route is compiled just after
 		return m.stats
 	}
-	m := &filterMetrics{route: route, filter: filter, stats: filters.NewStats(r.loops)}
+	m := &filterMetrics{route: r.routeLocked(route), filter: filter, stats: filters.NewStats(r.loops)}
 	r.filterIx[k] = m
 	r.filters = append(r.filters, m)
 	return m.stats
@@ -125,6 +257,46 @@ type routeMetrics struct {
 	id     string
 	shards []routeShard // by loop index
 	quiet  *atomic.Bool // the registry's metrics.per_request switch, inverted
+
+	// retired is the config version from which the running config no
+	// longer has the route; 0 = it does. Guarded by the registry's mu.
+	retired uint64
+}
+
+// begin counts an exchange routed to the route on loop, until end.
+func (m *routeMetrics) begin(loop int) { m.shards[loop].routed.Add(1) }
+
+// end counts the end of an exchange begin counted.
+func (m *routeMetrics) end(loop int) { m.shards[loop].ended.Add(1) }
+
+// inFlight is how many routed exchanges have not ended, on every loop.
+// Each shard's ended is read before its routed, and a loop adds to routed
+// first, so no shard reads negative. Any goroutine.
+func (m *routeMetrics) inFlight() int64 {
+	n := int64(0)
+	for i := range m.shards {
+		sh := &m.shards[i]
+		ended := sh.ended.Load()
+		n += int64(sh.routed.Load() - ended)
+	}
+	return n
+}
+
+// touched reports whether any exchange was routed to the route or counted
+// in it: an untouched route writes no series. Any goroutine.
+func (m *routeMetrics) touched() bool {
+	for i := range m.shards {
+		sh := &m.shards[i]
+		if sh.routed.Load() != 0 {
+			return true
+		}
+		for c := range sh.classes {
+			if sh.classes[c].Load() != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // routeShard is what one loop records for one route. Owned by that loop
@@ -132,7 +304,8 @@ type routeMetrics struct {
 type routeShard struct {
 	_        cacheLine
 	classes  [5]atomic.Uint64 // finished exchanges by status class, 1xx to 5xx
-	inFlight atomic.Int64     // routed and not yet finished
+	routed   atomic.Uint64    // exchanges routed here (begin), whether or not per_request records them
+	ended    atomic.Uint64    // of those, the ended ones (end); routed - ended are in flight
 	latency  loopstat.Histogram
 	rejected codeCounts
 	_        cacheLine
@@ -195,8 +368,10 @@ func (m *routeMetrics) count(loop int, status, code int, ns int64) {
 
 // filterMetrics name a filter's stats for the writer.
 type filterMetrics struct {
-	route, filter string
-	stats         *filters.Stats
+	route   *routeMetrics // the route whose exchanges record into stats
+	filter  string
+	stats   *filters.Stats
+	retired uint64 // as routeMetrics.retired; guarded by the registry's mu
 }
 
 // loopStats are one loop's series. Written by the loop, read by the
@@ -208,29 +383,86 @@ type loopStats struct {
 	_        cacheLine
 }
 
+// metricsChunk is the buffer WriteMetrics writes through: the page goes to
+// the client in pieces of this size as it is made, never whole in memory.
+const metricsChunk = 32 << 10
+
 // WriteMetrics writes every Loopgate series, then the Go runtime and process
-// series (GC pauses among them), in the Prometheus text format. Safe for
-// concurrent use; it never waits for a loop.
+// series (GC pauses among them), in the Prometheus text format, each family
+// with its HELP and TYPE. It streams: what it has made goes to w every
+// metricsChunk bytes, so the page is never held whole, and a scrape's
+// memory does not grow with the number of routes. It first drops the
+// series of removed routes that no request can reach any more (see
+// registry.sweep). Safe for concurrent use; it never waits for a loop.
 func (s *Server) WriteMetrics(w io.Writer) {
-	s.metricSet.WritePrometheus(w)
-	metrics.WriteProcessMetrics(w)
-	metrics.WriteFDMetrics(w)
+	s.metrics.sweep()
+	bw := bufio.NewWriterSize(w, metricsChunk)
+	s.metricSet.WritePrometheus(bw) // the registered writers: writeSeries, the limits', writeResilienceSeries
+	writeRuntimeSeries(bw)
+	_ = bw.Flush()
 }
 
-// writeSeries is the metrics.Set writer for Loopgate's own series. It
-// builds the text in memory first, so a slow scraper holds nothing.
+// Version is the gateway's version as loopgate_build_info shows it. Set it
+// at build time with -ldflags "-X github.com/loopgate/loopgate/engine.Version=1.2.3";
+// left empty, it is the main module's version from the build info
+// ("(devel)" for a build from a checkout).
+var Version string
+
+// buildLabels are loopgate_build_info's labels, rendered once.
+var buildLabels = sync.OnceValue(func() string {
+	v, goVersion := Version, runtime.Version()
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		goVersion = bi.GoVersion
+	}
+	if v == "" {
+		v = "unknown"
+	}
+	return promWriter{}.labels("version", v, "goversion", goVersion)
+})
+
+// CountFailedReload counts a reload that failed before it reached the
+// server: a config file that does not load. Reload and Apply count their
+// own outcomes. Safe for concurrent use.
+func (s *Server) CountFailedReload() { s.metrics.reloadsFailed.Add(1) }
+
+// writeSeries is the metrics.Set writer for Loopgate's own series. It reads
+// one route, node or filter at a time and writes it out, so what it holds
+// beyond the registry is a copy of its lists, whatever the page's size.
 func (s *Server) writeSeries(w io.Writer) {
 	reg := s.metrics
 	reg.mu.Lock()
-	routes := append([]*routeMetrics(nil), reg.routes...)
+	// A retired route whose id a later compile made anew is not written
+	// beside its successor (registry.retire).
+	routes := make([]*routeMetrics, 0, len(reg.routes))
+	for _, m := range reg.routes {
+		if reg.routeIx[m.id] == m {
+			routes = append(routes, m)
+		}
+	}
 	nodes := append([]*upstream.Node(nil), reg.nodes...)
-	fms := append([]*filterMetrics(nil), reg.filters...)
+	fms := make([]*filterMetrics, 0, len(reg.filters))
+	for _, fm := range reg.filters {
+		if reg.filterIx[filterKey{fm.route.id, fm.filter}] == fm {
+			fms = append(fms, fm)
+		}
+	}
 	reg.mu.Unlock()
 
-	var b bytes.Buffer
-	p := promWriter{b: &b}
+	p := newPromWriter(w)
 
 	// Process-wide.
+	p.family("loopgate_build_info", "gauge", "Always 1; the labels name the gateway's version and the Go version that built it.")
+	p.sample("loopgate_build_info", buildLabels(), 1)
+	p.family("loopgate_config_version", "gauge", "The running config version: 1 for the config the gateway started with, one more per applied reload.")
+	p.sample("loopgate_config_version", "", s.Version())
+	p.family("loopgate_config_last_reload_success_timestamp_seconds", "gauge", "When the running config was applied (the start, or the last successful reload), in Unix seconds.")
+	p.gaugeFloat("loopgate_config_last_reload_success_timestamp_seconds", "", float64(reg.lastReload.Load())/1e9)
+	p.family("loopgate_config_reloads_total", "counter", "Reloads by result: success (applied), failure (the file did not load, the config did not compile, or it changes a restart-only setting).")
+	p.sample("loopgate_config_reloads_total", `{result="success"}`, reg.reloadsOK.Load())
+	p.sample("loopgate_config_reloads_total", `{result="failure"}`, reg.reloadsFailed.Load())
 	p.family("loopgate_connections_refused_total", "counter", "Client connections closed at accept because max_connections were open.")
 	p.sample("loopgate_connections_refused_total", "", s.refused.Load())
 	p.family("loopgate_buffered_bytes", "gauge", "Bytes client connections hold in memory, as max_buffered_bytes counts them.")
@@ -253,64 +485,66 @@ func (s *Server) writeSeries(w io.Writer) {
 		p.sample("loopgate_loop_requests_total", p.labels("loop", strconv.Itoa(l.index)), l.stats.requests.Load())
 	}
 
-	// Per route.
-	type routeSum struct {
-		classes  [5]uint64
-		inFlight int64
-		latency  loopstat.Sum
-		codes    map[uint32]uint64
-		other    uint64
-	}
-	sums := make([]routeSum, len(routes))
-	for i, m := range routes {
-		rs := &sums[i]
-		rs.codes = map[uint32]uint64{}
-		for j := range m.shards {
-			sh := &m.shards[j]
-			for c := range sh.classes {
-				rs.classes[c] += sh.classes[c].Load()
-			}
-			rs.inFlight += sh.inFlight.Load()
-			rs.latency.Add(&sh.latency)
-			for k := range sh.rejected.codes {
-				if code := sh.rejected.codes[k].Load(); code != 0 {
-					rs.codes[code] += sh.rejected.counts[k].Load()
-				}
-			}
-			rs.other += sh.rejected.other.Load()
+	// Per route: only routes a request has reached. Each family reads the
+	// shards again rather than keeping a sum per route for the next.
+	touched := routes[:0]
+	for _, m := range routes {
+		if m.touched() {
+			touched = append(touched, m)
 		}
 	}
+	routes = touched
 	p.family("loopgate_route_requests_total", "counter", "Finished requests by route and status class (499: the client left before a response).")
-	for i, m := range routes {
-		for c, n := range sums[i].classes {
+	for _, m := range routes {
+		var classes [5]uint64
+		for j := range m.shards {
+			for c := range classes {
+				classes[c] += m.shards[j].classes[c].Load()
+			}
+		}
+		label := p.labels("route", m.id)
+		for c, n := range classes {
 			if c == 0 && n == 0 {
 				continue // final 1xx statuses do not happen; no empty series for them
 			}
-			p.sample("loopgate_route_requests_total", p.labels("route", m.id, "code", classNames[c]), n)
+			p.sample("loopgate_route_requests_total", p.withLabel(label, "code", classNames[c]), n)
 		}
 	}
 	p.family("loopgate_route_request_duration_seconds", "histogram", "Time from a request's first byte to the end of its exchange.")
-	for i, m := range routes {
-		p.histogram("loopgate_route_request_duration_seconds", p.labels("route", m.id), &sums[i].latency)
+	for _, m := range routes {
+		var sum loopstat.Sum
+		for j := range m.shards {
+			sum.Add(&m.shards[j].latency)
+		}
+		p.histogram("loopgate_route_request_duration_seconds", p.labels("route", m.id), &sum)
 	}
 	p.family("loopgate_route_requests_in_flight", "gauge", "Routed requests not finished yet.")
-	for i, m := range routes {
+	for _, m := range routes {
 		if m.id == unroutedID {
 			continue // never in flight: answered at once
 		}
-		p.gauge("loopgate_route_requests_in_flight", p.labels("route", m.id), sums[i].inFlight)
+		p.gauge("loopgate_route_requests_in_flight", p.labels("route", m.id), m.inFlight())
 	}
 	p.family("loopgate_route_rejections_total", "counter", "Answers the gateway made itself, by route and JSON error code.")
-	for i, m := range routes {
-		for _, code := range sortedCodes(sums[i].codes) {
-			p.sample("loopgate_route_rejections_total", p.labels("route", m.id, "code", strconv.Itoa(int(code))), sums[i].codes[code])
+	var codes codeSum
+	for _, m := range routes {
+		codes.reset()
+		for j := range m.shards {
+			codes.add(&m.shards[j].rejected)
 		}
-		if sums[i].other > 0 {
-			p.sample("loopgate_route_rejections_total", p.labels("route", m.id, "code", "other"), sums[i].other)
+		if codes.empty() {
+			continue
+		}
+		label := p.labels("route", m.id)
+		for i := 0; i < codes.n; i++ {
+			p.sample("loopgate_route_rejections_total", p.withLabel(label, "code", strconv.Itoa(int(codes.codes[i]))), codes.counts[i])
+		}
+		if codes.other > 0 {
+			p.sample("loopgate_route_rejections_total", p.withLabel(label, "code", "other"), codes.other)
 		}
 	}
 
-	// Per upstream node.
+	// Per upstream node: only nodes a call or a pool has used.
 	type nodeSum struct {
 		connects, failures, resets, timeouts, exhausted, bad uint64
 		reuses                                               uint64
@@ -319,9 +553,10 @@ func (s *Server) writeSeries(w io.Writer) {
 		responses                                            [5]uint64
 		firstByte, duration                                  loopstat.Sum
 	}
-	ns := make([]nodeSum, len(nodes))
-	for i, m := range nodes {
-		n := &ns[i]
+	ns := make([]nodeSum, 0, len(nodes))
+	used := nodes[:0]
+	for _, m := range nodes {
+		var n nodeSum
 		for j := 0; j < m.Loops(); j++ {
 			st := m.Stats(j)
 			n.connects += st.Connects.Load()
@@ -342,7 +577,13 @@ func (s *Server) writeSeries(w io.Writer) {
 				n.responses[c] += st.Responses[c].Load()
 			}
 		}
+		if n.connects == 0 && n.exhausted == 0 && n.active == 0 && n.idle == 0 {
+			continue // every other count follows a dial or a wait for one
+		}
+		used = append(used, m)
+		ns = append(ns, n)
 	}
+	nodes = used
 	nodeCounter := func(name, help string, v func(*nodeSum) uint64) {
 		p.family(name, "counter", help)
 		for i, m := range nodes {
@@ -358,8 +599,9 @@ func (s *Server) writeSeries(w io.Writer) {
 	nodeCounter("loopgate_upstream_connection_reuses_total", "Calls that took an idle pooled connection to the node instead of dialing.", func(n *nodeSum) uint64 { return n.reuses })
 	p.family("loopgate_upstream_connection_closes_total", "counter", "Established connections to the node closed, by reason (see docs/operations.md).")
 	for i, m := range nodes {
+		label := p.labels("upstream", m.Upstream, "node", m.Addr)
 		for r, name := range upstream.CloseReasons() {
-			p.sample("loopgate_upstream_connection_closes_total", p.labels("upstream", m.Upstream, "node", m.Addr, "reason", name), ns[i].closes[r])
+			p.sample("loopgate_upstream_connection_closes_total", p.withLabel(label, "reason", name), ns[i].closes[r])
 		}
 	}
 	nodeGauge := func(name, help string, v func(*nodeSum) int64) {
@@ -376,11 +618,12 @@ func (s *Server) writeSeries(w io.Writer) {
 	}
 	p.family("loopgate_upstream_responses_total", "counter", "Final responses from the node, by status class.")
 	for i, m := range nodes {
+		label := p.labels("upstream", m.Upstream, "node", m.Addr)
 		for c, n := range ns[i].responses {
 			if c == 0 && n == 0 {
 				continue // final 1xx statuses do not happen
 			}
-			p.sample("loopgate_upstream_responses_total", p.labels("upstream", m.Upstream, "node", m.Addr, "code", classNames[c]), n)
+			p.sample("loopgate_upstream_responses_total", p.withLabel(label, "code", classNames[c]), n)
 		}
 	}
 	p.family("loopgate_upstream_call_duration_seconds", "histogram", "Time from a call's start to its end (last response byte, or failure), for calls the node or a deadline ended.")
@@ -388,38 +631,74 @@ func (s *Server) writeSeries(w io.Writer) {
 		p.histogram("loopgate_upstream_call_duration_seconds", p.labels("upstream", m.Upstream, "node", m.Addr), &ns[i].duration)
 	}
 
-	// Per filter.
-	self := make([]loopstat.Sum, len(fms))
-	total := make([]loopstat.Sum, len(fms))
-	for i, m := range fms {
-		m.stats.Histograms(&self[i], &total[i])
-	}
+	// Per filter: only filters that have run.
 	p.family("loopgate_filter_self_seconds", "histogram", "A filter's own work in its request and response phases, per exchange.")
-	for i, m := range fms {
-		p.histogram("loopgate_filter_self_seconds", p.labels("route", m.route, "filter", m.filter), &self[i])
+	var self, total loopstat.Sum
+	for _, m := range fms {
+		self, total = loopstat.Sum{}, loopstat.Sum{}
+		if m.stats.Histograms(&self, &total); total.Count() == 0 && self.Count() == 0 {
+			continue
+		}
+		p.histogram("loopgate_filter_self_seconds", p.labels("route", m.route.id, "filter", m.filter), &self)
 	}
 	p.family("loopgate_filter_total_seconds", "histogram", "From a filter's request phase start to its response phase end: its own work and everything after it, the upstream included.")
-	for i, m := range fms {
-		p.histogram("loopgate_filter_total_seconds", p.labels("route", m.route, "filter", m.filter), &total[i])
+	for _, m := range fms {
+		self, total = loopstat.Sum{}, loopstat.Sum{}
+		if m.stats.Histograms(&self, &total); total.Count() == 0 && self.Count() == 0 {
+			continue
+		}
+		p.histogram("loopgate_filter_total_seconds", p.labels("route", m.route.id, "filter", m.filter), &total)
 	}
+}
 
-	_, _ = w.Write(b.Bytes())
+// codeSum merges a route's codeCounts across loops, in code order. A
+// loop has at most 16 codes; together the loops may have more, up to
+// maxCodes, and the rest count as other.
+type codeSum struct {
+	codes  [maxCodes]uint32
+	counts [maxCodes]uint64
+	n      int
+	other  uint64
+}
+
+const maxCodes = 64
+
+func (s *codeSum) reset() { s.n, s.other = 0, 0 }
+
+func (s *codeSum) empty() bool { return s.n == 0 && s.other == 0 }
+
+func (s *codeSum) add(c *codeCounts) {
+	for k := range c.codes {
+		code := c.codes[k].Load()
+		if code == 0 {
+			break
+		}
+		s.addCode(code, c.counts[k].Load())
+	}
+	s.other += c.other.Load()
+}
+
+// addCode adds n to code's count, keeping codes sorted.
+func (s *codeSum) addCode(code uint32, n uint64) {
+	i := 0
+	for i < s.n && s.codes[i] < code {
+		i++
+	}
+	if i < s.n && s.codes[i] == code {
+		s.counts[i] += n
+		return
+	}
+	if s.n == maxCodes {
+		s.other += n
+		return
+	}
+	copy(s.codes[i+1:s.n+1], s.codes[i:s.n])
+	copy(s.counts[i+1:s.n+1], s.counts[i:s.n])
+	s.codes[i], s.counts[i] = code, n
+	s.n++
 }
 
 var classNames = [5]string{"1xx", "2xx", "3xx", "4xx", "5xx"}
-
-func sortedCodes(m map[uint32]uint64) []uint32 {
-	out := make([]uint32, 0, len(m))
-	for c := range m {
-		out = append(out, c)
-	}
-	for i := 1; i < len(out); i++ { // a handful of codes: insertion sort
-		for j := i; j > 0 && out[j] < out[j-1]; j-- {
-			out[j], out[j-1] = out[j-1], out[j]
-		}
-	}
-	return out
-}
 
 // leLabels are the histogram bucket bounds in seconds, as le labels.
 var leLabels = func() [loopstat.Buckets]string {
@@ -431,10 +710,34 @@ var leLabels = func() [loopstat.Buckets]string {
 	return out
 }()
 
-// promWriter appends Prometheus text exposition lines.
-type promWriter struct {
-	b *bytes.Buffer
+// textWriter is what promWriter writes to: a *bufio.Writer (WriteMetrics
+// streams through one) or a *bytes.Buffer.
+type textWriter interface {
+	io.Writer
+	io.ByteWriter
+	io.StringWriter
 }
+
+// promWriter writes Prometheus text exposition lines.
+type promWriter struct {
+	b textWriter
+}
+
+// newPromWriter writes to w, which WriteMetrics made a *bufio.Writer; any
+// other writer is written to line by line.
+func newPromWriter(w io.Writer) promWriter {
+	if tw, ok := w.(textWriter); ok {
+		return promWriter{b: tw}
+	}
+	return promWriter{b: lineWriter{w}}
+}
+
+// lineWriter makes an io.Writer a textWriter, one write per call.
+type lineWriter struct{ io.Writer }
+
+func (l lineWriter) WriteByte(c byte) error { _, err := l.Write([]byte{c}); return err }
+
+func (l lineWriter) WriteString(s string) (int, error) { return io.WriteString(l.Writer, s) }
 
 func (p promWriter) family(name, typ, help string) {
 	p.b.WriteString("# HELP ")
@@ -450,37 +753,53 @@ func (p promWriter) family(name, typ, help string) {
 
 // labels renders name/value pairs as {a="x",b="y"}, values escaped.
 func (p promWriter) labels(kv ...string) string {
-	var b []byte
+	b := make([]byte, 0, 64)
 	b = append(b, '{')
 	for i := 0; i+1 < len(kv); i += 2 {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, kv[i]...)
-		b = append(b, `="`...)
-		for j := 0; j < len(kv[i+1]); j++ {
-			switch c := kv[i+1][j]; c {
-			case '\\':
-				b = append(b, `\\`...)
-			case '"':
-				b = append(b, `\"`...)
-			case '\n':
-				b = append(b, `\n`...)
-			default:
-				b = append(b, c)
-			}
-		}
-		b = append(b, '"')
+		b = appendLabel(b, kv[i], kv[i+1])
 	}
 	return string(append(b, '}'))
 }
 
+// withLabel is the rendered label set labels with name="value" added last.
+func (p promWriter) withLabel(labels, name, value string) string {
+	b := make([]byte, 0, len(labels)+len(name)+len(value)+8)
+	b = append(b, labels[:len(labels)-1]...)
+	if len(labels) > 2 {
+		b = append(b, ',')
+	}
+	b = appendLabel(b, name, value)
+	return string(append(b, '}'))
+}
+
+func appendLabel(b []byte, name, value string) []byte {
+	b = append(b, name...)
+	b = append(b, `="`...)
+	for j := 0; j < len(value); j++ {
+		switch c := value[j]; c {
+		case '\\':
+			b = append(b, `\\`...)
+		case '"':
+			b = append(b, `\"`...)
+		case '\n':
+			b = append(b, `\n`...)
+		default:
+			b = append(b, c)
+		}
+	}
+	return append(b, '"')
+}
+
 // sample writes one integer sample; counters and gauges are all integers.
 func (p promWriter) sample(name, labels string, v uint64) {
+	var num [20]byte
 	p.b.WriteString(name)
 	p.b.WriteString(labels)
 	p.b.WriteByte(' ')
-	p.b.WriteString(strconv.FormatUint(v, 10))
+	p.b.Write(strconv.AppendUint(num[:0], v, 10))
 	p.b.WriteByte('\n')
 }
 
@@ -488,9 +807,20 @@ func (p promWriter) sample(name, labels string, v uint64) {
 // loops' updates; it shows 0 then.
 func (p promWriter) gauge(name, labels string, v int64) { p.sample(name, labels, uint64(max(v, 0))) }
 
+// gaugeFloat writes a gauge sample with a fractional value.
+func (p promWriter) gaugeFloat(name, labels string, v float64) {
+	var num [32]byte
+	p.b.WriteString(name)
+	p.b.WriteString(labels)
+	p.b.WriteByte(' ')
+	p.b.Write(strconv.AppendFloat(num[:0], v, 'g', -1, 64))
+	p.b.WriteByte('\n')
+}
+
 // histogram writes cumulative _bucket lines, then _sum (seconds) and
 // _count. labels is a rendered label set ("{...}"); le joins it.
 func (p promWriter) histogram(name, labels string, h *loopstat.Sum) {
+	var num [32]byte
 	inner := labels[1 : len(labels)-1]
 	cum := uint64(0)
 	for i, c := range h.Counts {
@@ -504,16 +834,21 @@ func (p promWriter) histogram(name, labels string, h *loopstat.Sum) {
 		p.b.WriteString(`le="`)
 		p.b.WriteString(leLabels[i])
 		p.b.WriteString(`"} `)
-		p.b.WriteString(strconv.FormatUint(cum, 10))
+		p.b.Write(strconv.AppendUint(num[:0], cum, 10))
 		p.b.WriteByte('\n')
 	}
 	p.b.WriteString(name)
 	p.b.WriteString("_sum")
 	p.b.WriteString(labels)
 	p.b.WriteByte(' ')
-	p.b.WriteString(strconv.FormatFloat(float64(h.SumNs)/1e9, 'g', -1, 64))
+	p.b.Write(strconv.AppendFloat(num[:0], float64(h.SumNs)/1e9, 'g', -1, 64))
 	p.b.WriteByte('\n')
-	p.sample(name+"_count", labels, cum)
+	p.b.WriteString(name)
+	p.b.WriteString("_count")
+	p.b.WriteString(labels)
+	p.b.WriteByte(' ')
+	p.b.Write(strconv.AppendUint(num[:0], cum, 10))
+	p.b.WriteByte('\n')
 }
 
 // writeLogSeries writes the access and error logs' own series.

@@ -23,7 +23,7 @@ func BenchmarkMetricsPerRequest(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ls.requests.Add(1)
 		start := loopstat.Now()
-		rm.shards[1].inFlight.Add(1)
+		rm.begin(1)
 		callStart := loopstat.Now()
 		node.Idle.Store(0)
 		node.Active.Store(1)
@@ -34,7 +34,7 @@ func BenchmarkMetricsPerRequest(b *testing.B) {
 			self[f].Observe(300)
 			total[f].Observe(40_000)
 		}
-		rm.shards[1].inFlight.Add(-1)
+		rm.end(1)
 		rm.record(1, 200, 0, start)
 	}
 }

@@ -65,7 +65,7 @@ func (ex *exchange) dispatch(req *codec.Request) {
 		return
 	}
 	ex.route = &snap.routes[res.Index]
-	ex.route.metrics.shards[l.index].inFlight.Add(1) // until record
+	ex.route.metrics.begin(l.index) // until record
 	if flags != 0 && !ex.route.keepEscapes {
 		ex.localReply(errEscapedSlash)
 		return

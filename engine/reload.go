@@ -71,6 +71,7 @@ func (s *Server) Apply(c *Compiled) (uint64, error) {
 	if c.srv == nil { // from the package's Compile
 		var err error
 		if c, err = s.Compile(c.cfg); err != nil {
+			s.metrics.reloadsFailed.Add(1)
 			return 0, err
 		}
 	}
@@ -81,6 +82,7 @@ func (s *Server) Apply(c *Compiled) (uint64, error) {
 	}
 	old := s.state.Load()
 	if d := config.Compare(old.cfg, c.cfg); len(d.Fixed) > 0 {
+		s.metrics.reloadsFailed.Add(1)
 		return 0, refusedFixed(old.version, d.Fixed)
 	}
 	return s.apply(old, c), nil
@@ -97,6 +99,7 @@ func (s *Server) apply(old *state, c *Compiled) uint64 {
 			_ = el.Execute(context.Background(), l.refresh) // fails only once the engine stopped
 		}
 	}
+	s.metrics.applied(st.version, c.snap) // after the store: see registry.sweep
 	return st.version
 }
 
@@ -128,6 +131,7 @@ func (s *Server) ReloadWith(cfg *config.Config, o ReloadOptions) (string, error)
 	old := s.state.Load()
 	d := config.Compare(old.cfg, cfg)
 	if len(d.Fixed) > 0 {
+		s.metrics.reloadsFailed.Add(1)
 		return "", refusedFixed(old.version, d.Fixed)
 	}
 	if len(d.Emptied) > 0 && !o.AllowEmpty {
@@ -137,6 +141,7 @@ func (s *Server) ReloadWith(cfg *config.Config, o ReloadOptions) (string, error)
 	}
 	c, err := s.Compile(cfg)
 	if err != nil {
+		s.metrics.reloadsFailed.Add(1)
 		return "", fmt.Errorf("engine: reload refused: %s; still serving config v%d",
 			strings.TrimPrefix(err.Error(), "engine: "), old.version)
 	}

@@ -6,9 +6,7 @@
 package engine
 
 import (
-	"bytes"
 	"io"
-	"strconv"
 	"sync"
 	"time"
 
@@ -162,8 +160,7 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	limiters := append([]*isolation(nil), rs.limiters...)
 	rs.mu.Unlock()
 
-	var b bytes.Buffer
-	p := promWriter{b: &b}
+	p := newPromWriter(w)
 	p.family("loopgate_upstream_retries_total", "counter", "Attempts made again on another node after a retryable failure.")
 	for i, t := range budgets {
 		p.sample("loopgate_upstream_retries_total", p.labels("upstream", names[i]), t.retried)
@@ -223,7 +220,6 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	for _, n := range nodes {
 		p.sample("loopgate_upstream_node_ejections_total", p.labels("upstream", n.Upstream, "node", n.Addr), n.Ejections())
 	}
-	_, _ = w.Write(b.Bytes())
 }
 
 // isolationSeries are the series of each route's isolation limiter.
@@ -243,15 +239,6 @@ var isolationSeries = []struct {
 		func(iso *isolation) uint64 { return iso.overPool.Load() }},
 	{"loopgate_route_isolation_warnings_total", "counter", "Episodes of the route's limit below half its base (the alert hook; each logged once).",
 		func(iso *isolation) uint64 { return iso.warnings.Load() }},
-}
-
-// gaugeFloat writes a gauge sample with a fractional value.
-func (p promWriter) gaugeFloat(name, labels string, v float64) {
-	p.b.WriteString(name)
-	p.b.WriteString(labels)
-	p.b.WriteByte(' ')
-	p.b.WriteString(strconv.FormatFloat(v, 'g', -1, 64))
-	p.b.WriteByte('\n')
 }
 
 // balancerKinds maps config.Upstream.Balancer to the upstream package's.
