@@ -21,10 +21,11 @@ test: vet redis
 	$(GO) test -count=1 -run Allocs $$(grep -rlE --include='*_test.go' '^func Test[[:alnum:]_]*Allocs' . | xargs -r dirname | sort -u)
 
 # The cluster rate-limit tests (filters/ratelimit/cluster) start a real
-# redis-server; install it when it is missing (Debian/Ubuntu, as root). If
-# that cannot be done those tests skip themselves.
+# redis-server, and the metrics tests run promtool (Debian's prometheus
+# package) on the /metrics page; install them when missing (Debian/Ubuntu,
+# as root). If that cannot be done those tests skip themselves.
 redis:
-	@command -v redis-server >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server) || true
+	@(command -v redis-server && command -v promtool) >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server prometheus) || true
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

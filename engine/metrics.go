@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/filters"
@@ -103,7 +104,7 @@ func (r *registry) routeLocked(id string) *routeMetrics {
 		m.retired = 0
 		return m
 	}
-	m := &routeMetrics{id: id, shards: make([]routeShard, r.loops), quiet: &r.quiet}
+	m := &routeMetrics{id: id, label: promWriter{}.labels("route", id), shards: make([]routeShard, r.loops), quiet: &r.quiet}
 	r.routeIx[id] = m
 	r.routes = append(r.routes, m)
 	return m
@@ -147,7 +148,7 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 			stats[st] = true
 			k := filterKey{m.id, rt.chain.Filter(j).Name()}
 			if fm := r.filterIx[k]; fm == nil || fm.stats != st {
-				fm = &filterMetrics{route: m, filter: k.filter, stats: st}
+				fm = newFilterMetrics(m, k.filter, st)
 				r.filterIx[k] = fm
 				r.filters = append(r.filters, fm)
 			}
@@ -246,7 +247,7 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 		m.route.retired = 0 // the chain's route is compiled just after
 		return m.stats
 	}
-	m := &filterMetrics{route: r.routeLocked(route), filter: filter, stats: filters.NewStats(r.loops)}
+	m := newFilterMetrics(r.routeLocked(route), filter, filters.NewStats(r.loops))
 	r.filterIx[k] = m
 	r.filters = append(r.filters, m)
 	return m.stats
@@ -255,6 +256,7 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 // routeMetrics are one route's series.
 type routeMetrics struct {
 	id     string
+	label  string // {route="id"}, rendered once: a scrape writes it for every series
 	shards []routeShard // by loop index
 	quiet  *atomic.Bool // the registry's metrics.per_request switch, inverted
 
@@ -370,8 +372,14 @@ func (m *routeMetrics) count(loop int, status, code int, ns int64) {
 type filterMetrics struct {
 	route   *routeMetrics // the route whose exchanges record into stats
 	filter  string
+	label   string // {route="...",filter="..."}
 	stats   *filters.Stats
 	retired uint64 // as routeMetrics.retired; guarded by the registry's mu
+}
+
+func newFilterMetrics(route *routeMetrics, filter string, stats *filters.Stats) *filterMetrics {
+	return &filterMetrics{route: route, filter: filter, stats: stats,
+		label: promWriter{}.labels("route", route.id, "filter", filter)}
 }
 
 // loopStats are one loop's series. Written by the loop, read by the
@@ -502,12 +510,11 @@ func (s *Server) writeSeries(w io.Writer) {
 				classes[c] += m.shards[j].classes[c].Load()
 			}
 		}
-		label := p.labels("route", m.id)
 		for c, n := range classes {
 			if c == 0 && n == 0 {
 				continue // final 1xx statuses do not happen; no empty series for them
 			}
-			p.sample("loopgate_route_requests_total", p.withLabel(label, "code", classNames[c]), n)
+			p.sampleWith("loopgate_route_requests_total", m.label, "code", classNames[c], n)
 		}
 	}
 	p.family("loopgate_route_request_duration_seconds", "histogram", "Time from a request's first byte to the end of its exchange.")
@@ -516,17 +523,18 @@ func (s *Server) writeSeries(w io.Writer) {
 		for j := range m.shards {
 			sum.Add(&m.shards[j].latency)
 		}
-		p.histogram("loopgate_route_request_duration_seconds", p.labels("route", m.id), &sum)
+		p.histogram("loopgate_route_request_duration_seconds", m.label, &sum)
 	}
 	p.family("loopgate_route_requests_in_flight", "gauge", "Routed requests not finished yet.")
 	for _, m := range routes {
 		if m.id == unroutedID {
 			continue // never in flight: answered at once
 		}
-		p.gauge("loopgate_route_requests_in_flight", p.labels("route", m.id), m.inFlight())
+		p.gauge("loopgate_route_requests_in_flight", m.label, m.inFlight())
 	}
 	p.family("loopgate_route_rejections_total", "counter", "Answers the gateway made itself, by route and JSON error code.")
 	var codes codeSum
+	var num [10]byte // a code's text; one array for the whole scrape
 	for _, m := range routes {
 		codes.reset()
 		for j := range m.shards {
@@ -535,12 +543,13 @@ func (s *Server) writeSeries(w io.Writer) {
 		if codes.empty() {
 			continue
 		}
-		label := p.labels("route", m.id)
 		for i := 0; i < codes.n; i++ {
-			p.sample("loopgate_route_rejections_total", p.withLabel(label, "code", strconv.Itoa(int(codes.codes[i]))), codes.counts[i])
+			b := strconv.AppendUint(num[:0], uint64(codes.codes[i]), 10)
+			code := unsafe.String(unsafe.SliceData(b), len(b)) // sampleWith copies it before num is written again
+			p.sampleWith("loopgate_route_rejections_total", m.label, "code", code, codes.counts[i])
 		}
 		if codes.other > 0 {
-			p.sample("loopgate_route_rejections_total", p.withLabel(label, "code", "other"), codes.other)
+			p.sampleWith("loopgate_route_rejections_total", m.label, "code", "other", codes.other)
 		}
 	}
 
@@ -639,7 +648,7 @@ func (s *Server) writeSeries(w io.Writer) {
 		if m.stats.Histograms(&self, &total); total.Count() == 0 && self.Count() == 0 {
 			continue
 		}
-		p.histogram("loopgate_filter_self_seconds", p.labels("route", m.route.id, "filter", m.filter), &self)
+		p.histogram("loopgate_filter_self_seconds", m.label, &self)
 	}
 	p.family("loopgate_filter_total_seconds", "histogram", "From a filter's request phase start to its response phase end: its own work and everything after it, the upstream included.")
 	for _, m := range fms {
@@ -647,7 +656,7 @@ func (s *Server) writeSeries(w io.Writer) {
 		if m.stats.Histograms(&self, &total); total.Count() == 0 && self.Count() == 0 {
 			continue
 		}
-		p.histogram("loopgate_filter_total_seconds", p.labels("route", m.route.id, "filter", m.filter), &total)
+		p.histogram("loopgate_filter_total_seconds", m.label, &total)
 	}
 }
 
@@ -716,6 +725,10 @@ type textWriter interface {
 	io.Writer
 	io.ByteWriter
 	io.StringWriter
+	// AvailableBuffer is an empty slice over the writer's free space:
+	// numbers are appended to it and written from it, so formatting one
+	// allocates nothing (a local array would escape through the interface).
+	AvailableBuffer() []byte
 }
 
 // promWriter writes Prometheus text exposition lines.
@@ -738,6 +751,8 @@ type lineWriter struct{ io.Writer }
 func (l lineWriter) WriteByte(c byte) error { _, err := l.Write([]byte{c}); return err }
 
 func (l lineWriter) WriteString(s string) (int, error) { return io.WriteString(l.Writer, s) }
+
+func (l lineWriter) AvailableBuffer() []byte { return nil }
 
 func (p promWriter) family(name, typ, help string) {
 	p.b.WriteString("# HELP ")
@@ -767,12 +782,16 @@ func (p promWriter) labels(kv ...string) string {
 // withLabel is the rendered label set labels with name="value" added last.
 func (p promWriter) withLabel(labels, name, value string) string {
 	b := make([]byte, 0, len(labels)+len(name)+len(value)+8)
+	return string(appendWithLabel(b, labels, name, value))
+}
+
+func appendWithLabel(b []byte, labels, name, value string) []byte {
 	b = append(b, labels[:len(labels)-1]...)
 	if len(labels) > 2 {
 		b = append(b, ',')
 	}
 	b = appendLabel(b, name, value)
-	return string(append(b, '}'))
+	return append(b, '}')
 }
 
 func appendLabel(b []byte, name, value string) []byte {
@@ -795,11 +814,20 @@ func appendLabel(b []byte, name, value string) []byte {
 
 // sample writes one integer sample; counters and gauges are all integers.
 func (p promWriter) sample(name, labels string, v uint64) {
-	var num [20]byte
 	p.b.WriteString(name)
 	p.b.WriteString(labels)
 	p.b.WriteByte(' ')
-	p.b.Write(strconv.AppendUint(num[:0], v, 10))
+	p.b.Write(strconv.AppendUint(p.b.AvailableBuffer(), v, 10))
+	p.b.WriteByte('\n')
+}
+
+// sampleWith is sample with name="value" added to the rendered labels,
+// without making a string of them.
+func (p promWriter) sampleWith(metric, labels, name, value string, v uint64) {
+	p.b.WriteString(metric)
+	p.b.Write(appendWithLabel(p.b.AvailableBuffer(), labels, name, value))
+	p.b.WriteByte(' ')
+	p.b.Write(strconv.AppendUint(p.b.AvailableBuffer(), v, 10))
 	p.b.WriteByte('\n')
 }
 
@@ -809,18 +837,16 @@ func (p promWriter) gauge(name, labels string, v int64) { p.sample(name, labels,
 
 // gaugeFloat writes a gauge sample with a fractional value.
 func (p promWriter) gaugeFloat(name, labels string, v float64) {
-	var num [32]byte
 	p.b.WriteString(name)
 	p.b.WriteString(labels)
 	p.b.WriteByte(' ')
-	p.b.Write(strconv.AppendFloat(num[:0], v, 'g', -1, 64))
+	p.b.Write(strconv.AppendFloat(p.b.AvailableBuffer(), v, 'g', -1, 64))
 	p.b.WriteByte('\n')
 }
 
 // histogram writes cumulative _bucket lines, then _sum (seconds) and
 // _count. labels is a rendered label set ("{...}"); le joins it.
 func (p promWriter) histogram(name, labels string, h *loopstat.Sum) {
-	var num [32]byte
 	inner := labels[1 : len(labels)-1]
 	cum := uint64(0)
 	for i, c := range h.Counts {
@@ -834,20 +860,20 @@ func (p promWriter) histogram(name, labels string, h *loopstat.Sum) {
 		p.b.WriteString(`le="`)
 		p.b.WriteString(leLabels[i])
 		p.b.WriteString(`"} `)
-		p.b.Write(strconv.AppendUint(num[:0], cum, 10))
+		p.b.Write(strconv.AppendUint(p.b.AvailableBuffer(), cum, 10))
 		p.b.WriteByte('\n')
 	}
 	p.b.WriteString(name)
 	p.b.WriteString("_sum")
 	p.b.WriteString(labels)
 	p.b.WriteByte(' ')
-	p.b.Write(strconv.AppendFloat(num[:0], float64(h.SumNs)/1e9, 'g', -1, 64))
+	p.b.Write(strconv.AppendFloat(p.b.AvailableBuffer(), float64(h.SumNs)/1e9, 'g', -1, 64))
 	p.b.WriteByte('\n')
 	p.b.WriteString(name)
 	p.b.WriteString("_count")
 	p.b.WriteString(labels)
 	p.b.WriteByte(' ')
-	p.b.Write(strconv.AppendUint(num[:0], cum, 10))
+	p.b.Write(strconv.AppendUint(p.b.AvailableBuffer(), cum, 10))
 	p.b.WriteByte('\n')
 }
 

@@ -13,16 +13,25 @@ import (
 // runtimeFamily is a runtime or process family's TYPE and HELP.
 type runtimeFamily struct{ typ, help string }
 
+// runtimeRenames are the library's names that break the Prometheus naming
+// rules promtool checks (a _count suffix outside a histogram or summary, a
+// counter without _total), and what Loopgate writes instead.
+var runtimeRenames = map[string]string{
+	"go_cgo_calls_count": "go_cgo_calls_total",
+	"go_gc_forced_count": "go_gc_forced_total",
+	"go_cpu_count":       "go_cpus",
+}
+
 // runtimeFamilies describe the go_* and process_* families that
 // metrics.WriteProcessMetrics and WriteFDMetrics write. A family missing
 // here (a newer library version's) is still described, by its name's
 // suffix, with a generic HELP.
 var runtimeFamilies = map[string]runtimeFamily{
-	"go_cgo_calls_count":                  {"counter", "Calls from Go to C made by the process."},
-	"go_cpu_count":                        {"gauge", "Logical CPUs usable by the process (runtime.NumCPU)."},
+	"go_cgo_calls_total":                  {"counter", "Calls from Go to C made by the process."},
+	"go_cpus":                             {"gauge", "Logical CPUs usable by the process (runtime.NumCPU)."},
 	"go_gc_cpu_seconds_total":             {"counter", "CPU time spent by the garbage collector."},
 	"go_gc_duration_seconds":              {"summary", "Stop-the-world pause durations of the garbage collector."},
-	"go_gc_forced_count":                  {"counter", "Garbage collections forced by the application (runtime.GC)."},
+	"go_gc_forced_total":                  {"counter", "Garbage collections forced by the application (runtime.GC)."},
 	"go_gc_mark_assist_cpu_seconds_total": {"counter", "CPU time goroutines spent assisting the garbage collector."},
 	"go_gc_pauses_seconds":                {"histogram", "Stop-the-world pause latencies of the garbage collector."},
 	"go_gomaxprocs":                       {"gauge", "GOMAXPROCS: the OS threads that can run Go code at once."},
@@ -108,6 +117,10 @@ func writeRuntimeSeries(w textWriter) {
 		name := line
 		if i := strings.IndexAny(line, "{ "); i >= 0 {
 			name = line[:i]
+		}
+		if to, ok := runtimeRenames[name]; ok {
+			line = to + line[len(name):]
+			name = to
 		}
 		if f := runtimeFamilyOf(name, family); f != family {
 			family = f

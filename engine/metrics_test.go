@@ -452,3 +452,50 @@ routes:
 	}
 	checkHistogram(t, s, "loopgate_route_request_duration_seconds", `route="api"`, 0)
 }
+
+// The build and reload facts: the version labels, the running config
+// version, and reloads counted by result, the success time moving only on
+// an applied one.
+func TestMetricsBuildAndReloads(t *testing.T) {
+	up := startUpstream(t, okHandler)
+	g := startGateway(t, oneRoute, up)
+	s := scrapeMetrics(t, g.srv)
+	if s.get(t, "loopgate_config_version") != 1 || s.get(t, `loopgate_config_reloads_total{result="success"}`) != 0 {
+		t.Fatalf("at start: version %v, reloads %v", s.values["loopgate_config_version"], s.values[`loopgate_config_reloads_total{result="success"}`])
+	}
+	started := s.get(t, "loopgate_config_last_reload_success_timestamp_seconds")
+	if now := float64(time.Now().Unix()); started < now-60 || started > now+1 {
+		t.Fatalf("last reload time %v, now %v", started, now)
+	}
+	build := ""
+	for k := range s.values {
+		if strings.HasPrefix(k, "loopgate_build_info{") {
+			build = k
+		}
+	}
+	if !strings.Contains(build, `version="`) || !strings.Contains(build, `goversion="go`) || s.values[build] != 1 {
+		t.Fatalf("build info %q = %v", build, s.values[build])
+	}
+
+	g.reload(t, oneRoute, up)
+	if _, err := g.srv.Reload(parseTestConfig(t, "pin: true\n"+oneRoute, up)); err == nil {
+		t.Fatal("a reload changing pin was applied")
+	}
+	if _, err := g.srv.Reload(parseTestConfig(t, "routes:\n  - {id: x, prefix: /, upstream: missing}\nupstreams:\n  - {name: u, nodes: [\"%s\"]}\n", up)); err == nil {
+		t.Fatal("a reload naming an unknown upstream was applied")
+	}
+	g.srv.CountFailedReload() // a file that did not load, as the command counts it
+	s = scrapeMetrics(t, g.srv)
+	for series, want := range map[string]float64{
+		"loopgate_config_version":                         2,
+		`loopgate_config_reloads_total{result="success"}`: 1,
+		`loopgate_config_reloads_total{result="failure"}`: 3,
+	} {
+		if got := s.get(t, series); got != want {
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	if s.get(t, "loopgate_config_last_reload_success_timestamp_seconds") < started {
+		t.Errorf("the success time went back")
+	}
+}
