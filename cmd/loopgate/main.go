@@ -246,10 +246,12 @@ func loadConfig(opts *options) (*config.Config, error) {
 // each problem.
 func reload(opts *options, srv *engine.Server, o admin.ReloadOptions) (string, error) {
 	if opts.configPath == "" {
+		srv.CountFailedReload()
 		return "", &admin.ConfigError{Err: errors.New("no -config file to re-read: the embedded config cannot change")}
 	}
 	cfg, err := loadConfig(opts)
 	if err != nil {
+		srv.CountFailedReload() // srv.Reload counts the reloads that reach it
 		return "", &admin.ConfigError{Err: err}
 	}
 	return srv.ReloadWith(cfg, engine.ReloadOptions{AllowEmpty: o.AllowEmpty})
