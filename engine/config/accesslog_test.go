@@ -19,6 +19,13 @@ func TestObservabilitySections(t *testing.T) {
 	if !c.AccessLog.On() || c.AccessLog.Path != path || c.AccessLog.RingSize != 100 || c.Metrics.RecordsRequests() {
 		t.Fatalf("parsed: %+v %+v", c.AccessLog, c.Metrics)
 	}
+	if c.ErrorLog != (ErrorLog{Path: Stderr, Level: LevelInfo}) || c.AccessLog.FormatFields() != nil {
+		t.Fatalf("error_log default %+v, format fields %q", c.ErrorLog, c.AccessLog.FormatFields())
+	}
+	c = mustParse(t, "access_log: {format: \"$time  $request_id\\t$status\"}\nerror_log: {path: stdout, level: warn}\n")
+	if got := strings.Join(c.AccessLog.FormatFields(), ","); got != "time,request_id,status" || c.ErrorLog.Level != LevelWarn || c.ErrorLog.Path != Stdout {
+		t.Fatalf("format fields %q, error_log %+v", got, c.ErrorLog)
+	}
 	for _, p := range []string{Stdout, Stderr} {
 		if c := mustParse(t, "access_log: {path: "+p+"}\n"); c.AccessLog.Path != p {
 			t.Errorf("path %s read as %q", p, c.AccessLog.Path)
@@ -31,6 +38,11 @@ func TestObservabilitySections(t *testing.T) {
 		{"access_log: {ring_size: 2000000}\n", "access_log.ring_size: 2000000 is over the most, 1048576"},
 		{"metrics: {per_request: yes}\n", "per_request"},
 		{"access_log: {file: x}\n", "file"},
+		{"access_log: {format: \"$time status\"}\n", `access_log.format: "status" is not a $variable`},
+		{"access_log: {format: \"$time $nope\"}\n", `access_log.format: unknown field "$nope"`},
+		{"access_log: {format: \"$time $time\"}\n", `access_log.format: "$time" appears twice`},
+		{"error_log: {level: verbose}\n", `error_log.level: "verbose" is not one of debug, info, warn, error`},
+		{"error_log: {path: /no/such/dir/error.log}\n", "error_log.path: stat /no/such/dir"},
 	} {
 		_, err := Parse([]byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -65,6 +65,7 @@ type Config struct {
 	// decoded into that filter's own config type (see FilterGlobal).
 
 	AccessLog AccessLog `yaml:"access_log"` // default off (see accesslog.go)
+	ErrorLog  ErrorLog  `yaml:"error_log"`  // default stderr, level info (see accesslog.go)
 	Metrics   Metrics   `yaml:"metrics"`    // per-request series on by default
 
 	// CircuitBreaker, when present, enables a circuit breaker with these

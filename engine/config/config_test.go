@@ -59,6 +59,7 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 		},
 		Filters:      []string{"request_id", "ip_access", "forwarded"},
 		AccessLog:    AccessLog{RingSize: 4096},
+		ErrorLog:     ErrorLog{Path: "stderr", Level: "info"},
 		HealthChecks: HealthChecks{MaxInFlight: 20, Batch: 100},
 	}
 	wantGlobals := map[string]filters.GlobalConfig{
@@ -212,6 +213,7 @@ func TestSampleParses(t *testing.T) {
 		FilterOrders:   map[string]int{"forwarded": 50},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1", "::1"},
 		AccessLog:      AccessLog{RingSize: 4096},
+		ErrorLog:       ErrorLog{Path: "stderr", Level: "info"},
 		HealthChecks:   HealthChecks{MaxInFlight: 20, Batch: 100},
 		Upstreams: []Upstream{{
 			Name:               "users",

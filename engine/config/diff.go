@@ -26,7 +26,7 @@ type Diff struct {
 	// allow_underscore_headers, trusted_proxies, metrics. They apply live.
 	Settings []string
 	// Fixed are the settings that cannot change while the gateway runs
-	// (listen, loops, pin, admin, access_log, health_checks), each with
+	// (listen, loops, pin, admin, access_log, error_log, health_checks), each with
 	// its old and new value. A
 	// reload that changes one is refused. A section names the field that
 	// changed, as written in YAML: "access_log.path \"\" -> /var/log/gw.log".
@@ -76,6 +76,7 @@ func Compare(old, next *Config) Diff {
 	fixed("admin.hosts", fmt.Sprint(old.Admin.Hosts), fmt.Sprint(next.Admin.Hosts))
 	fixed("admin.pprof", old.Admin.Pprof, next.Admin.Pprof)
 	fixed("access_log", old.AccessLog, next.AccessLog)          // its rings and file are made at start
+	fixed("error_log", old.ErrorLog, next.ErrorLog)             // its file is opened at start
 	fixed("health_checks", old.HealthChecks, next.HealthChecks) // the prober's bounds, set at start
 	if len(old.Routes) > 0 && len(next.Routes) == 0 {
 		d.Emptied = append(d.Emptied, "every route ("+strings.Join(names(old.Routes, func(r *Route) string { return r.ID }), ", ")+")")
