@@ -24,7 +24,8 @@ type loopLog struct {
 // also sets the metrics switch. Called once by New.
 func (s *Server) initLogs(cfg *config.Config) error {
 	w, err := accesslog.New(accesslog.Options{Path: cfg.AccessLog.Path, Loops: len(s.loops),
-		RingSize: cfg.AccessLog.RingSize})
+		RingSize: cfg.AccessLog.RingSize, Fields: cfg.AccessLog.FormatFields(),
+		ErrorPath: cfg.ErrorLog.Path, ErrorLevel: cfg.ErrorLog.Level})
 	if err != nil {
 		return err
 	}
@@ -36,8 +37,8 @@ func (s *Server) initLogs(cfg *config.Config) error {
 	return nil
 }
 
-// ReopenLogs reopens the access log file at its path, for logrotate
-// (SIGUSR1). It never waits. Safe for concurrent use.
+// ReopenLogs reopens the access and error log files at their paths, for
+// logrotate (SIGUSR1). It never waits. Safe for concurrent use.
 func (s *Server) ReopenLogs() { s.logs.Reopen() }
 
 // LogEvent writes one line to the error log now, such as a reload's

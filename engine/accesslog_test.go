@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
 	"os"
@@ -507,6 +508,8 @@ func TestProxyAllocs(t *testing.T) {
 		{"metrics off", metricsOff + oneRoute},
 		{"metrics on", oneRoute},
 		{"access log", accessLogTo(filepath.Join(t.TempDir(), "access.log")) + oneRoute},
+		{"access log format", "access_log: {path: " + filepath.Join(t.TempDir(), "f.log") +
+			", format: \"$time $request_id $client_ip $method $path $status $route $upstream $duration_us $filters\"}\n" + oneRoute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			roundTrip := keepAliveClient(t, tc.config, benchRequest)
@@ -545,4 +548,91 @@ func keepAliveClient(t *testing.T, config string, request []byte) func() {
 			t.Fatal(err)
 		}
 	}
+}
+
+// access_log.format through a gateway: each line has the chosen fields,
+// in order, and nothing else.
+func TestAccessLogFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	up := startUpstream(t, okHandler)
+	g := startLoggingGateway(t, io.Discard, `
+access_log: {path: %q, format: "$time $request_id $route $status $upstream_us $path"}
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: api, prefix: /api, upstream: backend}
+`, path, up)
+	served := fetch(g.url("/api/x"))
+	if served.err != nil || served.resp.StatusCode != 200 {
+		t.Fatalf("GET /api/x: %+v", served)
+	}
+	if r := fetch(g.url("/nowhere")); r.err != nil {
+		t.Fatal(r.err)
+	}
+	lines := waitLines(t, "access", 2, func() []byte { b, _ := os.ReadFile(path); return b })
+	raw, _ := os.ReadFile(path)
+	for _, line := range bytes.Split(bytes.TrimSpace(raw), []byte("\n")) {
+		if !bytes.HasPrefix(line, []byte(`{"time":"`)) || !bytes.Contains(line, []byte(`","request_id":"`)) {
+			t.Errorf("line not in the format's order: %s", line)
+		}
+	}
+	for _, l := range lines {
+		if len(l) != 6 {
+			t.Errorf("line has %d fields, want the format's 6: %v", len(l), l)
+		}
+	}
+	ok := byPath(t, lines, "/api/x")
+	if ok["route"] != "api" || ok["status"] != 200.0 || ok["request_id"] != served.resp.Header.Get("X-Request-Id") || ok["upstream_us"] == nil {
+		t.Errorf("served line: %v", ok)
+	}
+	nr := byPath(t, lines, "/nowhere")
+	if nr["route"] != "" || nr["status"] != 404.0 || nr["upstream_us"] != nil {
+		t.Errorf("unrouted line: %v", nr)
+	}
+}
+
+// error_log: {path, level}: the gateway's errors and the operator notices
+// (the standard logger's lines, gnet's) are JSON lines of the one file,
+// those below the level left out, and SIGUSR1's ReopenLogs moves them to a
+// new file at the path.
+func TestErrorLogConfigured(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "error.log")
+	dead := closedPort(t)
+	g := startGateway(t, `
+error_log: {path: %q, level: warn}
+upstreams:
+  - {name: dead, nodes: ["%s"]}
+routes:
+  - {id: down, prefix: /, upstream: dead}
+`, path, dead)
+	if r := fetch(g.url("/down")); r.err != nil || r.resp.StatusCode != 502 {
+		t.Fatalf("GET /down: %+v", r)
+	}
+	log.Printf("test: an info notice nobody wants")
+	log.Printf("test: warning: a notice at warn")
+	read := func(p string) func() []byte { return func() []byte { b, _ := os.ReadFile(p); return b } }
+	var lines []logLine
+	waitFor(t, "the notice and the error in the error log", func() bool {
+		b := read(path)()
+		lines = jsonLines(t, b)
+		return bytes.Contains(b, []byte("a notice at warn")) && bytes.Contains(b, []byte(`"upstream_connect_failed"`))
+	})
+	for _, l := range lines {
+		if strings.Contains(fmt.Sprint(l["message"]), "nobody wants") {
+			t.Errorf("an info line with level warn: %v", l)
+		}
+		if l["message"] == "test: warning: a notice at warn" && (l["level"] != "warn" || l["event"] != "notice" || l["time"] == nil) {
+			t.Errorf("notice line: %v", l)
+		}
+	}
+
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	g.srv.ReopenLogs()
+	waitFor(t, "a line in the reopened error log", func() bool {
+		log.Printf("test: warning: after rotation")
+		return bytes.Contains(read(path)(), []byte("after rotation"))
+	})
+	jsonLines(t, read(path)())
 }

@@ -3,19 +3,30 @@
 package engine
 
 import (
-	"log"
+	"os"
 
+	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/panjf2000/gnet/v2/pkg/logging"
 )
 
 // gnetLogger drops gnet's debug and info lines (one per engine start) and
-// passes warnings and errors to the standard logger.
+// passes warnings and errors to the error log as notices of their level.
 type gnetLogger struct{}
 
 var _ logging.Logger = gnetLogger{}
 
-func (gnetLogger) Debugf(string, ...any)             {}
-func (gnetLogger) Infof(string, ...any)              {}
-func (gnetLogger) Warnf(format string, args ...any)  { log.Printf("gnet: warning: "+format, args...) }
-func (gnetLogger) Errorf(format string, args ...any) { log.Printf("gnet: error: "+format, args...) }
-func (gnetLogger) Fatalf(format string, args ...any) { log.Fatalf("gnet: fatal: "+format, args...) }
+func (gnetLogger) Debugf(string, ...any) {}
+func (gnetLogger) Infof(string, ...any)  {}
+func (gnetLogger) Warnf(format string, args ...any) {
+	noticef(accesslog.LevelWarn, "gnet: "+format, args...)
+}
+func (gnetLogger) Errorf(format string, args ...any) {
+	noticef(accesslog.LevelError, "gnet: "+format, args...)
+}
+
+// Fatalf writes its line before it exits: the queue would lose it.
+func (gnetLogger) Fatalf(format string, args ...any) {
+	noticef(accesslog.LevelError, "gnet: fatal: "+format, args...)
+	SyncNotices()
+	os.Exit(1)
+}

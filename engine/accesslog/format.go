@@ -44,7 +44,7 @@ type filterLine struct {
 // the caller's, and empty ones are left out.
 type Event struct {
 	Time    string `json:"time"`
-	Level   string `json:"level"` // LevelError, LevelWarn or LevelInfo
+	Level   string `json:"level"` // LevelError, LevelWarn, LevelInfo or LevelDebug
 	Event   string `json:"event"` // what happened, e.g. "gateway_error", "reload"
 	Message string `json:"message,omitempty"`
 
@@ -71,6 +71,7 @@ const (
 	LevelError = "error"
 	LevelWarn  = "warn"
 	LevelInfo  = "info"
+	LevelDebug = "debug"
 )
 
 // Error-log event names for requests.
@@ -109,6 +110,8 @@ const batchLines = 128
 // access lines costs one allocation (see batchLines). Owned by the writer
 // goroutine.
 type formatter struct {
+	fields []field // access_log.format's fields; nil = the standard line
+
 	offset  int64 // wall clock minus loopstat clock, read once per pass
 	sec     int64 // the second secText shows
 	secText []byte
@@ -127,6 +130,8 @@ type formatter struct {
 	ets   [40]byte
 	eip   [64]byte
 }
+
+func newFormatter(fields []string) *formatter { return &formatter{fields: fieldsOf(fields)} }
 
 // view is a string over b without a copy; valid while b is unchanged (a
 // record stays the writer's until it is released, after formatting).
@@ -159,6 +164,12 @@ func client(dst *[64]byte, rec *Record) string {
 // appendAccess appends the access lines of r's n oldest waiting records
 // (n ≤ batchLines) to dst. The caller releases them after.
 func (f *formatter) appendAccess(dst []byte, r *Ring, n int) []byte {
+	if f.fields != nil {
+		for i := 0; i < n; i++ {
+			dst = f.appendFields(dst, r.At(i), f.fields)
+		}
+		return dst
+	}
 	f.batch = f.lines[:n]
 	for i := range f.batch {
 		rec := r.At(i)

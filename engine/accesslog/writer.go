@@ -20,9 +20,21 @@ type Options struct {
 	// for appending (created 0644). "" = no access log; the error log is
 	// written anyway.
 	Path     string
-	Loops    int       // event loops, one ring pair each
-	RingSize int       // access records per loop ring
-	ErrorOut io.Writer // the error log; nil = os.Stderr
+	Loops    int // event loops, one ring pair each
+	RingSize int // access records per loop ring
+
+	// Fields are the access line's fields, in order, as config's
+	// access_log.format names them; nil = the standard line.
+	Fields []string
+
+	// ErrorPath is where the error log goes: "stdout", "stderr" or a file
+	// opened for appending; "" = stderr.
+	ErrorPath string
+	// ErrorLevel is the least severe error-log line written (LevelDebug
+	// to LevelError); "" = LevelInfo.
+	ErrorLevel string
+	// ErrorOut, when set, is the error log instead of ErrorPath.
+	ErrorOut io.Writer
 }
 
 // Path values that name the process's streams.
@@ -54,8 +66,11 @@ type Writer struct {
 	path     string
 	file     *os.File  // the access log file, or nil (stdout, stderr, off); owned by run
 	out      io.Writer // where access lines go; owned by run
+	errPath  string
+	errMin   int // the least severe level written (levelRank)
 	errMu    sync.Mutex
 	errOut   io.Writer // guarded by errMu, which also orders its lines
+	errFile  *os.File  // the error log file, or nil (a stream); guarded by errMu
 	lines    atomic.Uint64
 	failures atomic.Uint64 // writes that failed; their lines are lost
 
@@ -74,10 +89,21 @@ func New(o Options) (*Writer, error) {
 	if err := pretouch(); err != nil {
 		return nil, fmt.Errorf("accesslog: compiling the line encoders: %w", err)
 	}
-	w := &Writer{path: o.Path, errOut: o.ErrorOut, fmt: new(formatter), reopen: make(chan struct{}, 1),
-		stop: make(chan struct{}), done: make(chan struct{})}
-	if w.errOut == nil {
+	w := &Writer{path: o.Path, errPath: o.ErrorPath, errMin: levelRank(o.ErrorLevel), reopen: make(chan struct{}, 1),
+		fmt: newFormatter(o.Fields), stop: make(chan struct{}), done: make(chan struct{})}
+	switch {
+	case o.ErrorOut != nil:
+		w.errOut, w.errPath = o.ErrorOut, ""
+	case o.ErrorPath == "" || o.ErrorPath == Stderr:
 		w.errOut = os.Stderr
+	case o.ErrorPath == Stdout:
+		w.errOut = os.Stdout
+	default:
+		f, err := openLog("error_log", o.ErrorPath)
+		if err != nil {
+			return nil, err
+		}
+		w.errFile, w.errOut = f, f
 	}
 	w.errs = make([]*Ring, o.Loops)
 	for i := range w.errs {
@@ -92,7 +118,7 @@ func New(o Options) (*Writer, error) {
 	case Stderr:
 		w.out = os.Stderr
 	default:
-		f, err := openLog(o.Path)
+		f, err := openLog("access_log", o.Path)
 		if err != nil {
 			return nil, err
 		}
@@ -106,10 +132,10 @@ func New(o Options) (*Writer, error) {
 	return w, nil
 }
 
-func openLog(path string) (*os.File, error) {
+func openLog(key, path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("access_log: %w", err)
+		return nil, fmt.Errorf("%s: %w", key, err)
 	}
 	return f, nil
 }
@@ -150,9 +176,10 @@ func (w *Writer) Start() {
 	go w.run()
 }
 
-// Stop writes what the rings still hold, closes the file, and ends the
-// goroutine. The loops must have stopped producing. Later calls do
-// nothing.
+// Stop writes what the rings still hold, closes the access log file, and
+// ends the goroutine. The loops must have stopped producing. Later calls
+// do nothing. The error log stays open: a process writes its last lines
+// (that it stopped) after its server has.
 func (w *Writer) Stop() {
 	w.stopOnce.Do(func() {
 		if w.started.Load() {
@@ -168,28 +195,62 @@ func (w *Writer) Stop() {
 	})
 }
 
-// Reopen asks the writer to reopen the access log file at its path, for
-// logrotate (SIGUSR1): lines go to the new file from the next pass. It
-// never waits; a request already pending covers this one.
+// Reopen asks the writer to reopen the access and error log files at their
+// paths, for logrotate (SIGUSR1): lines go to the new files from the next
+// pass. It never waits; a request already pending covers this one. Before
+// Start, or after Stop, only the error log is reopened, at once.
 func (w *Writer) Reopen() {
+	if !w.started.Load() {
+		w.reopenErrors()
+		return
+	}
 	select {
 	case w.reopen <- struct{}{}:
 	default:
 	}
 }
 
-// SetErrorOutput sends the error log to out from now on.
+// SetErrorOutput sends the error log to out from now on (error_log.path
+// is not reopened any more).
 func (w *Writer) SetErrorOutput(out io.Writer) {
 	w.errMu.Lock()
 	w.errOut = out
+	w.errPath = ""
 	w.errMu.Unlock()
 }
 
-// Event writes one error-log line now, from any goroutine but a loop's (it
-// encodes and writes synchronously).
-func (w *Writer) Event(ev Event) {
-	ev.Time = time.Now().UTC().Format(timeLayout)
-	w.writeErrors(appendLine(nil, &ev))
+// Event writes one error-log line now, unless its level is below
+// error_log.level, from any goroutine but a loop's (it encodes and writes
+// synchronously).
+func (w *Writer) Event(ev Event) { w.EventAt(time.Now(), ev) }
+
+// EventAt is Event for something that happened at t.
+func (w *Writer) EventAt(t time.Time, ev Event) {
+	if levelRank(ev.Level) < w.errMin {
+		return
+	}
+	w.writeErrors(AppendEvent(nil, t, &ev))
+}
+
+// AppendEvent appends ev as one error-log line, its Time set to t, to dst.
+// It allocates: for lines off the hot path.
+func AppendEvent(dst []byte, t time.Time, ev *Event) []byte {
+	ev.Time = t.UTC().Format(timeLayout)
+	return appendLine(dst, ev)
+}
+
+// levelRank orders the levels, least severe first; "" and unknown names
+// rank as LevelInfo.
+func levelRank(level string) int {
+	switch level {
+	case LevelDebug:
+		return 0
+	case LevelWarn:
+		return 2
+	case LevelError:
+		return 3
+	}
+	return 1
 }
 
 func (w *Writer) run() {
@@ -204,6 +265,7 @@ func (w *Writer) run() {
 		case <-w.reopen:
 			w.pass()
 			w.reopenFile()
+			w.reopenErrors()
 		case <-t.C:
 			w.pass()
 		}
@@ -266,7 +328,7 @@ func (w *Writer) reopenFile() {
 	if w.file == nil {
 		return // stdout, stderr or off: nothing to reopen
 	}
-	f, err := openLog(w.path)
+	f, err := openLog("access_log", w.path)
 	if err != nil {
 		w.Event(Event{Level: LevelError, Event: "access_log_reopen", Error: err.Error()})
 		return
@@ -274,4 +336,23 @@ func (w *Writer) reopenFile() {
 	old := w.file
 	w.file, w.out = f, f
 	_ = old.Close()
+}
+
+// reopenErrors is reopenFile for the error log. Any goroutine.
+func (w *Writer) reopenErrors() {
+	w.errMu.Lock()
+	if w.errFile == nil || w.errPath == "" {
+		w.errMu.Unlock()
+		return // a stream, or SetErrorOutput replaced the file
+	}
+	f, err := openLog("error_log", w.errPath)
+	if err == nil {
+		old := w.errFile
+		w.errFile, w.errOut = f, f
+		_ = old.Close()
+	}
+	w.errMu.Unlock()
+	if err != nil {
+		w.Event(Event{Level: LevelError, Event: "error_log_reopen", Error: err.Error()})
+	}
 }
