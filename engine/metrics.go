@@ -256,7 +256,7 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 // routeMetrics are one route's series.
 type routeMetrics struct {
 	id     string
-	label  string // {route="id"}, rendered once: a scrape writes it for every series
+	label  string       // {route="id"}, rendered once: a scrape writes it for every series
 	shards []routeShard // by loop index
 	quiet  *atomic.Bool // the registry's metrics.per_request switch, inverted
 

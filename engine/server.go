@@ -142,7 +142,7 @@ func resolveListen(addr string) (string, error) {
 // Run serves until Shutdown. It returns after every loop has stopped.
 func (s *Server) Run() error {
 	defer close(s.stopped)
-	startNotices(s) // notices go to s's error log
+	startNotices(s)
 	defer s.limits.Close() // the Redis workers and the key sweeper stop with the loops
 	s.logs.Start()
 	defer s.logs.Stop() // after the loops: writes what they left in the rings
