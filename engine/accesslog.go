@@ -30,6 +30,7 @@ func (s *Server) initLogs(cfg *config.Config) error {
 		return err
 	}
 	s.logs = w
+	notices.sink.Store(w) // what is logged before Run (config warnings) goes to this error log too
 	for i, l := range s.loops {
 		l.log.access, l.log.errors = w.Access(i), w.Errors(i)
 	}

@@ -8,8 +8,8 @@
 //
 // The writer makes each notice a JSON line of the error log, like the
 // error records: {"time":...,"level":...,"event":"notice","message":...}.
-// It goes to the running server's error log (error_log: path and level),
-// or to the standard logger's first output before any server runs.
+// It goes to the server's error log (error_log: path and level), or to
+// the standard logger's first output before any server is made.
 
 package engine
 
@@ -46,7 +46,7 @@ type asyncLog struct {
 	synced  chan struct{} // the writer has written every line before a zero one
 	dropped atomic.Uint64
 
-	// sink is the error log of the server that ran last; nil = out.
+	// sink is the error log of the server made or run last; nil = out.
 	sink atomic.Pointer[accesslog.Writer]
 }
 
@@ -55,15 +55,23 @@ var (
 	noticesOnce sync.Once
 )
 
-// startNotices puts the queue in front of the standard logger's current
-// output, once per process, and sends notices to s's error log from now
-// on. The logger's own date and time go: the JSON line has its time.
-func startNotices(s *Server) {
+// installNotices puts the queue in front of the standard logger's current
+// output, once per process: New calls it, so lines logged while a config
+// compiles are JSON already. The logger's own date and time go: the JSON
+// line has its time.
+func installNotices() {
 	noticesOnce.Do(func() {
 		notices.start(log.Writer(), noticeQueue)
 		log.SetOutput(&notices)
 		log.SetFlags(0)
 	})
+}
+
+// startNotices sends notices to s's error log from now on (New pointed
+// them there already; Run points them back, when another server was made
+// since).
+func startNotices(s *Server) {
+	installNotices()
 	notices.sink.Store(s.logs)
 }
 

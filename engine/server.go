@@ -94,6 +94,7 @@ func (s *Server) LimitsHandler() http.Handler { return s.limits.Handler() }
 // New validates nothing itself (config.Parse already did) and prepares a
 // server for cfg.
 func New(cfg *config.Config) (*Server, error) {
+	installNotices() // what compiling logs is a JSON line too
 	n := cfg.EventLoops()
 	s := &Server{
 		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), limits: limiter.NewStore(), metrics: newRegistry(n),

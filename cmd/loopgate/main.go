@@ -138,7 +138,11 @@ func run(opts *options) error {
 		return err
 	}
 	for _, w := range cfg.Warnings() {
-		fmt.Fprintln(os.Stderr, "loopgate: warning:", w)
+		if opts.check {
+			fmt.Fprintln(os.Stderr, "loopgate: warning:", w) // -check answers a person
+		} else {
+			log.Printf("loopgate: warning: %s", w) // an error-log line of level warn, as every line while serving
+		}
 	}
 	if opts.check {
 		fmt.Println("config ok")
