@@ -242,12 +242,19 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := filterKey{route, filter}
-	if m := r.filterIx[k]; m != nil {
-		m.retired = 0
-		m.route.retired = 0 // the chain's route is compiled just after
-		return m.stats
+	rm := r.routeLocked(route) // compiled just after the chain: live from now
+	old := r.filterIx[k]
+	if old != nil && old.route == rm {
+		old.retired = 0
+		return old.stats
 	}
-	m := newFilterMetrics(r.routeLocked(route), filter, filters.NewStats(r.loops))
+	if old != nil {
+		// Kept from a route of this id that a sweep removed since: stats
+		// go with the route whose in-flight count guards them, and the
+		// old ones leave with the next sweep.
+		old.retired = 1
+	}
+	m := newFilterMetrics(rm, filter, filters.NewStats(r.loops))
 	r.filterIx[k] = m
 	r.filters = append(r.filters, m)
 	return m.stats

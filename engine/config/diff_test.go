@@ -78,12 +78,13 @@ func TestCompareFixed(t *testing.T) {
 	if d := Compare(old, same); len(d.Fixed) != 0 {
 		t.Fatalf("loops 0 and the CPU count differ: %v", d.Fixed)
 	}
-	next := mustParse(t, fmt.Sprintf("listen: 127.0.0.1:9090\nloops: %d\npin: true\nadmin: \"off\"\n", runtime.NumCPU()+1))
+	next := mustParse(t, fmt.Sprintf("listen: 127.0.0.1:9090\nloops: %d\npin: true\nadmin: \"off\"\nerror_log: {level: warn}\n", runtime.NumCPU()+1))
 	want := []string{
 		"listen 127.0.0.1:8080 -> 127.0.0.1:9090",
 		fmt.Sprintf("loops %d -> %d", runtime.NumCPU(), runtime.NumCPU()+1),
 		"pin false -> true",
 		"admin 127.0.0.1:9901 -> off",
+		"error_log {stderr info} -> {stderr warn}",
 	}
 	if d := Compare(old, next); !reflect.DeepEqual(d.Fixed, want) || d.Empty() {
 		t.Fatalf("fixed: %q, want %q", d.Fixed, want)
