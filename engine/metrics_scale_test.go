@@ -22,7 +22,7 @@ import (
 // and returns its base URL.
 func adminPort(t *testing.T, g *gateway) string {
 	t.Helper()
-	a, err := admin.Listen("127.0.0.1:0", g.srv, nil)
+	a, err := admin.Listen("127.0.0.1:0", g.srv, nil, admin.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
