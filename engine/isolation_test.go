@@ -33,7 +33,11 @@ routes:
   - {id: slow, prefix: /, upstream: slow}
 `, slowUp, startUpstream(t, okHandler))
 	limit := `loopgate_route_isolation_limit{route="slow"}`
-	if v := scrapeMetrics(t, g.srv).get(t, limit); v != 12 {
+	// A route's series are written once a request has reached it.
+	if r := fetch(g.url("/first")); r.err != nil || r.resp.StatusCode != 200 {
+		t.Fatalf("first request: %+v", r)
+	}
+	if v := waitMetric(t, g.srv, `loopgate_route_requests_total{route="slow",code="2xx"}`, 1).get(t, limit); v != 12 {
 		t.Fatalf("initial limit %v, want 12", v)
 	}
 	slow.Store(true)

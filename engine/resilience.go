@@ -7,6 +7,7 @@ package engine
 
 import (
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -159,6 +160,14 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	breakers := append([]*breaker(nil), rs.routes...)
 	limiters := append([]*isolation(nil), rs.limiters...)
 	rs.mu.Unlock()
+	// A route's breaker and isolation series follow its route series:
+	// written once a request has reached the route, gone with it once a
+	// reload has removed it (registry.sweep).
+	reg.mu.Lock()
+	shown := func(route string) bool { m := reg.routeIx[route]; return m != nil && m.touched() }
+	breakers = slices.DeleteFunc(breakers, func(b *breaker) bool { return !shown(b.route) })
+	limiters = slices.DeleteFunc(limiters, func(iso *isolation) bool { return !shown(iso.route) })
+	reg.mu.Unlock()
 
 	p := newPromWriter(w)
 	p.family("loopgate_upstream_retries_total", "counter", "Attempts made again on another node after a retryable failure.")

@@ -84,7 +84,7 @@ func TestCompareFixed(t *testing.T) {
 		fmt.Sprintf("loops %d -> %d", runtime.NumCPU(), runtime.NumCPU()+1),
 		"pin false -> true",
 		"admin 127.0.0.1:9901 -> off",
-		"error_log {stderr info} -> {stderr warn}",
+		"error_log.level info -> warn",
 	}
 	if d := Compare(old, next); !reflect.DeepEqual(d.Fixed, want) || d.Empty() {
 		t.Fatalf("fixed: %q, want %q", d.Fixed, want)
