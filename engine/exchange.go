@@ -436,12 +436,17 @@ func (ex *exchange) record() {
 	m := l.srv.metrics.unrouted
 	if ex.route != nil {
 		m = ex.route.metrics
-		m.end(l.index)
 	}
 	code := ex.errCode
 	if ex.respCut {
 		code = 0 // not an answer the gateway made: the status class counts it
 	}
 	m.observe(l.index, ex.fx.End.Status, code, ex.fx.End.Duration)
+	if ex.route != nil {
+		// Last: a reader that sees the request out of flight sees it
+		// counted, and the registry's sweep never drops a route before
+		// its last count.
+		m.end(l.index)
+	}
 	ex.started = 0
 }
