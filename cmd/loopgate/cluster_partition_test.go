@@ -278,8 +278,11 @@ routes:
 		if bound := 1.2*rate*dt + burst; float64(got) > bound {
 			failures = append(failures, fmt.Sprintf("%s: admitted %d in %.2fs, above 1.2 R·t + burst = %.0f", name, got, dt, bound))
 		}
-		if floor := 0.5 * rate * dt; float64(got) < floor {
-			failures = append(failures, fmt.Sprintf("%s: admitted %d in %.2fs, under half the limit (%.0f)", name, got, dt, floor))
+		// The floor only catches a limit that stopped admitting: a ramp
+		// after recovery starts from the shadow quota, and a loaded
+		// machine's paced load falls behind.
+		if floor := 0.3 * rate * dt; float64(got) < floor {
+			failures = append(failures, fmt.Sprintf("%s: admitted %d in %.2fs, under 0.3 of the limit (%.0f)", name, got, dt, floor))
 		}
 	}
 	const span = 3 * time.Second
@@ -306,10 +309,9 @@ routes:
 		waitUntil(t, "a calling the restarted Redis", a.g.exited, a.g.logs, func() bool {
 			return r.CommandCalls("evalsha", "eval") > 0
 		})
-		// The set is gone, b's entry with it: a still counts b.
-		if s, err := readCluster(a.admin); err != nil || s.Redis != "up" || s.KnownNodes != 2 {
-			t.Errorf("a after the restart: %+v %v, want Redis up and b still known", s, err)
-		}
+		// The set is gone, b's entry with it: a still counts b. The kill
+		// may have tripped a's breaker; its probe brings it back.
+		waitStatus(a, "Redis up after the restart, b still known", func(s clusterStatus) bool { return s.Redis == "up" && s.KnownNodes == 2 })
 	})
 	window("b back", span, func() {
 		b.proxy.set(false)
