@@ -128,10 +128,14 @@ func appendStatusLine(dst []byte, r *codec.Response) []byte {
 // filters' edits. Content-Length is written once by the caller, since the
 // codec accepts identical duplicates an upstream might not.
 func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool, edits *filters.HeaderEdits, client *clientFields) []byte {
+	// Asking Listed of every field scans every field again: most messages
+	// carry no Connection field, or one naming only keep-alive, and then
+	// nothing is listed that IsHopByHop does not drop anyway.
+	lists := listsEndToEnd(hs)
 	for _, h := range hs {
 		// Connection may not strip Host: a request without it would reach
 		// the upstream's default virtual host.
-		listed := hs.Listed(h.Name) && !isHost(h.Name)
+		listed := lists && hs.Listed(h.Name) && !isHost(h.Name)
 		if codec.IsHopByHop(h.Name) || listed || isContentLength(h.Name) || dropHost && isHost(h.Name) {
 			continue
 		}
@@ -152,6 +156,30 @@ func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool, edits *filters.
 		}
 	}
 	return dst
+}
+
+// listsEndToEnd reports whether a Connection field of hs names a field
+// that is not hop-by-hop already (close, or an extension's header).
+func listsEndToEnd(hs codec.Headers) bool {
+	for _, h := range hs {
+		if len(h.Name) != len("connection") || !codec.EqualFold(h.Name, "connection") {
+			continue
+		}
+		for v := h.Value; ; {
+			end := bytes.IndexByte(v, ',')
+			if end < 0 {
+				end = len(v)
+			}
+			if !codec.IsHopByHop(codec.TrimOWS(v[:end])) {
+				return true
+			}
+			if end == len(v) {
+				break
+			}
+			v = v[end+1:]
+		}
+	}
+	return false
 }
 
 func appendHeader[V string | []byte](dst []byte, name string, value V) []byte {
