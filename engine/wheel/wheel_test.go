@@ -77,7 +77,7 @@ func BenchmarkArmStop(b *testing.B) {
 // fakeClock makes the wheel read its time from *now.
 func fakeClock(w *Wheel, now *time.Time) {
 	*now = w.start
-	w.clock = func() time.Time { return *now }
+	w.since = func(t time.Time) time.Duration { return now.Sub(t) }
 }
 
 func TestTimerArmedBetweenTicksIsNotEarly(t *testing.T) {
