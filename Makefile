@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis bench bench-reload bench-isolation bench-idle bench-go fuzz clean
+.PHONY: build run test vet redis bench bench-ab bench-reload bench-isolation bench-idle bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -35,6 +35,11 @@ vet:
 bench: build
 	bash bench/run.sh
 	bash bench/churn.sh
+
+# The current build against BASE (a tag or commit, built in a temporary
+# worktree) and nginx, interleaved: make bench-ab BASE=v0.1 [ROUNDS=5].
+bench-ab: build
+	BASE='$(BASE)' ROUNDS='$(or $(ROUNDS),5)' bash bench/ab.sh
 
 # Live reload under wrk -c64: a reload every 250 ms, POST /reload and SIGHUP.
 bench-reload: build

@@ -57,13 +57,12 @@ start_backend_for() {
 # -c64 rows. c1000 drops the pool sizes those rows set, leaving each
 # proxy's default: Loopgate's max_idle (= max_conns), haproxy's unlimited
 # server connections; nginx has no upstream keep-alive at all without the
-# keepalive directive, so its row keeps the usual recommendation, 128.
+# keepalive directive, so its row keeps run.sh's, the usual 128.
 start_proxy() {
 	local scen=$1 proxy=$2 port=$3 backend=$4 key=$1-$2
 	case $proxy in
 	nginx)
 		write_nginx_proxy_conf "$TMP/$key" "$port" "$backend"
-		[[ $scen == c1000 ]] && sed -i 's/keepalive 64;/keepalive 128;/' "$TMP/$key/nginx.conf"
 		start_nginx "$key" "$TMP/$key" "$PROXY_CPU"
 		;;
 	haproxy)
