@@ -10,7 +10,6 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/accesslog"
-	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool"
@@ -159,7 +158,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.finishWhenDrained = false
 	ex.framing = frameAsIs
 	ex.respStarted, ex.respFiltered, ex.interims, ex.respCut = false, false, 0, false
-	ex.started, ex.status, ex.errCode = loopstat.Now(), 0, 0
+	ex.started, ex.status, ex.errCode = ex.loop.now(), 0, 0
 	ex.bytesIn, ex.bytesOut = int64(headLen), 0
 	ex.forwarded, ex.clientGone = false, false
 	ex.errMsg = ""
@@ -208,7 +207,7 @@ func (ex *exchange) requestID() []byte {
 func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
 	ex.forwarded = true
 	ex.attempt, ex.tried, ex.retrying = 1, upstream.NodeSet{}, false
-	ex.callStart = loopstat.Now()
+	ex.callStart = ex.loop.now()
 	ex.markUpstreamStart()
 	ex.budget, ex.budgetLim = ex.upDef.budget, ex.upDef.budgetLim
 	ex.budget.begin(ex.loop.index)
@@ -397,7 +396,7 @@ func (ex *exchange) done() {
 	fx := &ex.fx
 	fx.Req = nil
 	end := filters.End{Status: ex.status, BytesIn: ex.bytesIn, BytesOut: ex.bytesOut,
-		Duration: loopstat.Now() - ex.started}
+		Duration: ex.loop.now() - ex.started}
 	if ex.forwarded {
 		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()+ex.attempt-1
 	}

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/pool"
 )
 
@@ -119,7 +118,7 @@ func (c *Call) Start(p *Pool, head *pool.Buffer, opts Options) {
 		timer = p.loop.clock.NewTimer(c.onTimer)
 	}
 	*c = Call{recv: c.recv, timer: timer, timerLoop: p.loop, loop: p.loop, pool: p, head: head, opts: opts,
-		connectTimeout: opts.ConnectTimeout, started: loopstat.Now()}
+		connectTimeout: opts.ConnectTimeout, started: p.loop.host.Now()}
 	if c.connectTimeout <= 0 {
 		c.connectTimeout = p.cfg.ConnectTimeout
 	}
@@ -298,7 +297,7 @@ func (c *Call) parseHead(buf []byte) int {
 	}
 	if !c.gotBytes {
 		c.gotBytes = true
-		c.pool.stats.FirstByte.Observe(loopstat.Now() - c.started)
+		c.pool.stats.FirstByte.Observe(c.loop.host.Now() - c.started)
 	}
 	if r.Status == 101 { // no Upgrade was forwarded, so none may be accepted
 		c.abort(ErrBadResponse)
@@ -468,7 +467,7 @@ func (c *Call) Answered() bool { return c.gotBytes }
 // report tells the node how the call ended (see Outcome); err is nil for
 // a complete response.
 func (c *Call) report(err *Error) {
-	o := Outcome{Err: err, Status: c.status, Total: time.Duration(loopstat.Now() - c.started)}
+	o := Outcome{Err: err, Status: c.status, Total: time.Duration(c.loop.host.Now() - c.started)}
 	c.pool.node.report(c.pool.stats, &o)
 }
 

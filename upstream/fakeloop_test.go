@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
@@ -163,6 +164,7 @@ type testHost struct {
 func (*testHost) Index() int            { return 0 }
 func (h *testHost) Guard(f func())      { h.guarded++; f() }
 func (h *testHost) RingRoundBell() bool { h.rings++; return h.bell }
+func (h *testHost) Now() int64          { return loopstat.Now() }
 
 func (h *testHost) Adopt(fd int, _ unix.Sockaddr, _ net.Addr, uc *Conn) error {
 	if h.adoptErr != nil {

@@ -31,6 +31,10 @@ type Host interface {
 	// then falls back on EventLoop.Execute. Called only where DialOnLoop
 	// is true.
 	RingRoundBell() bool
+	// Now is the loop's monotonic clock in nanoseconds (loopstat.Now's
+	// scale), for the call's timestamps. The host may read it once per
+	// callback and answer every call in that callback with that reading.
+	Now() int64
 }
 
 // Clock is the timer service of the loop. The engine's timer wheel
