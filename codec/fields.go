@@ -170,9 +170,7 @@ func (fs *fieldState) apply(name, value []byte) error {
 		}
 	case 10:
 		if EqualFold(name, "connection") {
-			fs.connClose = fs.connClose || listHas(value, "close")
-			fs.connKeepAlive = fs.connKeepAlive || listHas(value, "keep-alive")
-			fs.connUpgrade = fs.connUpgrade || listHas(value, "upgrade")
+			fs.connectionTokens(value)
 		}
 	case 14:
 		if EqualFold(name, "content-length") {
@@ -192,6 +190,30 @@ func (fs *fieldState) apply(name, value []byte) error {
 		}
 	}
 	return nil
+}
+
+// connectionTokens notes the options a Connection value lists: one pass
+// over its comma-separated tokens (ignoring case and OWS), where asking
+// listHas for each option would read the value once per option.
+func (fs *fieldState) connectionTokens(value []byte) {
+	for len(value) > 0 {
+		end := bytes.IndexByte(value, ',')
+		if end < 0 {
+			end = len(value)
+		}
+		switch tok := TrimOWS(value[:end]); len(tok) {
+		case len("close"):
+			fs.connClose = fs.connClose || EqualFold(tok, "close")
+		case len("upgrade"):
+			fs.connUpgrade = fs.connUpgrade || EqualFold(tok, "upgrade")
+		case len("keep-alive"):
+			fs.connKeepAlive = fs.connKeepAlive || EqualFold(tok, "keep-alive")
+		}
+		if end == len(value) {
+			break
+		}
+		value = value[end+1:]
+	}
 }
 
 // maxContentLengthDigits keeps a decimal Content-Length below 2^63 without overflow checks.
