@@ -396,7 +396,7 @@ func (ex *exchange) done() {
 	fx := &ex.fx
 	fx.Req = nil
 	end := filters.End{Status: ex.status, BytesIn: ex.bytesIn, BytesOut: ex.bytesOut,
-		Duration: ex.loop.now() - ex.started}
+		Duration: ex.loop.fresh() - ex.started}
 	if ex.forwarded {
 		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()+ex.attempt-1
 	}

@@ -241,13 +241,14 @@ func (l *loop) enter() {
 	l.depth++
 }
 
-// now is the loop's monotonic clock (loopstat.Now) for the timestamps of
-// the request path, read once per callback: a request's start, its
-// upstream call's start, first byte and end are the time the event that
-// caused them began to be handled, as nginx stamps a whole event-loop
-// iteration with one time. A clock read costs tens of nanoseconds on a
-// virtual machine, and a plain request made seven of them. Outside a
-// callback it reads the clock. It is also upstream.Host's Now.
+// now is the loop's monotonic clock (loopstat.Now) for the timestamps that
+// begin a duration on the request path, read once per callback: a
+// request's start, its upstream call's start and first response head are
+// the time the event that caused them began to be handled, as nginx stamps
+// a whole event-loop iteration with one time. A clock read costs tens of
+// nanoseconds on a virtual machine, and a plain request made seven of
+// them. Outside a callback it reads the clock. It is also upstream.Host's
+// Now.
 func (l *loop) now() int64 {
 	if l.depth == 0 {
 		return loopstat.Now()
@@ -256,6 +257,18 @@ func (l *loop) now() int64 {
 		l.clock = loopstat.Now()
 	}
 	return l.clock
+}
+
+// fresh reads the clock for a timestamp that ends a duration (an
+// exchange's end), so that one begun and ended in the same callback (a
+// local reply, a refused connect) does not come out 0. The reading becomes
+// the callback's for what follows in it.
+func (l *loop) fresh() int64 {
+	t := loopstat.Now()
+	if l.depth > 0 {
+		l.clock = t
+	}
+	return t
 }
 
 // Now is now, for the upstream side (upstream.Host).

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/pool"
 )
 
@@ -467,7 +468,7 @@ func (c *Call) Answered() bool { return c.gotBytes }
 // report tells the node how the call ended (see Outcome); err is nil for
 // a complete response.
 func (c *Call) report(err *Error) {
-	o := Outcome{Err: err, Status: c.status, Total: time.Duration(c.loop.host.Now() - c.started)}
+	o := Outcome{Err: err, Status: c.status, Total: time.Duration(loopstat.Now() - c.started)}
 	c.pool.node.report(c.pool.stats, &o)
 }
 

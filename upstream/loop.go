@@ -32,8 +32,10 @@ type Host interface {
 	// is true.
 	RingRoundBell() bool
 	// Now is the loop's monotonic clock in nanoseconds (loopstat.Now's
-	// scale), for the call's timestamps. The host may read it once per
-	// callback and answer every call in that callback with that reading.
+	// scale), for the timestamps that begin a call's durations (its start,
+	// its first response head). The host may read it once per callback and
+	// answer every call in that callback with that reading; a call's end
+	// reads the clock itself.
 	Now() int64
 }
 
