@@ -166,7 +166,7 @@ ratios() {
 
 report() {
 	local row who m lo hi u s line errs
-	echo "Loopgate A/B bench, $(date -u '+%Y-%m-%d %H:%M UTC'): current $(git describe --always --dirty 2>/dev/null)" \
+	echo "Loopgate A/B bench, $(date -u '+%Y-%m-%d %H:%M UTC'): current ${LOOPGATE_BIN#"$ROOT"/} (tree at $(git describe --always --dirty 2>/dev/null))" \
 		"against base $BASE_NAME and nginx $(nginx_version); kernel $(uname -r) × $(nproc) CPUs; $PINNING." \
 		"\`wrk -t1 -c$CONNS -d${DURATION}s\` after a ${WARMUP} s warm-up; $ROUNDS interleaved rounds." \
 		"Load average (1 min): $LOAD_START at start, $(load_average) at end."

@@ -6,8 +6,9 @@ import (
 	"github.com/loopgate/loopgate/engine/loopstat"
 )
 
-// The request path's timestamps come from one clock reading per callback:
-// the same within a callback, fresh in the next one and outside any.
+// The request path's start timestamps come from one clock reading per
+// callback: the same within a callback, fresh in the next one and outside
+// any; an end (fresh) is a new reading.
 func TestLoopClockOncePerCallback(t *testing.T) {
 	l := &loop{}
 	l.enter()
@@ -16,6 +17,14 @@ func TestLoopClockOncePerCallback(t *testing.T) {
 	}
 	if again := l.now(); again != first {
 		t.Fatalf("second reading in one callback %d, want the first, %d", again, first)
+	}
+	// An end is read fresh, and what follows in the callback starts there.
+	end := l.fresh()
+	if end <= first {
+		t.Fatalf("fresh reading %d, not after the callback's %d", end, first)
+	}
+	if after := l.now(); after != end {
+		t.Fatalf("reading after fresh %d, want %d", after, end)
 	}
 	l.leave()
 	if outside := l.now(); outside <= first {
