@@ -3,7 +3,9 @@
 package engine
 
 import (
+	"fmt"
 	"os"
+	"sync/atomic"
 
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/panjf2000/gnet/v2/pkg/logging"
@@ -21,7 +23,9 @@ func (gnetLogger) Warnf(format string, args ...any) {
 	noticef(accesslog.LevelWarn, "gnet: "+format, args...)
 }
 func (gnetLogger) Errorf(format string, args ...any) {
-	noticef(accesslog.LevelError, "gnet: "+format, args...)
+	msg := fmt.Sprintf("gnet: "+format, args...)
+	lastGnetErr.Store(&msg)
+	noticef(accesslog.LevelError, "%s", msg)
 }
 
 // Fatalf writes its line before it exits: the queue would lose it.
@@ -29,4 +33,15 @@ func (gnetLogger) Fatalf(format string, args ...any) {
 	noticef(accesslog.LevelError, "gnet: fatal: "+format, args...)
 	SyncNotices()
 	os.Exit(1)
+}
+
+// lastGnetErr is the last error gnet logged, for the error Run returns
+// when the loops stop on their own.
+var lastGnetErr atomic.Pointer[string]
+
+func lastGnetError() string {
+	if p := lastGnetErr.Load(); p != nil {
+		return "last gnet error: " + *p
+	}
+	return "gnet logged no error"
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -43,7 +44,7 @@ type Server struct {
 	loops    []*loop // one slot per gnet loop, claimed on first use
 	addr     string  // gnet protocol address
 	eng      atomic.Pointer[gnet.Engine]
-	booted   chan struct{}
+	booted   chan struct{} // closed once every loop accepts (installAcceptors)
 	stopped  chan struct{} // closed when Run returns
 	draining atomic.Bool
 	clients  atomic.Int64  // open client connections, all loops
@@ -54,6 +55,11 @@ type Server struct {
 	memoryReturns atomic.Uint64 // see returnMemory
 
 	metricSet *metrics.Set // writes the registry out (WriteMetrics)
+
+	accepts    acceptStats
+	installing atomic.Int32          // loops still moving to their own accept
+	bootErr    atomic.Pointer[error] // why a loop could not, if one could not
+	ticked     sync.Once             // OnTick's one job
 
 	logs *accesslog.Writer // the access and error logs (accesslog.go)
 }
@@ -116,6 +122,7 @@ func New(cfg *config.Config) (*Server, error) {
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
 	s.metricSet.RegisterMetricsWriter(s.limits.WriteMetrics)
 	s.metricSet.RegisterMetricsWriter(s.writeResilienceSeries)
+	s.metricSet.RegisterMetricsWriter(s.writeAcceptSeries)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = newLoop(s, i)
@@ -140,7 +147,9 @@ func resolveListen(addr string) (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// Run serves until Shutdown. It returns after every loop has stopped.
+// Run serves until Shutdown. It returns after every loop has stopped: nil
+// after Shutdown, and an error when the loops could not start or stopped
+// without one.
 func (s *Server) Run() error {
 	defer close(s.stopped)
 	startNotices(s)
@@ -162,11 +171,54 @@ func (s *Server) Run() error {
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
 		gnet.WithReadBufferCap(64<<10),
 		gnet.WithLogger(gnetLogger{}),
+		gnet.WithTicker(true), // OnTick: one call, once every loop exists
 	)
-	if errors.Is(err, context.Canceled) {
-		return nil
+	if p := s.bootErr.Load(); p != nil {
+		return *p
 	}
-	return err
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	// gnet.Run returns nil however its loops ended: a loop that fails
+	// (epoll_wait, or gnet's own accept where the loop does not accept
+	// itself) stops the engine quietly. Only Shutdown is a clean end.
+	if !s.draining.Load() {
+		return fmt.Errorf("engine: the event loops stopped without a shutdown (%s)", lastGnetError())
+	}
+	return nil
+}
+
+// OnTick is called by gnet on its ticker goroutine right after every loop
+// was created, and then after the delay it returns: the first call moves
+// the listeners to the loops' own accept (accept_linux.go), and there is
+// no second.
+func (s *Server) OnTick() (time.Duration, gnet.Action) {
+	s.ticked.Do(s.installAcceptors)
+	return time.Duration(math.MaxInt64), gnet.None
+}
+
+// installed counts one loop done with installAcceptors: the last one
+// closes Ready, or stops the engine if a loop failed.
+func (s *Server) installed(err error) {
+	if err != nil {
+		s.bootErr.CompareAndSwap(nil, &err)
+	}
+	if s.installing.Add(-1) != 0 {
+		return
+	}
+	if s.bootErr.Load() != nil {
+		s.bootFailed(*s.bootErr.Load())
+		return
+	}
+	close(s.booted)
+}
+
+// bootFailed stops the engine before it served: Run returns err.
+func (s *Server) bootFailed(err error) {
+	s.bootErr.CompareAndSwap(nil, &err)
+	if eng := s.eng.Load(); eng != nil {
+		go func() { _ = eng.Stop(context.Background()) }() // Stop waits; never on a loop
+	}
 }
 
 // Ready is closed once the listener accepts connections.
@@ -246,16 +298,17 @@ stop:
 	return ctx.Err()
 }
 
-// OnBoot records the engine so Shutdown can stop it.
+// OnBoot records the engine so Shutdown can stop it. Ready waits for the
+// loops to accept (OnTick).
 func (s *Server) OnBoot(eng gnet.Engine) gnet.Action {
 	s.eng.Store(&eng)
-	close(s.booted)
 	return gnet.None
 }
 
 // OnOpen tells apart an accepted client from what the loop registered
 // itself: an upstream connection it is adopting (see Adopt) or one the
-// dialer enrolled with its context attached, or the loop's round bell.
+// dialer enrolled with its context attached, the loop's round bell, or a
+// listener's accept gate.
 func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	l := s.loopOf(c.EventLoop())
 	if a := l.adopting; a != nil {
@@ -263,7 +316,7 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		c.SetContext(a)
 	}
 	switch v := c.Context().(type) {
-	case *roundBell:
+	case *roundBell, *acceptor:
 		return nil, gnet.None
 	case *upstream.Conn:
 		l.enter()
@@ -310,6 +363,10 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		if closeNow {
 			return gnet.Close // inline, rather than a task queued to the loop
 		}
+	case *acceptor:
+		v.l.enter()
+		v.ready(c)
+		v.l.leave()
 	}
 	return gnet.None
 }
@@ -323,6 +380,8 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 		v.loop.closed(v, nil, err)
 	case *upstream.Conn:
 		v.Loop().Host().(*loop).closed(nil, v, err)
+	case *acceptor:
+		v.closed()
 	}
 	return gnet.None
 }
