@@ -40,6 +40,7 @@ type Config struct {
 	Admin    Admin    `yaml:"admin"`  // admin listener: "host:port" (default "127.0.0.1:9901"), "off", or a mapping (see Admin)
 	Loops    int      `yaml:"loops"`  // event loops; default 0 = one per CPU (runtime.NumCPU())
 	Pin      bool     `yaml:"pin"`    // lock each event loop to an OS thread pinned to CPU (loop index mod NumCPU; Linux); default false
+	Pid      string   `yaml:"pid"`    // pidfile path, written at start and removed at exit; the -pidfile flag overrides it; default "" = none
 	Limits   Limits   `yaml:"limits"`
 	Timeouts Timeouts `yaml:"timeouts"`
 
@@ -135,7 +136,8 @@ type Limits struct {
 	MaxBufferedBytes ByteSize `yaml:"max_buffered_bytes"`
 
 	// MaxConnections caps open client connections, all loops together. Past
-	// it new connections are closed at accept and counted. Default 100000.
+	// it new connections are closed at accept and counted. Default: from
+	// the descriptor limit (DefaultMaxConnections), at most 100000.
 	MaxConnections int `yaml:"max_connections"`
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			MaxResponseHeaderCount: 100,
 			MaxResponseHeaderBytes: 64 * 1024,
 			MaxBufferedBytes:       256 << 20,
-			MaxConnections:         100000,
+			MaxConnections:         DefaultMaxConnections(descriptorLimit(), runtime.NumCPU()),
 		},
 		Timeouts: Timeouts{
 			HeaderRead: Duration(10 * time.Second),
@@ -201,7 +202,7 @@ func TestSampleParses(t *testing.T) {
 			MaxURIBytes: 4096, MaxHeaderCount: 64, MaxHeaderBytes: 32768,
 			MaxBodyBytes: 1 << 20, MaxConnBuffer: 2 << 20, MaxTempFileBytes: 512 << 20,
 			TempDir:                "testdata",
-			MaxResponseHeaderCount: 100, MaxResponseHeaderBytes: 64 << 10, MaxBufferedBytes: 256 << 20, MaxConnections: 100000,
+			MaxResponseHeaderCount: 100, MaxResponseHeaderBytes: 64 << 10, MaxBufferedBytes: 256 << 20, MaxConnections: DefaultMaxConnections(descriptorLimit(), 2),
 		},
 		Timeouts: Timeouts{
 			HeaderRead: Duration(5 * time.Second),

@@ -23,7 +23,6 @@ const (
 	defaultMaxRespCount            = 100
 	defaultMaxRespBytes   ByteSize = 64 << 10
 	defaultMaxBuffered    ByteSize = 256 << 20
-	defaultMaxConnections          = 100000
 
 	defaultHeaderRead = Duration(10 * time.Second)
 	defaultIdle       = Duration(60 * time.Second)
@@ -55,7 +54,7 @@ func applyDefaults(c *Config) {
 	setDefault(&c.Limits.MaxResponseHeaderCount, defaultMaxRespCount)
 	setDefault(&c.Limits.MaxResponseHeaderBytes, defaultMaxRespBytes)
 	setDefault(&c.Limits.MaxBufferedBytes, defaultMaxBuffered)
-	setDefault(&c.Limits.MaxConnections, defaultMaxConnections)
+	setDefault(&c.Limits.MaxConnections, DefaultMaxConnections(descriptorLimit(), c.EventLoops()))
 
 	setDefault(&c.Timeouts.HeaderRead, defaultHeaderRead)
 	setDefault(&c.Timeouts.Idle, defaultIdle)

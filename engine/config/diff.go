@@ -26,7 +26,7 @@ type Diff struct {
 	// allow_underscore_headers, trusted_proxies, metrics. They apply live.
 	Settings []string
 	// Fixed are the settings that cannot change while the gateway runs
-	// (listen, loops, pin, admin, access_log, error_log, health_checks), each with
+	// (listen, loops, pin, pid, admin, access_log, error_log, health_checks), each with
 	// its old and new value. A
 	// reload that changes one is refused. A section names the field that
 	// changed, as written in YAML: "access_log.path \"\" -> /var/log/gw.log".
@@ -72,6 +72,7 @@ func Compare(old, next *Config) Diff {
 	fixed("listen", old.Listen, next.Listen)
 	fixed("loops", old.EventLoops(), next.EventLoops())
 	fixed("pin", old.Pin, next.Pin)
+	fixed("pid", old.Pid, next.Pid) // written at start
 	fixed("admin", old.Admin.Address, next.Admin.Address)
 	fixed("admin.hosts", fmt.Sprint(old.Admin.Hosts), fmt.Sprint(next.Admin.Hosts))
 	fixed("admin.pprof", old.Admin.Pprof, next.Admin.Pprof)
