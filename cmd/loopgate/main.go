@@ -20,6 +20,7 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -29,8 +30,10 @@ import (
 	"github.com/loopgate/loopgate/engine/config"
 )
 
-// Exit statuses: 0 after a clean stop, -version or -help; 1 when the
-// config is invalid or a port cannot be bound; 2 for a command-line mistake
+// Exit statuses: 0 after a clean stop (SIGTERM or SIGINT and the drain),
+// -version or -help; 1 when the config is invalid, a port cannot be bound,
+// the pidfile is held, or the event loops stop without being asked to (the
+// supervisor should restart the process); 2 for a command-line mistake
 // (the flag package's convention).
 func main() {
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
@@ -59,6 +62,7 @@ type options struct {
 	loops      int
 	loopsSet   bool // -loops was given, so it overrides the config's loops
 	pin        bool
+	pidfile    string // overrides the config's pid when given
 	demo       string
 	check      bool
 	version    bool
@@ -74,11 +78,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.configPath, "config", "", "YAML config `file` (default: the embedded config)")
 	fs.IntVar(&o.loops, "loops", 0, "event loops; 0 = one per CPU (overrides the config when given)")
 	fs.BoolVar(&o.pin, "pin", false, "lock each loop to an OS thread (overrides the config when set)")
+	fs.StringVar(&o.pidfile, "pidfile", "", "write the PID to this `file` while running (overrides the config's pid)")
 	fs.StringVar(&o.demo, "demo-upstream", "", "also serve a demo upstream on this `address`")
 	fs.BoolVar(&o.check, "check", false, "validate the config, print warnings and \"config ok\", and exit")
 	fs.BoolVar(&o.version, "version", false, "print the version and build information, and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loopgate [-config file] [-loops n] [-pin] [-demo-upstream address] [-check | -version]\n")
+		fmt.Fprintf(fs.Output(), "usage: loopgate [-config file] [-loops n] [-pin] [-pidfile file] [-demo-upstream address] [-check | -version]\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -125,6 +130,8 @@ func writeVersion(w io.Writer, bi *debug.BuildInfo) {
 }
 
 func run(opts *options) error {
+	// Before the config: max_connections defaults from the raised limit.
+	fdLimit := raiseDescriptorLimit()
 	cfg, err := loadConfig(opts)
 	if err != nil {
 		return err
@@ -144,10 +151,25 @@ func run(opts *options) error {
 			log.Printf("loopgate: warning: %s", w) // an error-log line of level warn, as every line while serving
 		}
 	}
+	if w := cfg.DescriptorWarning(fdLimit); w != "" {
+		fmt.Fprintln(os.Stderr, "loopgate: warning:", w)
+	}
 	if opts.check {
 		fmt.Println("config ok")
 		return nil
 	}
+
+	// The pidfile comes first: a second instance on it is refused by
+	// name, before its ports are found taken.
+	var pid *pidfile
+	if cfg.Pid != "" {
+		if pid, err = writePidfile(cfg.Pid); err != nil {
+			return err
+		}
+	}
+	defer pid.remove()
+	notify := newNotifier()
+	defer notify.close()
 
 	// Every loop binds the listen address with SO_REUSEPORT, which would
 	// let this process share a port another one holds (a second Loopgate
@@ -162,8 +184,13 @@ func run(opts *options) error {
 		}
 	}
 	// SIGHUP and POST /reload share one debounced reloader.
-	reloads := admin.NewReloader(func(o admin.ReloadOptions) (string, error) { return reload(opts, srv, o) },
-		func(r admin.Result) { logReload(srv, r) })
+	reloads := admin.NewReloader(func(o admin.ReloadOptions) (string, error) {
+		notify.reloading()
+		return reload(opts, srv, o, fdLimit)
+	}, func(r admin.Result) {
+		logReload(srv, r)
+		notify.ready(reloadStatus(r))
+	})
 	defer reloads.Stop()
 	adminAddr := config.AdminOff
 	if cfg.Admin.Address != config.AdminOff {
@@ -197,21 +224,24 @@ func run(opts *options) error {
 	if a, err := srv.Addr(); err == nil {
 		listening = a.String() // port 0 resolved
 	}
-	log.Printf("loopgate: serving on %s (admin %s)", listening, adminAddr)
+	log.Printf("loopgate: serving on %s (admin %s); max_connections %d, RLIMIT_NOFILE %d", listening, adminAddr, cfg.Limits.MaxConnections, fdLimit)
+	notify.ready("serving on " + listening)
 
 	select {
-	case err := <-done:
+	case err := <-done: // the loops stopped unasked: Run's error, exit 1
 		return err
 	case s := <-sig:
 		log.Printf("loopgate: %s: draining for up to %s (send it again to exit at once)", s, time.Duration(cfg.Timeouts.Drain))
 	}
 	reloads.Stop() // no reload while draining; POST /reload answers 503
+	notify.stopping()
 	// A second SIGTERM or SIGINT means the operator will not wait for the
 	// drain, as with Envoy: exit now, cutting what is in flight.
 	go func() {
 		s := <-sig
 		log.Printf("loopgate: %s again: exiting without waiting for the drain", s)
 		engine.SyncNotices()
+		pid.remove()
 		os.Exit(1)
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(cfg.Timeouts.Drain))
@@ -241,14 +271,18 @@ func loadConfig(opts *options) (*config.Config, error) {
 	if opts.pin {
 		cfg.Pin = true
 	}
+	if opts.pidfile != "" {
+		cfg.Pid = opts.pidfile
+	}
 	return cfg, nil
 }
 
 // reload re-reads the -config file and hands it to the engine, which
 // refuses a file that removes every route or upstream unless o allows it.
 // A file that does not load is an admin.ConfigError, with the line of
-// each problem.
-func reload(opts *options, srv *engine.Server, o admin.ReloadOptions) (string, error) {
+// each problem. A max_connections the descriptor limit cannot hold is
+// logged, as at start.
+func reload(opts *options, srv *engine.Server, o admin.ReloadOptions, fdLimit uint64) (string, error) {
 	if opts.configPath == "" {
 		srv.CountFailedReload()
 		return "", &admin.ConfigError{Err: errors.New("no -config file to re-read: the embedded config cannot change")}
@@ -258,7 +292,20 @@ func reload(opts *options, srv *engine.Server, o admin.ReloadOptions) (string, e
 		srv.CountFailedReload() // srv.Reload counts the reloads that reach it
 		return "", &admin.ConfigError{Err: err}
 	}
+	if w := cfg.DescriptorWarning(fdLimit); w != "" {
+		log.Printf("loopgate: warning: %s", w)
+	}
 	return srv.ReloadWith(cfg, engine.ReloadOptions{AllowEmpty: o.AllowEmpty})
+}
+
+// reloadStatus is the STATUS= line the service manager shows after a
+// reload.
+func reloadStatus(r admin.Result) string {
+	if r.Err != nil {
+		// One line: the protocol separates its fields with newlines.
+		return "serving; last reload failed: " + strings.ReplaceAll(r.Err.Error(), "\n", "; ")
+	}
+	return "serving; last reload applied"
 }
 
 // logReload writes one error-log line per reload: what changed, or why it
