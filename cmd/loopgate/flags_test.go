@@ -189,7 +189,14 @@ type gateway struct {
 // the test ends if it is still running.
 func startProcess(t *testing.T, args ...string) *gateway {
 	t.Helper()
-	g := &gateway{cmd: exec.Command(binary, args...), logs: &syncBuffer{}, exited: make(chan struct{})}
+	return startCommand(t, exec.Command(binary, args...))
+}
+
+// startCommand starts cmd, the binary or a wrapper that execs it, as
+// startProcess does.
+func startCommand(t *testing.T, cmd *exec.Cmd) *gateway {
+	t.Helper()
+	g := &gateway{cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
 	g.cmd.Stdout, g.cmd.Stderr = g.logs, g.logs
 	if err := g.cmd.Start(); err != nil {
 		t.Fatal(err)
