@@ -147,6 +147,11 @@ func resolveListen(addr string) (string, error) {
 	return ln.Addr().String(), nil
 }
 
+// ErrLoopsStopped is Run's error when the event loops stopped without a
+// Shutdown: a process should exit with a failure status, for its
+// supervisor to restart it.
+var ErrLoopsStopped = errors.New("engine: the event loops stopped without a shutdown")
+
 // Run serves until Shutdown. It returns after every loop has stopped: nil
 // after Shutdown, and an error when the loops could not start or stopped
 // without one.
@@ -173,7 +178,7 @@ func (s *Server) Run() error {
 		gnet.WithLogger(gnetLogger{}),
 		gnet.WithTicker(true), // OnTick: one call, once every loop exists
 	)
-	if p := s.bootErr.Load(); p != nil {
+	if p := s.bootErr.Load(); p != nil && !s.draining.Load() {
 		return *p
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -183,7 +188,7 @@ func (s *Server) Run() error {
 	// (epoll_wait, or gnet's own accept where the loop does not accept
 	// itself) stops the engine quietly. Only Shutdown is a clean end.
 	if !s.draining.Load() {
-		return fmt.Errorf("engine: the event loops stopped without a shutdown (%s)", lastGnetError())
+		return fmt.Errorf("%w (%s)", ErrLoopsStopped, lastGnetError())
 	}
 	return nil
 }

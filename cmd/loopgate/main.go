@@ -216,8 +216,11 @@ func run(opts *options) error {
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
 	select {
-	case err := <-done: // gnet could not start: a failed bind, most likely
-		return listenError(cfg.Listen, err)
+	case err := <-done:
+		if errors.Is(err, engine.ErrLoopsStopped) {
+			return err // a loop failed before every loop accepted
+		}
+		return listenError(cfg.Listen, err) // gnet could not start: a failed bind, most likely
 	case <-srv.Ready():
 	}
 	listening := cfg.Listen
