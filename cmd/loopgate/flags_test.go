@@ -206,7 +206,11 @@ func startCommand(t *testing.T, cmd *exec.Cmd) *gateway {
 		select {
 		case <-g.exited:
 		default:
-			g.cmd.Process.Kill()
+			if a := g.cmd.SysProcAttr; a != nil && a.Setpgid {
+				syscall.Kill(-g.cmd.Process.Pid, syscall.SIGKILL) // the wrapper and what it runs
+			} else {
+				g.cmd.Process.Kill()
+			}
 			<-g.exited
 		}
 	})

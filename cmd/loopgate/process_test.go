@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -90,9 +91,9 @@ func TestLoopsStoppingUnaskedExitNonZero(t *testing.T) {
 	}
 	listen := freeAddr(t)
 	cfg := writeConfig(t, fmt.Sprintf("listen: %s\nadmin: \"off\"\nloops: 1\nroutes: []\n", listen))
-	g := startCommand(t, exec.Command(strace, "-f", "-o", "/dev/null", "-e", "trace=accept4,eventfd2",
+	g := startCommand(t, traced(exec.Command(strace, "-f", "-o", "/dev/null", "-e", "trace=accept4,eventfd2",
 		"-e", "inject=eventfd2:delay_enter=1500000", "-e", "inject=accept4:error=EMFILE",
-		binary, "-config", cfg))
+		binary, "-config", cfg)))
 	// The listener is bound before the loop starts: connections wait in
 	// its queue for gnet's acceptor. Keep connecting until the process ends.
 	var conns []net.Conn
@@ -121,4 +122,54 @@ func TestLoopsStoppingUnaskedExitNonZero(t *testing.T) {
 	if !strings.Contains(g.logs.String(), "stopped without a shutdown") {
 		t.Errorf("no line says why the process exits:\n%s", g.logs)
 	}
+}
+
+// accept4 failing with ENFILE (the system's file table) or ENOBUFS
+// (socket memory), made to by strace's fault injection on the first
+// three calls (of each thread): the loop pauses its listener, tries
+// again, and the request that waited in the listen queue is served.
+func TestAcceptErrorsPauseAndRecover(t *testing.T) {
+	strace, err := exec.LookPath("strace")
+	if err != nil {
+		t.Skip("strace not installed")
+	}
+	if out, err := exec.Command(strace, "-f", "-o", "/dev/null", "true").CombinedOutput(); err != nil {
+		t.Skipf("strace cannot trace here: %v %s", err, out)
+	}
+	up := serveUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
+	for _, tc := range []struct{ errno, logged string }{
+		{"ENFILE", "too many open files in system"},
+		{"ENOBUFS", "no buffer space available"},
+	} {
+		t.Run(tc.errno, func(t *testing.T) {
+			listen := freeAddr(t)
+			cfg := writeConfig(t, fmt.Sprintf("listen: %s\nadmin: \"off\"\nloops: 1\nupstreams:\n  - {name: backend, nodes: [%q]}\nroutes:\n  - {id: all, prefix: /, upstream: backend}\n", listen, up))
+			g := startCommand(t, traced(exec.Command(strace, "-f", "-o", "/dev/null", "-e", "trace=accept4",
+				"-e", "inject=accept4:error="+tc.errno+":when=1..3", binary, "-config", cfg)))
+			g.serving(t)
+			client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+			resp, err := client.Get("http://" + listen + "/")
+			if err != nil {
+				t.Fatalf("request while accept4 fails: %v; output:\n%s", err, g.logs)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != "ok" {
+				t.Fatalf("%d %q", resp.StatusCode, b)
+			}
+			out := g.logs.String()
+			if !strings.Contains(out, "accept: "+tc.logged) || !strings.Contains(out, "accepting again after") {
+				t.Errorf("no pause and resume lines for %s:\n%s", tc.errno, out)
+			}
+			// The cleanup ends the process group: strace keeps a SIGTERM to itself.
+		})
+	}
+}
+
+// traced runs cmd, strace and the binary it traces, in a process group of
+// its own, for the test's cleanup to end both: killing strace alone
+// leaves its tracee running.
+func traced(cmd *exec.Cmd) *exec.Cmd {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
 }
