@@ -33,12 +33,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"reflect"
 	"syscall"
 	"time"
 
+	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/panjf2000/gnet/v2"
 	"github.com/panjf2000/gnet/v2/pkg/socket"
@@ -161,7 +161,7 @@ func (a *acceptor) ready(c gnet.Conn) {
 // runs before it returns.
 func (a *acceptor) open(fd int, sa unix.Sockaddr) {
 	if a.retryIn != 0 {
-		log.Printf("engine: loop %d: accepting again after %s paused (%d retries)", a.l.index, time.Since(a.pausedAt).Round(time.Millisecond), a.retries)
+		noticef(accesslog.LevelInfo, "engine: loop %d: accepting again after %s paused (%d retries)", a.l.index, time.Since(a.pausedAt).Round(time.Millisecond), a.retries)
 		a.retryIn, a.retries = 0, 0
 	}
 	el := a.l.gnetLoop()
@@ -180,7 +180,7 @@ func (a *acceptor) pause(err error) {
 		return
 	}
 	if e := unix.EpollCtl(a.epfd, unix.EPOLL_CTL_DEL, a.ln, nil); e != nil {
-		log.Printf("engine: loop %d: accept: %v; cannot pause the listener: %v", a.l.index, err, e)
+		noticef(accesslog.LevelError, "engine: loop %d: accept: %v; cannot pause the listener: %v", a.l.index, err, e)
 		return // it stays armed: the next event tries again
 	}
 	a.armed = false
@@ -194,7 +194,7 @@ func (a *acceptor) pause(err error) {
 				detail = fmt.Sprintf(" (RLIMIT_NOFILE %d, %d clients open)", lim.Cur, a.l.srv.clients.Load())
 			}
 		}
-		log.Printf("engine: loop %d: accept: %v%s; new connections wait in the listen queue, retrying from %s to every %s",
+		noticef(accesslog.LevelWarn, "engine: loop %d: accept: %v%s; new connections wait in the listen queue, retrying from %s to every %s",
 			a.l.index, err, detail, acceptRetryMin, acceptRetryMax)
 	} else {
 		a.retries++

@@ -144,15 +144,16 @@ func run(opts *options) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range cfg.Warnings() {
+	warnings := cfg.Warnings()
+	if w := cfg.DescriptorWarning(fdLimit); w != "" {
+		warnings = append(warnings, w)
+	}
+	for _, w := range warnings {
 		if opts.check {
 			fmt.Fprintln(os.Stderr, "loopgate: warning:", w) // -check answers a person
 		} else {
 			log.Printf("loopgate: warning: %s", w) // an error-log line of level warn, as every line while serving
 		}
-	}
-	if w := cfg.DescriptorWarning(fdLimit); w != "" {
-		fmt.Fprintln(os.Stderr, "loopgate: warning:", w)
 	}
 	if opts.check {
 		fmt.Println("config ok")
