@@ -204,10 +204,11 @@ const idleTick = time.Second
 
 // tickLoop drives the wheel: gnet has no timers, so a goroutine posts the
 // tick to the loop, every wheel tick while the loop has clients and every
-// idleTick while it has none (slow). Every timer of a request, a spool or
-// an isolation wait belongs to a client, and the first one is armed after
-// accept has set the ticker back (wake); Advance catches up on the ticks
-// an idle period skipped.
+// idleTick while it has none (slow) and no listener is paused (accept.go).
+// Every timer of a request, a spool or an isolation wait belongs to a
+// client, and the first one is armed after accept has set the ticker back
+// (wake); a paused listener's retry is armed after pause has (busy).
+// Advance catches up on the ticks an idle period skipped.
 func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 	period := wheel.DefaultTick
 	t := time.NewTicker(period)
@@ -219,7 +220,7 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 			l.grantPermits()
 		}
 		l.pumpSpools()
-		if !l.coarse && l.clients.empty() && len(l.spooling) == 0 && l.permitWaiters.head == nil {
+		if !l.coarse && l.clients.empty() && len(l.spooling) == 0 && l.permitWaiters.head == nil && l.srv.accepts.paused.Load() == 0 {
 			l.coarse = true
 			l.slow.Store(true)
 		}
