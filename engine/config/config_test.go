@@ -523,49 +523,6 @@ func TestExplicitBalancerWins(t *testing.T) {
 	}
 }
 
-// TestDocsExampleParses keeps the annotated example in docs/configuration.md
-// valid and in step with the defaults it claims.
-func TestDocsExampleParses(t *testing.T) {
-	doc, err := os.ReadFile("../../docs/configuration.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, found := strings.Cut(string(doc), "## Annotated example")
-	_, rest, found2 := strings.Cut(rest, "```yaml\n")
-	example, _, found3 := strings.Cut(rest, "```")
-	if !found || !found2 || !found3 {
-		t.Fatal("no yaml block under '## Annotated example'")
-	}
-	c := mustParse(t, example)
-	d := Default()
-	if c.Listen != d.Listen || c.Admin.Address != d.Admin.Address || c.Admin.Pprof != d.Admin.Pprof || len(c.Admin.Hosts) != 0 || c.Limits != d.Limits || c.Timeouts != d.Timeouts {
-		t.Errorf("the example's top-level values differ from Default():\n%+v\n%+v", c, d)
-	}
-	users := c.Upstreams[0]
-	users.Nodes, users.Name = nil, ""
-	want := Upstream{Balancer: WeightedRoundRobin, ConnectTimeout: defaultConnectTimeout, ResponseTimeout: defaultResponseTimeout,
-		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxConns, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout,
-		RetryBudget: RetryBudget{Percent: defaultRetryBudgetPct, MinRetries: defaultRetryBudgetMin}, Outlier: defaultOutlier,
-		SlowStart: &defaultSlowStart}
-	if !reflect.DeepEqual(users, want) {
-		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
-	}
-	ips := ipListsOf(c)
-	if !reflect.DeepEqual(c.Filters, d.Filters) || len(c.FilterOrders)+len(c.TrustedProxies)+len(ips.Allow)+len(ips.Deny) > 0 {
-		t.Errorf("the example's filter options differ from the defaults: filters %v, filter_orders %v, trusted_proxies %v, ip_allow %v, ip_deny %v",
-			c.Filters, c.FilterOrders, c.TrustedProxies, ips.Allow, ips.Deny)
-	}
-	// The example sets these three, which have no default.
-	a := *authOf(c)
-	if a.JWT.HS256Secret == "" || len(a.APIKeys) == 0 || a.External.Upstream == "" {
-		t.Errorf("the example no longer shows a secret, an API key and an external upstream: %+v", a)
-	}
-	a.JWT.HS256Secret, a.APIKeys, a.External.Upstream = "", nil, ""
-	if !reflect.DeepEqual(a, *authOf(d)) {
-		t.Errorf("the example's auth values differ from the defaults:\n%+v\n%+v", a, *authOf(d))
-	}
-}
-
 // documentedRateLimit is the rate_limit filter's top level as
 // docs/configuration.md documents its defaults: no redis section.
 func documentedRateLimit() *limiter.Global {

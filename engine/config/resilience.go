@@ -49,7 +49,7 @@ type CircuitBreaker struct {
 	Enabled *bool `yaml:"enabled"` // default true where the section is present
 
 	Window   int `yaml:"window"`    // calls in the count-based window; default 10
-	MinCalls int `yaml:"min_calls"` // calls the window needs before it can open; default 5
+	MinCalls int `yaml:"min_calls"` // calls the window needs before it can open; default 5, or window if smaller
 
 	FailureRate  int      `yaml:"failure_rate"`   // percent of failed calls that opens it; default 50
 	SlowCallRate int      `yaml:"slow_call_rate"` // percent of slow calls that opens it; default 80
@@ -364,7 +364,7 @@ type Isolation struct {
 	Enabled *bool `yaml:"enabled"` // default true
 
 	Limit      int      `yaml:"limit"`       // concurrent upstream calls of the route; default 200; past it 429, code 42901
-	Floor      int      `yaml:"floor"`       // the limit in a slow window; default 5
+	Floor      int      `yaml:"floor"`       // the limit in a slow window; default 5, or limit if smaller
 	Step       int      `yaml:"step"`        // added per healthy window, up to limit; default 50
 	SlowCall   Duration `yaml:"slow_call"`   // a call longer than this is slow; default 1s
 	Window     Duration `yaml:"window"`      // default 3s
