@@ -57,7 +57,7 @@ func (s *Server) SetErrorLog(w io.Writer) { s.logs.SetErrorOutput(w) }
 // full ring drops the record (counted); the loop never waits. putExchange
 // calls it on every path, after done has set fx.End.
 func (ex *exchange) logEnd() {
-	if ex.started == 0 {
+	if ex.end.started == 0 {
 		return
 	}
 	lg := &ex.loop.log
@@ -72,10 +72,10 @@ func (ex *exchange) logEnd() {
 			clear(ex.fx.Timings[:ex.chain.Len()])
 		}
 	}
-	if ex.errCode == 0 || !ex.respCut && ex.status < 500 && ex.status != 408 {
+	if ex.end.errCode == 0 || !ex.resp.cut && ex.end.status < 500 && ex.end.status != 408 {
 		return
 	}
-	if ok, held := lg.limit.Allow(ex.started + ex.fx.End.Duration); ok {
+	if ok, held := lg.limit.Allow(ex.end.started + ex.fx.End.Duration); ok {
 		if rec := lg.errors.Reserve(); rec != nil {
 			ex.fillRecord(rec)
 			rec.Suppressed = held
@@ -87,11 +87,11 @@ func (ex *exchange) logEnd() {
 // fillRecord sets every field of rec from the finished exchange.
 func (ex *exchange) fillRecord(rec *accesslog.Record) {
 	end := &ex.fx.End
-	rec.Start, rec.Duration, rec.Upstream = ex.started, end.Duration, ex.upstreamNs
+	rec.Start, rec.Duration, rec.Upstream = ex.end.started, end.Duration, ex.log.upstreamNs
 	rec.BytesIn, rec.BytesOut = end.BytesIn, end.BytesOut
-	rec.Status, rec.Retries, rec.Code, rec.Cut = uint16(end.Status), uint16(end.Retries), uint32(ex.errCode), ex.respCut
+	rec.Status, rec.Retries, rec.Code, rec.Cut = uint16(end.Status), uint16(end.Retries), uint32(ex.end.errCode), ex.resp.cut
 	rec.Suppressed = 0
-	rec.End, rec.Node, rec.Message = end.Reason.String(), end.Node, ex.errMsg
+	rec.End, rec.Node, rec.Message = end.Reason.String(), end.Node, ex.end.errMsg
 	rec.Route = ""
 	if ex.route != nil {
 		rec.Route = ex.route.id
@@ -99,8 +99,8 @@ func (ex *exchange) fillRecord(rec *accesslog.Record) {
 	rec.Req = ex.logReq
 	rec.SetRequestID(ex.requestID())
 	rec.Client = ex.cc.peer
-	if ex.logClient.IsValid() {
-		rec.Client = ex.logClient
+	if ex.log.client.IsValid() {
+		rec.Client = ex.log.client
 	}
 	rec.SetFilters(nil, nil)
 	if ex.chain != nil {
@@ -120,14 +120,14 @@ func (ex *exchange) fillRecord(rec *accesslog.Record) {
 // log's upstream time; without an access log nothing reads it.
 func (ex *exchange) markUpstreamStart() {
 	if ex.loop.log.access != nil {
-		ex.upstreamStart = loopstat.Now()
+		ex.log.upstreamStart = loopstat.Now()
 	}
 }
 
 // markUpstreamHead notes the upstream's final response head.
 func (ex *exchange) markUpstreamHead() {
-	if ex.upstreamStart != 0 {
-		ex.upstreamNs = loopstat.Now() - ex.upstreamStart
+	if ex.log.upstreamStart != 0 {
+		ex.log.upstreamNs = loopstat.Now() - ex.log.upstreamStart
 	}
 }
 

@@ -222,11 +222,11 @@ func (ex *exchange) admitBreaker() bool {
 	r := ex.route
 	p, left := r.breaker.admit(&r.breakerCfg, loopstat.Now())
 	if p != nil {
-		ex.brkPhase = p
+		ex.policy.brk = p
 		return true
 	}
 	secs := int64((left + time.Second - 1) / time.Second)
-	ex.fx.Rejection.AddHeader("Retry-After", strconv.AppendInt(ex.retryAfterBuf[:0], max(secs, 1), 10))
+	ex.fx.Rejection.AddHeader("Retry-After", strconv.AppendInt(ex.policy.retryAfter[:0], max(secs, 1), 10))
 	ex.localReply(errBreakerOpen)
 	return false
 }
@@ -236,23 +236,23 @@ func (ex *exchange) admitBreaker() bool {
 // route counts, and whether it was slow. A call that ended with neither
 // (the client left first) gives its permit back.
 func (ex *exchange) recordBreaker() {
-	p := ex.brkPhase
+	p := ex.policy.brk
 	if p == nil {
 		return
 	}
-	ex.brkPhase = nil
+	ex.policy.brk = nil
 	r := ex.route
 	s := &r.breakerCfg
 	now := loopstat.Now()
 	var failed bool
 	switch {
-	case ex.upErr == upstream.ErrConnect, ex.upErr == upstream.ErrTimeout, ex.upErr == upstream.ErrReset:
+	case ex.end.upErr == upstream.ErrConnect, ex.end.upErr == upstream.ErrTimeout, ex.end.upErr == upstream.ErrReset:
 		failed = true
-	case ex.upStatus != 0:
-		failed = s.failsOn(ex.upStatus)
+	case ex.end.upStatus != 0:
+		failed = s.failsOn(ex.end.upStatus)
 	default:
 		r.breaker.abandon(p)
 		return
 	}
-	r.breaker.record(s, p, failed, now-ex.callStart > s.slowCall, now)
+	r.breaker.record(s, p, failed, now-ex.end.callStart > s.slowCall, now)
 }

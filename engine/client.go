@@ -92,7 +92,7 @@ func (cc *clientConn) traffic() {
 	case stateBufferingBody:
 		cc.ex.bodyArrived()
 	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
-		if ex := cc.ex; ex != nil && !ex.reqDone && !ex.bodyStalled {
+		if ex := cc.ex; ex != nil && !ex.body.done && !ex.body.stalled {
 			if cc.state == stateReadingBody {
 				cc.loop.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
 			}
@@ -126,7 +126,7 @@ func (cc *clientConn) account() {
 		held = int64(cc.gc.InboundBuffered())
 		if ex := cc.ex; ex != nil {
 			held += int64(cc.gc.OutboundBuffered())
-			if ex.callReady {
+			if ex.retry.attached {
 				held += int64(ex.call.Backlog())
 			}
 		}
@@ -146,7 +146,7 @@ func (cc *clientConn) account() {
 // running exchange's snapshot, else the loop's.
 func (cc *clientConn) inboundCap() int {
 	if ex := cc.ex; ex != nil {
-		if !ex.reqDone {
+		if !ex.body.done {
 			return ex.snap.maxConnBuffer + int(ex.snap.limits.MaxBodyBytes)
 		}
 		return ex.snap.maxConnBuffer
@@ -218,7 +218,7 @@ func (cc *clientConn) reject(err error) {
 func (cc *clientConn) finish() {
 	ex := cc.ex
 	cc.ex = nil
-	bodyLeft := ex.reqMode != codec.BodyNone && !ex.reqDone
+	bodyLeft := ex.body.mode != codec.BodyNone && !ex.body.done
 	cc.loop.putExchange(ex)
 	if cc.state == stateClosed {
 		return
@@ -247,7 +247,7 @@ func (cc *clientConn) onTimer() {
 		cc.closeAfter = true
 		ex.respond(408, 40801, "timed out reading the request body")
 	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
-		if ex := cc.ex; ex != nil && ex.bodyStalled {
+		if ex := cc.ex; ex != nil && ex.body.stalled {
 			// Retry the stalled body; pumpBody re-arms the tick if the
 			// upstream is still behind, and gives up after the response
 			// timeout.
@@ -260,7 +260,7 @@ func (cc *clientConn) onTimer() {
 		if cc.state != stateReadingBody {
 			return
 		}
-		if ex := cc.ex; ex != nil && !ex.respStarted {
+		if ex := cc.ex; ex != nil && !ex.responding() {
 			ex.call.Abort()
 			cc.closeAfter = true
 			ex.respond(408, 40801, "timed out reading the request body")
@@ -306,7 +306,7 @@ func (cc *clientConn) write(p []byte) bool {
 		return false
 	}
 	if ex := cc.ex; ex != nil {
-		ex.bytesOut += int64(len(p))
+		ex.end.bytesOut += int64(len(p))
 	}
 	return true
 }
@@ -327,7 +327,7 @@ func (cc *clientConn) writeBody(p []byte) bool {
 		l.spooling = append(l.spooling, cc)
 	}
 	if ex := cc.ex; ex != nil {
-		ex.bytesOut += int64(len(p))
+		ex.end.bytesOut += int64(len(p))
 	}
 	return true
 }
@@ -391,7 +391,7 @@ func (cc *clientConn) release() {
 	}
 	if ex := cc.ex; ex != nil {
 		cc.ex = nil
-		ex.clientGone = true
+		ex.end.clientGone = true
 		ex.call.Abort()
 		cc.loop.putExchange(ex)
 	}

@@ -13,18 +13,21 @@
 // which may come from any goroutine through its ticket (inbox.go). They
 // return through EventLoop.Execute or the loop's round bell.
 //
-// The life of a request, in the files a request meets them:
+// The life of a request, in the files a request meets them. One field, the
+// exchange's phase (exchange.go), says where it is:
 //
-//	client.go     OnTraffic(client) -> serve: parse head (codec), edge limits
-//	phases.go     -> route (router snapshot) -> request filters (may park)
-//	bodybuffer.go -> a small body read and validated whole
-//	phases.go     -> breaker, isolation permit -> callUpstream
-//	forward.go    -> the upstream head, hop-by-hop headers out
-//	exchange.go   -> Call.Start (pool: idle conn, dial, or wait) -> body pump
+//	client.go     OnTraffic(client) -> serve: parse head (codec), edge limits -> start
+//	phases.go     run, the driver: routing -> filtering (a park and its
+//	              resume: inbox.go) -> 100 Continue -> a small body held
+//	              whole (buffering) -> breaker (breaker.go), isolation permit
+//	              (isolation.go; waiting: isolationqueue.go) -> attempting:
+//	              callUpstream, the upstream head (forward.go), Call.Start
+//	reqbody.go    -> CallReady -> pumpBody: the body to the upstream
 //	response.go   -> response head -> response filters -> client head and body
 //	retry.go      -> on a safe failure, the same request on another node
-//	exchange.go   -> done: done filters, logs and metrics, connection back
-//	              to the pool, client back to idle, next pipelined request.
+//	exchange.go   -> respond, done; loop.go putExchange: done filters, logs
+//	              (accesslog.go) and metrics; client back to idle, next
+//	              pipelined request.
 //
 // Every failure becomes a JSON error {"code":NNNNN,"message":"...",
 // "request_id":"..."} when nothing of the response has been sent yet, and a

@@ -1,6 +1,7 @@
-// exchange: one proxied request and its upstream call: the request side of
-// the upstream.Receiver (body pump) and how the exchange ends; response.go
-// holds the response side.
+// exchange: one proxied request and its upstream call: its phase, its state
+// grouped by concern, the one place each group is reset (begin), and how
+// the exchange ends (respond, cut, done, record). The phases themselves
+// are driven by run (phases.go).
 
 package engine
 
@@ -16,6 +17,84 @@ import (
 	"github.com/loopgate/loopgate/upstream"
 )
 
+// phase is where an exchange is. A reader of one field knows what the
+// exchange waits for and which of its groups are live.
+//
+// Transitions, all through exchange.setPhase (phaseMoves is the table):
+//
+//	done -> routing              begin: a parsed head took the exchange off the free list
+//	routing -> filtering         the route runs filters
+//	filtering -> parked          a filter suspended the request with a ticket out
+//	parked -> filtering          the ticket was resumed (inbox.go)
+//	routing, filtering -> buffering        a small body is awaited whole (bufferBody)
+//	routing, filtering, buffering -> waiting   over the route's isolation limit, queued for a permit
+//	routing, filtering, buffering, waiting -> attempting   the upstream head is built and the call started
+//	attempting -> streaming      the final response head was accepted (ResponseHead)
+//	routing ... attempting -> streaming    the gateway answers itself (respond): a local reply
+//	                             is an ordinary response
+//	streaming -> streaming       a held-back head was dropped for a clean 502 (CallFailed)
+//	streaming -> spooled         the last body byte is read, but some wait in the spool
+//	any -> done                  putExchange: finished, or the client left
+//
+// A retry stays in attempting. Parked and waiting each hold the
+// exchange's one phase timer (suspend, queue_timeout), which leaving the
+// phase stops.
+type phase uint8
+
+const (
+	phaseDone       phase = iota // finished, or not begun: on the free list
+	phaseRouting                 // Host and path normalised, matched against the routes
+	phaseFiltering               // the request filters run (a ticket may be taken only now)
+	phaseParked                  // a filter's ticket is out; the request waits for its resume
+	phaseBuffering               // a small body is awaited whole before any upstream is asked
+	phaseWaiting                 // waiting in the loop's queue for an isolation permit
+	phaseAttempting              // an upstream call is under way (the first attempt or a retry)
+	phaseStreaming               // the response (an upstream's or the gateway's) is going to the client
+	phaseSpooled                 // the response is complete upstream; its last bytes wait in the spool
+	numPhases
+)
+
+var phaseNames = [numPhases]string{"done", "routing", "filtering", "parked", "buffering", "waiting", "attempting", "streaming", "spooled"}
+
+func (p phase) String() string { return phaseNames[p] }
+
+// phaseMoves[from] has bit to set for each legal transition.
+var phaseMoves = [numPhases]uint16{
+	phaseDone:       1 << phaseRouting,
+	phaseRouting:    1<<phaseFiltering | 1<<phaseBuffering | 1<<phaseWaiting | 1<<phaseAttempting | 1<<phaseStreaming | 1<<phaseDone,
+	phaseFiltering:  1<<phaseParked | 1<<phaseBuffering | 1<<phaseWaiting | 1<<phaseAttempting | 1<<phaseStreaming | 1<<phaseDone,
+	phaseParked:     1<<phaseFiltering | 1<<phaseStreaming | 1<<phaseDone,
+	phaseBuffering:  1<<phaseWaiting | 1<<phaseAttempting | 1<<phaseStreaming | 1<<phaseDone,
+	phaseWaiting:    1<<phaseAttempting | 1<<phaseStreaming | 1<<phaseDone,
+	phaseAttempting: 1<<phaseStreaming | 1<<phaseDone,
+	phaseStreaming:  1<<phaseStreaming | 1<<phaseSpooled | 1<<phaseDone,
+	phaseSpooled:    1 << phaseDone,
+}
+
+// phaseChecks makes an illegal transition panic; the tests set it. In
+// production the transition is made anyway: a wrong table must not take
+// the gateway down.
+var phaseChecks = false
+
+// setPhase moves the exchange to p, the one place its phase changes.
+// Leaving parked or waiting stops the phase timer those two phases arm.
+func (ex *exchange) setPhase(p phase) {
+	from := ex.phase
+	if phaseChecks && phaseMoves[from]&(1<<p) == 0 {
+		panic("engine: exchange phase " + from.String() + " -> " + p.String())
+	}
+	if from == phaseParked || from == phaseWaiting {
+		ex.timer.Stop()
+	}
+	ex.phase = p
+}
+
+// responding reports whether the response has begun: a head was accepted
+// or the gateway is answering, so no retry and no second answer may start.
+func (ex *exchange) responding() bool {
+	return ex.phase == phaseStreaming || ex.phase == phaseSpooled
+}
+
 // respFraming is how upstream body bytes are put on the client connection.
 type respFraming uint8
 
@@ -28,160 +107,181 @@ const (
 
 // exchange is one request from a client and its upstream call. Exchanges
 // are recycled through the loop's free list. Owned by the loop.
+//
+// The groups below the phase are reset by begin, each with one
+// assignment, and filled from the request there; what a group holds that
+// must be given back (a budget slot, a permit, a pooled buffer) is given
+// back when the exchange ends (putExchange). The most used fields come
+// first, so a plain request touches few cache lines.
 type exchange struct {
 	loop  *loop
 	cc    *clientConn // nil once the exchange is finished
-	call  upstream.Call
-	snap  *snapshot // the config version the request runs on, start to finish; set by begin
-	route *route    // nil until routed
+	phase phase       // changed only by setPhase
+	snap  *snapshot   // the config version the request runs on, start to finish; set by begin
+	route *route      // nil until routed
 	chain *filters.Chain
-	fx    filters.Exchange // the filters' view of the request
-	sub   subCall          // a filter's sub-request
 
-	headLen  int
-	hostPort int           // the Host port, -1 when none
-	headGone bool          // the head was discarded from the client's input
-	saved    *pool.Buffer  // a parked request's head (see park)
-	req      codec.Request // the parsed saved head
+	head   headInfo  // what the request head said
+	resp   respState // the response on its way to the client
+	end    outcome   // how it went: the Done phase, metrics, the breaker's record
+	retry  attempts  // the upstream call's attempts (retry.go)
+	policy admission // what the route's breaker and isolation limiter gave the call
+	log    logState  // what only the access log reads
+	body   reqBody   // the request body on its way upstream (its mode and done first)
 
-	// Parking (inbox.go). gen survives recycling: a ticket of an earlier
-	// request never matches a later one's park.
-	node         *resumeNode // what this exchange's tickets post; nil until its first park
-	gen          uint64      // the park generation; bumped whenever a park ends
-	filtering    bool        // a request phase is on the stack: Park may issue a ticket
-	ticketOut    bool        // Park issued a ticket and the park has not ended
-	parked       bool        // the request phases wait for that ticket's resume
-	suspendTimer wheel.Timer // timeouts.suspend while parked
+	call upstream.Call
 
-	id    [24]byte
-	idLen int
+	// Parking (inbox.go): not reset by begin, since gen survives
+	// recycling (a ticket of an earlier request never matches a later
+	// one's park); endPark is where a park ends.
+	park parking
+	// timer is the phase's deadline: timeouts.suspend while parked, the
+	// route's queue_timeout while waiting for a permit. Init once;
+	// setPhase stops it when either phase ends.
+	timer wheel.Timer
 
-	minor          int
-	isHEAD         bool
-	idempotent     bool
-	expectContinue bool // the client waits for a 100 before its body
-	continueSent   bool // the gateway answered the Expect itself (see bufferBody)
-	teTrailers     bool // the client accepts trailers (TE: trailers)
+	saved  *pool.Buffer      // a parked, buffering or waiting request's head (see save)
+	req    codec.Request     // the parsed saved head
+	logReq accesslog.Request // method and path, copied while the head is readable (set whole by begin)
+	sub    subCall           // a filter's sub-request
+	fx     filters.Exchange  // the filters' view of the request
+}
 
-	bufferLimit int64                // request_buffer_bytes for this request
-	preChunked  codec.ChunkedDecoder // validates a buffered chunked body
-	preOff      int                  // body bytes preChunked has validated
-	payload     int64                // the payload bytes among them
-	dechunk     bool                 // the chunked body was held whole: send it with a Content-Length
-	bodyChecked bool                 // proceed has decided whether to hold the body
+// headInfo is what the request head said, as the exchange needs it after
+// the head's bytes are gone.
+type headInfo struct {
+	headLen    int
+	hostPort   int  // the Host port, -1 when none
+	minor      int  // the client's HTTP minor version
+	gone       bool // the head was discarded from the client's input
+	isHEAD     bool
+	idempotent bool
+	teTrailers bool // the client accepts trailers (TE: trailers)
+	idLen      int
+	id         [24]byte
+}
 
-	reqMode      codec.BodyMode
-	reqRemaining int64
-	reqChunked   codec.ChunkedDecoder
-	reqDone      bool
-	callReady    bool
-	bodyStalled  bool      // the upstream is behind; pumpBody resumes on the next tick
+// reqBody is the request body: its framing as it streams to the upstream
+// (pumpBody), the pass that holds a small body whole first (bufferBody),
+// and what a replay on another node needs.
+type reqBody struct {
+	mode         codec.BodyMode
+	done         bool // the body went out whole, or there is none
+	stalled      bool // the upstream is behind; pumpBody resumes on the next tick
+	continueSent bool // the gateway answered the Expect itself (see sendContinue)
+	dechunk      bool // the chunked body was held whole: send it with a Content-Length
+	keep         bool // the body, held whole, stays in the client's input until the attempt is final (replay)
+	kept         int  // bytes of it sent and kept there
+	remaining    int64
+	chunked      codec.ChunkedDecoder
 	stalledSince time.Time // when the upstream last took body bytes, while stalled
 
-	finishWhenDrained bool // the response is complete but still spooled
+	contentLength int64 // the request's Content-Length, to send it again for a replay
+	chunkLimit    int64 // the chunked body's size limit, to decode it again for a replay
 
-	framing      respFraming
-	respStarted  bool
-	respCut      bool              // the gateway closed the client connection mid-response (see cut)
-	cutReason    filters.EndReason // why, when respCut
-	respFiltered bool              // the response filters ran
-	interims     int               // 1xx responses forwarded
-	trailers     *pool.Buffer      // response trailer section, kept for a TE: trailers client
+	// Holding it whole (bufferBody).
+	bufferLimit int64                // request_buffer_bytes for this request
+	preOff      int                  // body bytes pre has validated
+	payload     int64                // the payload bytes among them
+	pre         codec.ChunkedDecoder // validates a buffered chunked body
+}
 
-	// For metrics (see record). started is 0 once the exchange is counted.
-	started int64 // loopstat.Now at the request's first byte
-	status  int   // the final status sent (or being sent); 0 = none yet
+// respState is the response's framing and what the gateway did to it.
+type respState struct {
+	framing   respFraming
+	filtered  bool              // the response filters ran
+	cut       bool              // the gateway closed the client connection mid-response (see cut)
+	cutReason filters.EndReason // why, when cut
+	interims  int               // 1xx responses forwarded
+	trailers  *pool.Buffer      // response trailer section, kept for a TE: trailers client
+}
 
-	// For the Done phase (filters.End).
+// outcome is how the exchange went, for the Done phase (filters.End), the
+// route metrics (record) and the breaker (recordBreaker).
+type outcome struct {
+	started           int64 // loopstat.Now at the request's first byte; 0 once counted
+	callStart         int64 // loopstat.Now at the first attempt
+	status            int   // the final status sent (or being sent); 0 = none yet
 	bytesIn, bytesOut int64
-	forwarded         bool   // an upstream call was started
-	clientGone        bool   // the client's connection ended the exchange
-	errCode           int    // the JSON error code of a gateway-made answer; 0 = none
-	errMsg            string // its message
+	clientGone        bool            // the client's connection ended the exchange
+	errCode           int             // the JSON error code of a gateway-made answer; 0 = none
+	errMsg            string          // its message
+	upErr             *upstream.Error // the final attempt's failure; nil when none
+	upStatus          int             // the final attempt's response status; 0 when none
+}
 
-	// For the logs (see logEnd).
-	logReq        accesslog.Request // method and path, copied while the head is readable
-	logClient     netip.Addr        // the client trusted_proxies yield on a route without filters; zero = the peer
-	upstreamStart int64             // loopstat.Now at the call's start; 0 = not noted
-	upstreamNs    int64             // from then to the final response head; -1 = none
+// attempts are the upstream call's attempts (retry.go), set when the first
+// one starts. n is 0 until then: an exchange answered before any call
+// has n == 0.
+type attempts struct {
+	n            int              // the attempt running: 1 for the first
+	attached     bool             // the attempt's connection is attached: the body may stream (CallReady)
+	retrying     bool             // the exchange holds a retry in the budget (a retry after a connect failure takes none)
+	retryMethod  bool             // the route retries the method after its bytes reached a node
+	hostFromNode bool             // the request had no Host: the head names the node
+	group        *upstream.Group  // the group attempts pick from
+	upDef        *upstreamDef     // the upstream attempts go to (pickNode)
+	budget       *retryBudget     // upDef's; set by forward, nil again once counted out
+	budgetLim    budgetLimits     // its limits in the exchange's config version
+	tried        upstream.NodeSet // nodes of group earlier attempts failed on (read only by a retry)
+}
 
-	// Retries (retry.go), set when the first attempt starts.
-	attempt       int              // the attempt running: 1 for the first
-	tried         upstream.NodeSet // nodes of group earlier attempts failed on
-	group         *upstream.Group  // the group attempts pick from
-	upDef         *upstreamDef     // the upstream attempts go to (pickNode)
-	budget        *retryBudget     // upDef's; set by forward, nil again once counted out
-	budgetLim     budgetLimits     // its limits in the exchange's config version
-	retrying      bool             // the exchange holds a retry in the budget (a retry after a connect failure takes none)
-	retryMethod   bool             // the route retries the method after its bytes reached a node
-	hostFromNode  bool             // the request had no Host: the head names the node
-	keepBody      bool             // the body, held whole, stays in the client's input until the attempt is final (replay)
-	kept          int              // bytes of it sent and kept there
-	chunkLimit    int64            // the chunked body's size limit, to decode it again for a replay
-	contentLength int64            // the request's Content-Length, to send it again for a replay
+// admission is what the route's policies gave the call: the circuit
+// breaker's phase it was admitted under (breaker.go), the isolation
+// permit (isolation.go), and the links of the permit queue while waiting
+// (isolationqueue.go).
+type admission struct {
+	brk        *breakerPhase // nil when the route has no breaker or it was counted
+	isoHeld    bool          // a permit of the route's isolation limiter is held
+	prev, next *exchange     // links in the loop's permitWaiters, while waiting
+	retryAfter [20]byte      // the Retry-After value of a 55301
+}
 
-	// The circuit breaker (breaker.go): the phase the call was admitted
-	// under, and how the upstream call ended.
-	brkPhase      *breakerPhase   // nil when the route has no breaker or it was counted
-	callStart     int64           // loopstat.Now at the first attempt
-	upErr         *upstream.Error // the final attempt's failure; nil when none
-	upStatus      int             // the final attempt's response status; 0 when none
-	retryAfterBuf [20]byte        // the Retry-After value of a 55301
-	isoHeld       bool            // a permit of the route's isolation limiter is held (isolation.go)
-
-	// Waiting for that permit (isolationqueue.go).
-	isoWaiting       bool
-	isoPrev, isoNext *exchange   // links in the loop's permitWaiters
-	isoTimer         wheel.Timer // the route's queue_timeout
+// logState is what only the logs read.
+type logState struct {
+	client        netip.Addr // the client trusted_proxies yield on a route without filters; zero = the peer
+	upstreamStart int64      // loopstat.Now at the call's start; 0 = not noted
+	upstreamNs    int64      // from then to the final response head; -1 = none
 }
 
 var _ upstream.Receiver = (*exchange)(nil)
 
-// begin resets the exchange for a newly parsed request.
+// begin readies the exchange for a newly parsed request: every group is
+// reset here, whole, with what the request says.
 func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.cc = cc
+	ex.setPhase(phaseRouting)
 	// The loop's running version (serve just brought it up to date)
 	// serves the request to its end, whatever reloads happen meanwhile.
 	ex.snap, ex.route, ex.chain = cc.loop.state.snap, nil, nil
-	ex.headLen, ex.headGone, ex.hostPort = headLen, false, -1
-	ex.idLen = cc.loop.nextRequestID(&ex.id)
-	ex.minor = req.Minor
-	ex.isHEAD = string(req.Method) == "HEAD"
-	ex.idempotent = idempotent(req.Method)
-	ex.expectContinue = req.ExpectContinue
-	ex.continueSent, ex.dechunk, ex.bodyChecked = false, false, false
-	ex.teTrailers = acceptsTrailers(req.Headers)
-	ex.fx.Rejection = filters.Rejection{}
-	ex.fx.Req = req
-	ex.callReady = false
-	ex.bodyStalled = false
-	ex.finishWhenDrained = false
-	ex.framing = frameAsIs
-	ex.respStarted, ex.respFiltered, ex.interims, ex.respCut = false, false, 0, false
-	ex.started, ex.status, ex.errCode = ex.loop.now(), 0, 0
-	ex.bytesIn, ex.bytesOut = int64(headLen), 0
-	ex.forwarded, ex.clientGone = false, false
-	ex.errMsg = ""
-	ex.logReq.Set(req.Method, req.Path)
-	ex.logClient = netip.Addr{}
-	ex.upstreamStart, ex.upstreamNs = 0, -1
-	ex.brkPhase, ex.upErr, ex.upStatus, ex.isoHeld = nil, nil, 0, false
-	ex.keepBody, ex.kept = false, 0
-	if cc.state == stateReadingHead { // the head took more than one read
-		ex.started = cc.headStart
-	}
+	ex.head = headInfo{headLen: headLen, hostPort: -1, minor: req.Minor,
+		isHEAD: string(req.Method) == "HEAD", idempotent: idempotent(req.Method), teTrailers: acceptsTrailers(req.Headers)}
+	ex.head.idLen = cc.loop.nextRequestID(&ex.head.id)
+	ex.body = reqBody{}
 	switch {
 	case req.Chunked:
-		ex.reqMode = codec.BodyChunked
-		ex.reqChunked.Reset(ex.snap.limits.MaxBodyBytes)
-		ex.chunkLimit = ex.snap.limits.MaxBodyBytes
+		ex.body.mode = codec.BodyChunked
+		ex.body.chunked.Reset(ex.snap.limits.MaxBodyBytes)
+		ex.body.chunkLimit = ex.snap.limits.MaxBodyBytes
 	case req.ContentLength > 0:
-		ex.reqMode = codec.BodyLength
-		ex.reqRemaining, ex.contentLength = req.ContentLength, req.ContentLength
+		ex.body.mode = codec.BodyLength
+		ex.body.remaining, ex.body.contentLength = req.ContentLength, req.ContentLength
 	default:
-		ex.reqMode = codec.BodyNone
+		ex.body.mode = codec.BodyNone
+		ex.body.done = true
 	}
-	ex.reqDone = ex.reqMode == codec.BodyNone
+	ex.resp = respState{}
+	started := ex.loop.now()
+	if cc.state == stateReadingHead { // the head took more than one read
+		started = cc.headStart
+	}
+	ex.end = outcome{started: started, bytesIn: int64(headLen)}
+	ex.retry = attempts{}
+	ex.policy = admission{}
+	ex.log = logState{upstreamNs: -1}
+	ex.logReq.Set(req.Method, req.Path)
+	ex.fx.Rejection = filters.Rejection{}
+	ex.fx.Req = req
 }
 
 // acceptsTrailers reports a TE field listing "trailers" (RFC 9110 10.1.4).
@@ -194,171 +294,32 @@ func acceptsTrailers(hs codec.Headers) bool {
 	return false
 }
 
-// requestID is the generated ID, or the one the request_id filter kept.
-func (ex *exchange) requestID() []byte {
-	if ex.chain != nil && ex.fx.RequestID != nil {
-		return ex.fx.RequestID
-	}
-	return ex.id[:ex.idLen]
-}
-
-// forward starts the upstream call's first attempt on node p; see
-// retryAfter for the others.
-func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
-	ex.forwarded = true
-	ex.attempt, ex.tried, ex.retrying = 1, upstream.NodeSet{}, false
-	ex.callStart = ex.loop.now()
-	ex.markUpstreamStart()
-	ex.budget, ex.budgetLim = ex.upDef.budget, ex.upDef.budgetLim
-	ex.budget.begin(ex.loop.index)
-	ex.startCall(p, head)
-}
-
 // idempotent: only these methods are resent after a stale connection.
 func idempotent(method []byte) bool {
 	m := string(method)
 	return m == "GET" || m == "HEAD" || m == "OPTIONS"
 }
 
-// CallReady streams the body once the upstream connection is attached.
-func (ex *exchange) CallReady(*upstream.Call) bool {
-	ex.callReady = true
-	if !ex.reqDone {
-		ex.pumpBody()
+// requestID is the generated ID, or the one the request_id filter kept.
+func (ex *exchange) requestID() []byte {
+	if ex.chain != nil && ex.fx.RequestID != nil {
+		return ex.fx.RequestID
 	}
-	return ex.cc != nil
+	return ex.head.id[:ex.head.idLen]
 }
 
-// pumpBody moves request body bytes from the client's input to the upstream.
-// Bytes stay in the client's gnet buffer until the call can take them.
-func (ex *exchange) pumpBody() {
-	cc := ex.cc
-	high := ex.snap.maxConnBuffer
-	for cc != nil && !ex.reqDone && ex.callReady {
-		if ex.call.Backlog() > high {
-			// gnet cannot pause the client, so the body waits in its input
-			// buffer (bounded by max_body_bytes) until the upstream catches
-			// up, for at most the response timeout.
-			now := ex.loop.wheel.Now()
-			if !ex.bodyStalled {
-				ex.stalledSince = now
-			} else if now.Sub(ex.stalledSince) > ex.route.responseTimeout {
-				ex.stalledTooLong()
-				return
-			}
-			ex.bodyStalled = true
-			ex.loop.wheel.Arm(&cc.timer, wheel.DefaultTick)
-			return
-		}
-		ex.bodyStalled = false
-		buf, _ := cc.gc.Peek(-1)
-		buf = buf[ex.kept:] // a body kept for a replay stays in the input
-		if len(buf) == 0 {
-			return
-		}
-		var take int
-		var chunk []byte
-		last := false // this piece ends the body
-		switch ex.reqMode {
-		case codec.BodyLength:
-			take = len(buf)
-			if int64(take) > ex.reqRemaining {
-				take = int(ex.reqRemaining)
-			}
-			ex.reqRemaining -= int64(take)
-			last = ex.reqRemaining == 0
-		case codec.BodyChunked:
-			n, data, done, err := ex.reqChunked.Next(buf)
-			if err != nil {
-				ex.badBody(err)
-				return
-			}
-			if n == 0 {
-				return
-			}
-			take, last = n, done
-			chunk = data
-		}
-		// Send before Discard: buf may be a copy gnet returns to a shared
-		// pool at Discard. A failed Send ends the exchange (CallFailed runs
-		// inside it) while reqDone is still false, so the connection closes
-		// and no body byte is ever parsed as a request; reqDone is set only
-		// once the last piece went out.
-		// A chunked body is re-encoded: the upstream sees canonical size
-		// lines, no extensions and no trailers, never the client's framing.
-		sent, attempt := true, ex.attempt
-		switch {
-		case ex.reqMode != codec.BodyChunked:
-			sent = ex.call.Send(buf[:take])
-		case ex.dechunk:
-			if len(chunk) > 0 {
-				sent = ex.call.Send(chunk)
-			}
-		case len(chunk) > 0:
-			sent = ex.call.SendChunk(chunk)
-		case last:
-			sent = ex.call.Send(lastChunk)
-		}
-		chunk = nil
-		if ex.attempt != attempt {
-			return // the send failed and a retry rewound the kept body: the next attempt sends it
-		}
-		if ex.keepBody {
-			ex.kept += take
-		} else {
-			_, _ = cc.gc.Discard(take)
-		}
-		ex.bytesIn += int64(take)
-		if !sent {
-			return
-		}
-		if ex.reqDone = last; last {
-			ex.call.SendDone()
-			if cc.state == stateReadingBody {
-				cc.setState(stateWaitingUpstream)
-				cc.timer.Stop()
-			}
-		}
-	}
-}
-
-// stalledTooLong: the upstream stopped taking the request body.
-func (ex *exchange) stalledTooLong() {
-	const msg = "upstream stopped reading the request body"
-	ex.bodyStalled = false
-	ex.call.Abort()
-	if ex.respStarted {
-		ex.cut(filters.EndUpstreamStalled, 50401, msg)
-		return
-	}
-	ex.cc.closeAfter = true
-	ex.respond(504, 50401, msg)
-}
-
-// badBody: the request body broke its framing or its size limit.
-func (ex *exchange) badBody(err error) {
-	cc := ex.cc
+// localReply answers the request with err (a *codec.Error) without an
+// upstream. An unread body closes the connection, since its framing is lost.
+func (ex *exchange) localReply(err error) {
 	e, ok := err.(*codec.Error)
 	if !ok {
 		e = codec.ErrMalformed
 	}
-	if ex.respStarted {
-		ex.cut(filters.EndBadRequestBody, e.Code, e.Message)
-		return
+	ex.discardHead()
+	if !ex.body.done {
+		ex.cc.closeAfter = true
 	}
-	ex.call.Abort()
-	cc.closeAfter = true
 	ex.respond(e.Status, e.Code, e.Message)
-}
-
-// cut ends a response already under way by closing the client's
-// connection, the only honest signal once part of it went out: a
-// truncated body must not look complete. why, code and msg are for the
-// logs (an access line ending why, a response_cut error line) and the
-// Done phase, since the client never sees them.
-func (ex *exchange) cut(why filters.EndReason, code int, msg string) {
-	ex.respCut, ex.cutReason, ex.errCode, ex.errMsg = true, why, code, msg
-	ex.cc.close()
 }
 
 // respond sends a gateway-generated JSON error and ends the exchange.
@@ -367,11 +328,11 @@ func (ex *exchange) cut(why filters.EndReason, code int, msg string) {
 func (ex *exchange) respond(status, code int, msg string) {
 	cc := ex.cc
 	ex.dropKeptBody() // whatever ended the exchange, a kept body is never read as the next request
-	ex.respStarted = true
+	ex.setPhase(phaseStreaming)
 	if ex.loop.srv.draining.Load() {
 		cc.closeAfter = true // as in ResponseHead
 	}
-	ex.status, ex.errCode, ex.errMsg = status, code, msg
+	ex.end.status, ex.end.errCode, ex.end.errMsg = status, code, msg
 	if ex.chain != nil {
 		ex.runResponseFilters(status)
 	}
@@ -381,38 +342,49 @@ func (ex *exchange) respond(status, code int, msg string) {
 	if ex.chain != nil {
 		edits = &ex.fx.RespEdits
 	}
-	if cc.writeError(status, code, msg, ex.requestID(), ex.isHEAD, ex.fx.Rejection.Headers(), edits) {
+	if cc.writeError(status, code, msg, ex.requestID(), ex.head.isHEAD, ex.fx.Rejection.Headers(), edits) {
 		cc.finish()
 	}
+}
+
+// cut ends a response already under way by closing the client's
+// connection, the only honest signal once part of it went out: a
+// truncated body must not look complete. why, code and msg are for the
+// logs (an access line ending why, a response_cut error line) and the
+// Done phase, since the client never sees them.
+func (ex *exchange) cut(why filters.EndReason, code int, msg string) {
+	ex.resp.cut, ex.resp.cutReason, ex.end.errCode, ex.end.errMsg = true, why, code, msg
+	ex.cc.close()
 }
 
 // done sets fx.End, how the exchange ended, and runs the chain's Done
 // phase with it, once: putExchange calls it on every path an exchange ends
 // by, before logEnd and record, which read fx.End too.
 func (ex *exchange) done() {
-	if ex.started == 0 {
+	o := &ex.end
+	if o.started == 0 {
 		return
 	}
 	fx := &ex.fx
 	fx.Req = nil
-	end := filters.End{Status: ex.status, BytesIn: ex.bytesIn, BytesOut: ex.bytesOut,
-		Duration: ex.loop.fresh() - ex.started}
-	if ex.forwarded {
-		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()+ex.attempt-1
+	end := filters.End{Status: o.status, BytesIn: o.bytesIn, BytesOut: o.bytesOut,
+		Duration: ex.loop.fresh() - o.started}
+	if ex.retry.n > 0 { // an upstream call was started
+		end.Node, end.Retries = ex.call.Node(), ex.call.Retries()+ex.retry.n-1
 	}
 	switch {
-	case ex.respCut: // the gateway closed the client's connection for it
-		end.Reason = ex.cutReason
-	case ex.status == 0 || ex.clientGone:
+	case ex.resp.cut: // the gateway closed the client's connection for it
+		end.Reason = ex.resp.cutReason
+	case o.status == 0 || o.clientGone:
 		end.Reason = filters.EndClientGone
 		if end.Status == 0 {
 			end.Status = statusClientClosed
 		}
-	case ex.errCode == 0:
+	case o.errCode == 0:
 		end.Reason = filters.EndServed
-	case ex.status == 408 || ex.status == 504:
+	case o.status == 408 || o.status == 504:
 		end.Reason = filters.EndTimeout
-	case ex.status >= 500:
+	case o.status >= 500:
 		end.Reason = filters.EndUpstreamFailed
 	default:
 		end.Reason = filters.EndRejected
@@ -428,7 +400,7 @@ func (ex *exchange) done() {
 // exchange ends by. A client that left before any response was sent is
 // counted as 499, as nginx logs it.
 func (ex *exchange) record() {
-	if ex.started == 0 {
+	if ex.end.started == 0 {
 		return // never began, or counted already
 	}
 	l := ex.loop
@@ -436,8 +408,8 @@ func (ex *exchange) record() {
 	if ex.route != nil {
 		m = ex.route.metrics
 	}
-	code := ex.errCode
-	if ex.respCut {
+	code := ex.end.errCode
+	if ex.resp.cut {
 		code = 0 // not an answer the gateway made: the status class counts it
 	}
 	m.observe(l.index, ex.fx.End.Status, code, ex.fx.End.Duration)
@@ -447,5 +419,5 @@ func (ex *exchange) record() {
 		// its last count.
 		m.end(l.index)
 	}
-	ex.started = 0
+	ex.end.started = 0
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
@@ -157,5 +158,34 @@ func waitForInternal(t *testing.T, cond func() bool) {
 			t.Fatal("timed out waiting for every exchange to end")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestExchangeHotFieldsFirst keeps what every proxied request reads and
+// writes in the exchange's first eight cache lines, ahead of the call, the
+// park, the saved head, the sub-request and the filters' exchange: a
+// field added at the top, or a group grown, moves the others out.
+func TestExchangeHotFieldsFirst(t *testing.T) {
+	var ex exchange
+	body := unsafe.Offsetof(ex.body)
+	hot := []struct {
+		name string
+		end  uintptr
+	}{
+		{"head", unsafe.Offsetof(ex.head) + unsafe.Sizeof(ex.head)},
+		{"resp", unsafe.Offsetof(ex.resp) + unsafe.Sizeof(ex.resp)},
+		{"end", unsafe.Offsetof(ex.end) + unsafe.Sizeof(ex.end)},
+		{"retry.budgetLim", unsafe.Offsetof(ex.retry) + unsafe.Offsetof(ex.retry.budgetLim) + unsafe.Sizeof(ex.retry.budgetLim)},
+		{"policy.next", unsafe.Offsetof(ex.policy) + unsafe.Offsetof(ex.policy.next) + unsafe.Sizeof(ex.policy.next)},
+		{"log", unsafe.Offsetof(ex.log) + unsafe.Sizeof(ex.log)},
+		{"body.remaining", body + unsafe.Offsetof(ex.body.remaining) + unsafe.Sizeof(ex.body.remaining)},
+	}
+	for _, f := range hot {
+		if f.end > 8*64 {
+			t.Errorf("exchange.%s ends at byte %d, past the first 8 cache lines", f.name, f.end)
+		}
+	}
+	if c := unsafe.Offsetof(ex.call); c < body {
+		t.Errorf("the upstream call (at %d) comes before the body group (at %d)", c, body)
 	}
 }

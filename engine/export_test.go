@@ -10,6 +10,10 @@ import (
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
+// Every test runs with the exchange's phase transitions checked: an
+// illegal one panics (see setPhase).
+func init() { phaseChecks = true }
+
 // ServeForTest runs srv until the test ends and returns its listen address.
 // At the end it shuts srv down, unless the test already did (and judged
 // Shutdown's result itself), and fails the test if Shutdown or Run returns

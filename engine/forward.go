@@ -34,7 +34,7 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 			path = p
 		}
 	}
-	b := pool.Get(ex.headLen + 64 + len(req.Host) + len(node) + len(path))
+	b := pool.Get(ex.head.headLen + 64 + len(req.Host) + len(node) + len(path))
 	dst := b.B
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
@@ -52,16 +52,16 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 		dst = append(dst, node...)
 	} else {
 		dst = append(dst, req.Host...)
-		if ex.hostPort >= 0 {
+		if ex.head.hostPort >= 0 {
 			dst = append(dst, ':')
-			dst = appendPort(dst, ex.hostPort)
+			dst = appendPort(dst, ex.head.hostPort)
 		}
 	}
 	dst = append(dst, "\r\n"...)
-	drop := clientFields{managed: snap.managed, underscore: !snap.allowUnderscore, expect: ex.continueSent}
+	drop := clientFields{managed: snap.managed, underscore: !snap.allowUnderscore, expect: ex.body.continueSent}
 	dst = appendEndToEnd(dst, req.Headers, true, edits, &drop)
-	if ex.dechunk {
-		dst = appendContentLength(dst, ex.payload)
+	if ex.body.dechunk {
+		dst = appendContentLength(dst, ex.body.payload)
 	} else {
 		dst = appendFraming(dst, req.Chunked, req.ContentLength)
 	}

@@ -73,6 +73,17 @@ type resumeNode struct {
 
 var _ filters.Resumer = (*resumeNode)(nil)
 
+// parking is an exchange's park state. It is not reset with the
+// exchange's other groups: gen survives recycling, so a ticket of an
+// earlier request never matches a later one's park. endPark is where a
+// park ends; the parked phase itself, and its suspend deadline (the
+// exchange's phase timer), are the exchange's phase.
+type parking struct {
+	node      *resumeNode // what this exchange's tickets post; nil until its first park
+	gen       uint64      // the park generation; bumped whenever a park ends
+	ticketOut bool        // Park issued a ticket and the park has not ended
+}
+
 // inbox is a loop's queue of resumes. Producers on any goroutine touch
 // only the atomics; the rest is the loop's.
 type inbox struct {
@@ -100,42 +111,40 @@ func (in *inbox) init(l *loop) {
 
 // Park arms a park of the exchange and returns its ticket: the
 // filters.Parker the exchange's filters reach through Exchange.Park. Only a
-// request phase may park (a response or Done phase gets the zero Ticket),
-// so once the phase returns, a ticket out means a parked request: either
+// request phase may park (a response or Done phase gets the zero Ticket;
+// respond and putExchange leave the filtering phase before they run), so
+// once the phase returns, a ticket out means a parked request: either
 // afterFilters parks it, or its verdict ends the park.
 func (ex *exchange) Park() filters.Ticket {
-	if !ex.filtering {
+	if ex.phase != phaseFiltering {
 		return filters.Ticket{}
 	}
-	if !ex.ticketOut {
-		n := ex.node
+	if !ex.park.ticketOut {
+		n := ex.park.node
 		if n == nil || n.state.Load()&nodeClaimed != 0 {
 			// The first park, or the last park's resume is still queued:
 			// that node is dropped when drained, and this park gets its own.
 			n = &resumeNode{ex: ex, in: &ex.loop.inbox}
-			ex.node = n
+			ex.park.node = n
 		}
-		n.state.Store(ex.gen<<2 | nodeArmed)
-		ex.ticketOut = true
+		n.state.Store(ex.park.gen<<2 | nodeArmed)
+		ex.park.ticketOut = true
 	}
-	return filters.NewTicket(ex.node, ex.gen)
+	return filters.NewTicket(ex.park.node, ex.park.gen)
 }
 
 // endPark ends the exchange's park, however it ended: resumed, timed out,
 // decided without it, or the exchange ending. The generation moves on, so a
 // resume for it, queued or still to come, is dropped. Cheap when nothing is
-// parked: the hot path calls it for every request.
+// parked: the hot path calls it for every request. The phase is the
+// caller's to change (resume, respond, putExchange).
 func (ex *exchange) endPark() {
-	if ex.parked {
-		ex.parked = false
-		ex.suspendTimer.Stop()
-	}
-	if ex.ticketOut {
-		ex.ticketOut = false
+	if ex.park.ticketOut {
+		ex.park.ticketOut = false
 		// An armed node goes idle; a claimed one stays claimed until the
 		// loop drains it (see Park).
-		ex.node.state.CompareAndSwap(ex.gen<<2|nodeArmed, ex.gen<<2)
-		ex.gen++
+		ex.park.node.state.CompareAndSwap(ex.park.gen<<2|nodeArmed, ex.park.gen<<2)
+		ex.park.gen++
 	}
 }
 
@@ -164,7 +173,7 @@ func (n *resumeNode) claim(gen uint64, fn func(*filters.Exchange) filters.Verdic
 // Ticket.Resume but no doorbell: the loop drains its inbox when the
 // callback that posted returns.
 func (ex *exchange) post(gen uint64, fn func(*filters.Exchange) filters.Verdict) {
-	if n := ex.node; n.claim(gen, fn) {
+	if n := ex.park.node; n.claim(gen, fn) {
 		in := &ex.loop.inbox
 		in.push(n)
 		in.local = true
@@ -240,20 +249,21 @@ func (n *resumeNode) deliver() {
 	n.fn = nil
 	n.state.Store(st &^ nodeClaimed) // drained: free to arm again
 	ex := n.ex
-	if st>>2 != ex.gen {
+	if st>>2 != ex.park.gen {
 		n.in.stale.Add(1)
 		return
 	}
 	ex.resume(fn)
 }
 
-// resume ends the park and continues the chain with fn's verdict.
+// resume ends the park and continues the chain with fn's verdict; the
+// driver carries on when the filters let the request through.
 func (ex *exchange) resume(fn func(*filters.Exchange) filters.Verdict) {
 	ex.endPark()
-	ex.filtering = true
-	v := ex.chain.Resume(&ex.fx, fn)
-	ex.filtering = false
-	ex.afterFilters(v)
+	ex.setPhase(phaseFiltering)
+	if ex.afterFilters(ex.chain.Resume(&ex.fx, fn)) {
+		ex.run()
+	}
 }
 
 // StaleResumes returns how many ticket resumes were dropped, never run:

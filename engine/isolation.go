@@ -148,7 +148,7 @@ var errIsolated = &codec.Error{Status: 429, Code: 42901, Message: "route at its 
 func (ex *exchange) acquireIsolation() bool {
 	iso := ex.route.isolation
 	if iso.acquire() {
-		ex.isoHeld = true
+		ex.policy.isoHeld = true
 		return true
 	}
 	if !ex.waitForPermit() {
@@ -164,37 +164,35 @@ func (ex *exchange) refuseIsolated() {
 	ex.localReply(errIsolated)
 }
 
-// releaseIsolation gives the permit back with the call's duration, or
-// takes a request that never got one out of the queue.
+// releaseIsolation gives the permit back with the call's duration. A
+// request that never got one left the queue with its waiting phase
+// (putExchange).
 func (ex *exchange) releaseIsolation() {
-	if ex.isoWaiting {
-		ex.leaveQueue()
-	}
-	if !ex.isoHeld {
+	if !ex.policy.isoHeld {
 		return
 	}
-	ex.isoHeld = false
+	ex.policy.isoHeld = false
 	r := ex.route
 	if l := ex.loop; l.permitWaiters.head != nil {
 		l.grantDue = true // leave or the next tick hands it on
 	}
-	switch ex.upErr {
+	switch ex.end.upErr {
 	case upstream.ErrPoolShare, upstream.ErrQueueFull, upstream.ErrPoolFull:
 		// Refused by the pool, not answered by the upstream: a fast
 		// refusal counted as a fast call would hide the slow calls
 		// holding the pool, and the limit would never shrink.
-		if ex.upErr == upstream.ErrPoolShare {
+		if ex.end.upErr == upstream.ErrPoolShare {
 			r.isolation.overPool.Add(1)
 		}
 		r.isolation.inFlight.Add(-1)
 		return
 	}
-	if !ex.forwarded { // answered before its call began: no sample
+	if ex.retry.n == 0 { // answered before its call began: no sample
 		r.isolation.inFlight.Add(-1)
 		return
 	}
 	now := loopstat.Now()
-	r.isolation.release(&r.isolationCfg, now-ex.callStart, now)
+	r.isolation.release(&r.isolationCfg, now-ex.end.callStart, now)
 }
 
 // poolShare is what the route's upstream calls count against in each

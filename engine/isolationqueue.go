@@ -34,13 +34,13 @@ func (ex *exchange) waitForPermit() bool {
 	ex.save()
 	ex.cc.setState(stateWaitingUpstream)
 	ex.cc.timer.Stop()
-	ex.isoWaiting = true
+	ex.setPhase(phaseWaiting)
 	l := ex.loop
-	l.wheel.Arm(&ex.isoTimer, s.queueTimeout)
+	l.wheel.Arm(&ex.timer, s.queueTimeout)
 	w := &l.permitWaiters
-	ex.isoPrev, ex.isoNext = w.tail, nil
+	ex.policy.prev, ex.policy.next = w.tail, nil
 	if w.tail != nil {
-		w.tail.isoNext = ex
+		w.tail.policy.next = ex
 	} else {
 		w.head = ex
 	}
@@ -49,30 +49,26 @@ func (ex *exchange) waitForPermit() bool {
 }
 
 // leaveQueue takes a waiting request out of its loop's queue: granted,
-// timed out, or ended by its client.
+// timed out, or ended by its client. The phase it leaves (setPhase) stops
+// the queue_timeout.
 func (ex *exchange) leaveQueue() {
-	ex.isoWaiting = false
-	ex.isoTimer.Stop()
 	ex.route.isolation.waiting.Add(-1)
 	w := &ex.loop.permitWaiters
-	if ex.isoPrev != nil {
-		ex.isoPrev.isoNext = ex.isoNext
+	if ex.policy.prev != nil {
+		ex.policy.prev.policy.next = ex.policy.next
 	} else {
-		w.head = ex.isoNext
+		w.head = ex.policy.next
 	}
-	if ex.isoNext != nil {
-		ex.isoNext.isoPrev = ex.isoPrev
+	if ex.policy.next != nil {
+		ex.policy.next.policy.prev = ex.policy.prev
 	} else {
-		w.tail = ex.isoPrev
+		w.tail = ex.policy.prev
 	}
-	ex.isoPrev, ex.isoNext = nil, nil
+	ex.policy.prev, ex.policy.next = nil, nil
 }
 
 // permitWaitExpired: no permit came within queue_timeout.
 func (ex *exchange) permitWaitExpired() {
-	if !ex.isoWaiting || ex.cc == nil {
-		return
-	}
 	ex.leaveQueue()
 	ex.refuseIsolated()
 }
@@ -83,11 +79,11 @@ func (ex *exchange) permitWaitExpired() {
 func (l *loop) grantPermits() {
 	l.grantDue = false
 	for ex := l.permitWaiters.head; ex != nil; {
-		next := ex.isoNext // granting changes only ex's own links
+		next := ex.policy.next // granting changes only ex's own links
 		if ex.route.isolation.acquire() {
 			ex.leaveQueue()
-			ex.isoHeld = true
-			ex.callUpstream(ex.fx.Req)
+			ex.policy.isoHeld = true
+			ex.run()
 		}
 		ex = next
 	}

@@ -429,7 +429,7 @@ func (l *loop) pumpSpools() {
 		}
 		cc.spoolStuck = time.Time{}
 		cc.account()
-		if ex := cc.ex; ex != nil && ex.finishWhenDrained {
+		if ex := cc.ex; ex != nil && ex.phase == phaseSpooled {
 			cc.finish()
 		}
 	}
@@ -473,8 +473,7 @@ func (l *loop) getExchange() *exchange {
 	ex.call.Init(ex)
 	ex.sub.ex = ex
 	ex.sub.call.Init(&ex.sub)
-	ex.suspendTimer.Init(ex.suspendExpired)
-	ex.isoTimer.Init(ex.permitWaitExpired)
+	ex.timer.Init(ex.phaseExpired)
 	return ex
 }
 
@@ -483,9 +482,14 @@ const maxFreeExchanges = 1024
 
 // putExchange recycles an exchange. Every exchange that began ends here,
 // whichever way it ended (see clientConn.finish and release), so this is
-// where it is counted.
+// where it is counted, and where its groups give back what they hold
+// (begin resets them for the next request).
 func (l *loop) putExchange(ex *exchange) {
-	ex.endPark() // a resume still on its way is dropped: see inbox.go
+	if ex.phase == phaseWaiting {
+		ex.leaveQueue() // its client left while it waited for a permit
+	}
+	ex.setPhase(phaseDone) // no filter may park from the Done phase
+	ex.endPark()           // a resume still on its way is dropped: see inbox.go
 	ex.done()
 	ex.endResilience()
 	ex.logEnd()
@@ -494,8 +498,8 @@ func (l *loop) putExchange(ex *exchange) {
 	ex.sub.abort()
 	ex.saved.SafeRelease()
 	ex.saved = nil
-	ex.trailers.SafeRelease()
-	ex.trailers = nil
+	ex.resp.trailers.SafeRelease()
+	ex.resp.trailers = nil
 	if len(l.free) < maxFreeExchanges {
 		l.free = append(l.free, ex)
 	}

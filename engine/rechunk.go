@@ -47,7 +47,7 @@ func (ex *exchange) writeLastChunk() bool {
 		dst = l.takeOut()
 	}
 	dst = append(dst, '0', '\r', '\n')
-	if t := ex.trailers; t != nil {
+	if t := ex.resp.trailers; t != nil {
 		var edits *filters.HeaderEdits
 		if ex.chain != nil {
 			edits = &ex.fx.RespEdits // a field the route removes from the head goes from the trailers too
@@ -58,7 +58,7 @@ func (ex *exchange) writeLastChunk() bool {
 			}
 		})
 		t.SafeRelease()
-		ex.trailers = nil
+		ex.resp.trailers = nil
 	}
 	l.out = append(dst, '\r', '\n')
 	if cc.headPending {
@@ -73,8 +73,8 @@ func (ex *exchange) keepTrailers(raw []byte) {
 	if len(raw) == 0 {
 		return
 	}
-	if ex.trailers == nil {
-		ex.trailers = pool.Get(len(raw))
+	if ex.resp.trailers == nil {
+		ex.resp.trailers = pool.Get(len(raw))
 	}
-	ex.trailers.B = append(ex.trailers.B, raw...)
+	ex.resp.trailers.B = append(ex.resp.trailers.B, raw...)
 }

@@ -20,15 +20,15 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		if ex.route.retry.retriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
 			return false
 		}
-		ex.upStatus = r.Status
+		ex.end.upStatus = r.Status
 		ex.dropKeptBody()
 	}
 	if r.Status < 200 {
 		// Interim responses bypass the spool; an upstream sending them
 		// without end would queue bytes without bound.
-		if ex.interims++; ex.interims > maxInterim {
+		if ex.resp.interims++; ex.resp.interims > maxInterim {
 			c.Abort()
-			if !ex.reqDone {
+			if !ex.body.done {
 				cc.closeAfter = true
 			}
 			ex.respond(502, 50202, "upstream sent too many interim responses")
@@ -36,22 +36,22 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		}
 		return ex.interim(r)
 	}
-	switch r.BodyMode(ex.isHEAD) {
+	switch r.BodyMode(ex.head.isHEAD) {
 	case codec.BodyChunked:
-		if ex.minor == 0 {
-			ex.framing = frameDecode
+		if ex.head.minor == 0 {
+			ex.resp.framing = frameDecode
 			cc.closeAfter = true
 		} else {
-			ex.framing = frameRechunk
+			ex.resp.framing = frameRechunk
 		}
 	case codec.BodyUntilClose:
-		if ex.minor == 0 {
+		if ex.head.minor == 0 {
 			cc.closeAfter = true
 		} else {
-			ex.framing = frameEncode
+			ex.resp.framing = frameEncode
 		}
 	}
-	ex.respStarted = true
+	ex.setPhase(phaseStreaming)
 	ex.markUpstreamHead()
 	if ex.loop.srv.draining.Load() {
 		// Shutdown began; its drain task may not have reached this loop
@@ -59,8 +59,8 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		// find the connection closed.
 		cc.closeAfter = true
 	}
-	ex.status = r.Status
-	if !ex.reqDone {
+	ex.end.status = r.Status
+	if !ex.body.done {
 		cc.closeAfter = true // answered before the body ended: the framing is lost
 	}
 	if cc.state == stateWaitingUpstream || cc.state == stateReadingBody {
@@ -76,7 +76,7 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		edits = &ex.fx.RespEdits
 	}
 	l := ex.loop
-	l.out = appendClientHead(l.takeOut(), r, ex.framing, ex.minor, cc.closeAfter, edits)
+	l.out = appendClientHead(l.takeOut(), r, ex.resp.framing, ex.head.minor, cc.closeAfter, edits)
 	cc.headPending = true
 	l.pendingHead = cc
 	return true
@@ -86,10 +86,10 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 // The request view is gone by now (its bytes were discarded or reused), so
 // Req is cleared rather than left pointing at someone else's request.
 func (ex *exchange) runResponseFilters(status int) {
-	if ex.respFiltered {
+	if ex.resp.filtered {
 		return
 	}
-	ex.respFiltered = true
+	ex.resp.filtered = true
 	ex.fx.Req = nil
 	ex.fx.Status = status
 	ex.chain.RunResponse(&ex.fx)
@@ -100,11 +100,8 @@ func (ex *exchange) runResponseFilters(status int) {
 // HTTP/1.1 client; HTTP/1.0 clients cannot take them. A 100 is dropped
 // when the gateway already answered the client's Expect itself.
 func (ex *exchange) interim(r *codec.Response) bool {
-	if ex.minor == 0 || r.Status == 100 && ex.continueSent {
+	if ex.head.minor == 0 || r.Status == 100 && ex.body.continueSent {
 		return true
-	}
-	if r.Status == 100 {
-		ex.expectContinue = false
 	}
 	l := ex.loop
 	dst := l.takeOut()
@@ -131,7 +128,7 @@ func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) 
 		return false
 	}
 	ok := true
-	switch ex.framing {
+	switch ex.resp.framing {
 	case frameAsIs:
 		if cc.headPending && len(raw) <= maxCoalesce {
 			ex.loop.out = append(ex.loop.out, raw...)
@@ -154,7 +151,7 @@ func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) 
 		switch {
 		case len(data) > 0:
 			ok = ex.writeChunk(data)
-		case c.Trailer() && ex.teTrailers:
+		case c.Trailer() && ex.head.teTrailers:
 			ex.keepTrailers(raw)
 		}
 		if ok && done {
@@ -166,7 +163,7 @@ func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) 
 	}
 	if done {
 		if cc.spool.Pending() {
-			ex.finishWhenDrained = true // pumpSpools finishes it
+			ex.setPhase(phaseSpooled) // pumpSpools finishes it
 			return true
 		}
 		cc.finish()
@@ -191,9 +188,9 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	if ex.retryAfter(c, classifyFailure(c, err, ex.route.retry.perTry > 0), c.Pool()) {
 		return
 	}
-	ex.upErr = err
+	ex.end.upErr = err
 	ex.dropKeptBody()
-	if ex.respStarted {
+	if ex.responding() {
 		if !cc.headPending {
 			// Too late for an error response: the client sees the
 			// connection close mid-response, and the logs say why.
@@ -206,9 +203,9 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 		}
 		cc.headPending = false
 		ex.loop.pendingHead = nil
-		ex.framing = frameAsIs
+		ex.resp.framing = frameAsIs
 	}
-	if !ex.reqDone {
+	if !ex.body.done {
 		cc.closeAfter = true
 	}
 	ex.respond(err.Status, err.Code, err.Message)

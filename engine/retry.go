@@ -9,7 +9,6 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
-	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/upstream"
 )
 
@@ -80,17 +79,17 @@ func classifyFailure(c *upstream.Call, err *upstream.Error, perTry bool) failure
 func (ex *exchange) shouldRetry(kind failureKind, exclude *upstream.NodeSet) bool {
 	p := &ex.route.retry
 	switch {
-	case kind == failFinal, ex.cc == nil, ex.attempt >= p.attempts:
+	case kind == failFinal, ex.cc == nil, ex.retry.n >= p.attempts:
 		return false
-	case !hasNodeOutside(ex.group, exclude):
+	case !hasNodeOutside(ex.retry.group, exclude):
 		return false // as nginx: a node is not tried twice for one request
-	case ex.respStarted || ex.interims > 0:
+	case ex.responding() || ex.resp.interims > 0:
 		return false // part of a response reached the client
-	case ex.hostFromNode:
+	case ex.retry.hostFromNode:
 		return false // the head names the failed node as its Host
-	case kind != failUnsent && !ex.retryMethod:
+	case kind != failUnsent && !ex.retry.retryMethod:
 		return false // its bytes reached a node, and the method may not be sent twice
-	case kind != failUnsent && ex.reqMode != codec.BodyNone && !ex.keepBody:
+	case kind != failUnsent && ex.body.mode != codec.BodyNone && !ex.body.keep:
 		return false // the body that went out was not kept for a replay (streamed, or over request_buffer_bytes)
 	}
 	if kind == failUnsent {
@@ -98,10 +97,10 @@ func (ex *exchange) shouldRetry(kind failureKind, exclude *upstream.NodeSet) boo
 		// load anywhere: nginx's proxy_next_upstream error has no budget
 		// either. Charging it would turn a dead node into 502s as soon as
 		// the budget's floor is in use.
-		ex.budget.count(ex.loop.index)
+		ex.retry.budget.count(ex.loop.index)
 		return true
 	}
-	return ex.budget.admit(ex.loop.index, ex.retrying, ex.budgetLim)
+	return ex.retry.budget.admit(ex.loop.index, ex.retry.retrying, ex.retry.budgetLim)
 }
 
 // retryAfter tries the request again on a node not yet tried (when there is
@@ -113,24 +112,24 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 	if kind == failFinal {
 		return false // before the exclusion is worked out: the common case
 	}
-	exclude := ex.group.Exclude(ex.tried, failed)
-	avoid := exclude.Union(ex.group.Unavailable())
+	exclude := ex.retry.group.Exclude(ex.retry.tried, failed)
+	avoid := exclude.Union(ex.retry.group.Unavailable())
 	if !ex.shouldRetry(kind, &avoid) {
 		return false
 	}
-	charged := kind != failUnsent && !ex.retrying // shouldRetry took a retry from the budget
+	charged := kind != failUnsent && !ex.retry.retrying // shouldRetry took a retry from the budget
 	head := c.TakeHead()
 	if head == nil { // cannot happen: the call keeps its head until it ends
-		ex.budget.release(ex.loop.index, charged)
+		ex.retry.budget.release(ex.loop.index, charged)
 		return false
 	}
 	if kind == failStatus {
 		c.Abort()
 	}
-	ex.retrying = ex.retrying || charged
-	ex.attempt++
-	ex.tried = exclude
-	ex.callReady = false
+	ex.retry.retrying = ex.retry.retrying || charged
+	ex.retry.n++
+	ex.retry.tried = exclude
+	ex.retry.attached = false
 	ex.rewindBody()
 	ex.startCall(ex.pickRetryNode(avoid), head)
 	return true
@@ -144,37 +143,10 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 func (ex *exchange) pickRetryNode(avoid upstream.NodeSet) *upstream.Pool {
 	if ex.chain != nil {
 		if key := ex.fx.Upstream.HashKey; key != nil {
-			return ex.group.PickHash(key, avoid)
+			return ex.retry.group.PickHash(key, avoid)
 		}
 	}
-	return ex.group.Pick(avoid)
-}
-
-// rewindBody makes a kept body go out again from its start with the next
-// attempt. A body that never left (a connect failure) is where it was.
-func (ex *exchange) rewindBody() {
-	if ex.reqMode == codec.BodyNone || !ex.keepBody {
-		return
-	}
-	ex.bytesIn -= int64(ex.kept)
-	ex.kept = 0
-	ex.reqDone = false
-	switch ex.reqMode {
-	case codec.BodyLength:
-		ex.reqRemaining = ex.contentLength
-	case codec.BodyChunked:
-		ex.reqChunked.Reset(ex.chunkLimit)
-	}
-}
-
-// dropKeptBody lets the client's input go of a body kept for a replay,
-// once the attempt is final: its response has begun, or it failed for good.
-func (ex *exchange) dropKeptBody() {
-	if ex.keepBody {
-		ex.keepBody = false
-		_, _ = ex.cc.gc.Discard(ex.kept)
-		ex.kept = 0
-	}
+	return ex.retry.group.Pick(avoid)
 }
 
 // hasNodeOutside reports whether g has a node not in s. Only a failed
@@ -278,36 +250,15 @@ func (b *retryBudget) release(loop int, taken bool) {
 	}
 }
 
-// startCall starts an attempt of the route's call on p with head, which
-// the call owns from now on. Each attempt has the per_try_timeout when the
-// route sets one shorter than its response_timeout.
-func (ex *exchange) startCall(p *upstream.Pool, head *pool.Buffer) {
-	r := ex.route
-	timeout := r.responseTimeout
-	if r.retry.perTry > 0 && r.retry.perTry < timeout {
-		timeout = r.retry.perTry
-	}
-	tenant, share := r.poolShare()
-	ex.call.Start(p, head, upstream.Options{
-		ConnectTimeout:  r.connectTimeout,
-		ResponseTimeout: timeout,
-		HEAD:            ex.isHEAD,
-		HasBody:         ex.reqMode != codec.BodyNone,
-		Retryable:       ex.reqMode == codec.BodyNone && ex.idempotent,
-		Tenant:          tenant,
-		Share:           share,
-	})
-}
-
 // endResilience settles the exchange with its route's breaker and its
 // upstream's retry budget, once: putExchange calls it on every path an
 // exchange ends by.
 func (ex *exchange) endResilience() {
 	ex.recordBreaker()
 	ex.releaseIsolation()
-	if ex.budget != nil {
-		ex.budget.end(ex.loop.index, ex.retrying)
-		ex.budget = nil
+	if ex.retry.budget != nil {
+		ex.retry.budget.end(ex.loop.index, ex.retry.retrying)
+		ex.retry.budget = nil
 	}
-	ex.group, ex.upDef = nil, nil // a recycled exchange holds no config version
+	ex.retry.group, ex.retry.upDef = nil, nil // a recycled exchange holds no config version
 }

@@ -117,7 +117,7 @@ func (ex *exchange) pickNode() *upstream.Pool {
 		hashKey = ex.fx.Upstream.HashKey
 	}
 	g := def.on(ex.loop)
-	ex.group, ex.upDef = g, def
+	ex.retry.group, ex.retry.upDef = g, def
 	if g.AllDown() {
 		return nil
 	}

@@ -71,7 +71,7 @@ func (ex *exchange) Do(t filters.Ticket, r *filters.SubRequest, then func(*filte
 	if s.active {
 		return filters.ErrSubRequestActive
 	}
-	if !ex.ticketOut || t != filters.NewTicket(ex.node, ex.gen) {
+	if !ex.park.ticketOut || t != filters.NewTicket(ex.park.node, ex.park.gen) {
 		return errForeignTicket
 	}
 	if !s.ready {
@@ -79,7 +79,7 @@ func (ex *exchange) Do(t filters.Ticket, r *filters.SubRequest, then func(*filte
 		s.deliverFn = s.deliver
 		s.ready = true
 	}
-	s.active, s.gen, s.then, s.status = true, ex.gen, then, 0
+	s.active, s.gen, s.then, s.status = true, ex.park.gen, then, 0
 	// As the proxy picks (pickNode): past nodes ejected or held down.
 	g := ex.snap.upstreams[r.Group].on(ex.loop)
 	p := g.Pick(g.Unavailable())
