@@ -8,8 +8,8 @@ import (
 
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/config"
-	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // loopLog is one loop's producing side of the two logs. Owned by the loop.

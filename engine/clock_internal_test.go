@@ -3,7 +3,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // The request path's start timestamps come from one clock reading per

@@ -11,7 +11,7 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 )
 

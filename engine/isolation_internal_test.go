@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/engine/config"
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // The cold-start guard: no shrink before cold_start calls after a start or

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
 )

@@ -15,8 +15,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 )
 

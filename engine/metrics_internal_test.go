@@ -6,7 +6,7 @@ package engine
 import (
 	"testing"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // BenchmarkMetricsPerRequest does what a keep-alive request through a

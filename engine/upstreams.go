@@ -7,7 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 )
 

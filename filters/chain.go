@@ -10,7 +10,7 @@ import (
 	"time"
 	_ "unsafe" // for go:linkname
 
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // Timing is one filter's cost in one exchange.

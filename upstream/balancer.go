@@ -3,7 +3,7 @@
 
 package upstream
 
-import "github.com/loopgate/loopgate/engine/loopstat"
+import "github.com/loopgate/loopgate/pool/loopstat"
 
 // Balancer picks the index of the next node, passing over the nodes in
 // exclude unless every node is in it. A Balancer belongs to one loop and

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/pool"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // Receiver gets a Call's events, always on the call's loop. Each method

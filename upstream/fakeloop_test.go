@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/pool"
+	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 )

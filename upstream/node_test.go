@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // count is how many observations h holds.

@@ -9,7 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // OutlierConfig is one upstream's ejection policy.

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 func newOutlierNodes(n int, cfg *OutlierConfig) (*Outliers, []*Node) {

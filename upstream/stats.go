@@ -5,7 +5,7 @@ package upstream
 import (
 	"sync/atomic"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // NodeStats counts one node's connections and call outcomes on one loop:

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loopgate/loopgate/engine/loopstat"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
