@@ -14,7 +14,6 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
@@ -22,6 +21,7 @@ import (
 	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 	"github.com/loopgate/loopgate/filters/transform"
 	"github.com/loopgate/loopgate/pool/pooltest"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 func TestMain(m *testing.M) { pooltest.Main(m) }

@@ -7,7 +7,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/loopgate/loopgate/engine/config/units"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // Duration and ByteSize are defined in package units, which filter

@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // The names the config gives this package's filters.

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // The names the config gives this package's filters.

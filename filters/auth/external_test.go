@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool/pooltest"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // fakeSub records sub-requests. With refuse set, Do refuses them; with

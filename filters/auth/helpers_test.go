@@ -23,8 +23,8 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 const testSecret = "0123456789abcdef0123456789abcdef" // 32 bytes

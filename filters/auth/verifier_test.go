@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/loopgate/loopgate/engine/config/units"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 func TestHS256Valid(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 	"math"
 	"time"
 
-	"github.com/loopgate/loopgate/engine/config/units"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/ratelimit"
 	"github.com/loopgate/loopgate/filters/ratelimit/cluster"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // Name is how the config names the filter.
