@@ -19,8 +19,9 @@
 //	client.go     OnTraffic(client) -> serve: parse head (codec), edge limits -> start
 //	phases.go     run, the driver: routing -> filtering (a park and its
 //	              resume: inbox.go) -> 100 Continue -> a small body held
-//	              whole (buffering) -> breaker (breaker.go), isolation permit
-//	              (isolation.go; waiting: isolationqueue.go) -> attempting:
+//	              whole (buffering) -> breaker and isolation permit
+//	              (admission.go, over package policy; waiting:
+//	              isolationqueue.go) -> attempting:
 //	              callUpstream, the upstream head (forward.go), Call.Start
 //	reqbody.go    -> CallReady -> pumpBody: the body to the upstream
 //	response.go   -> response head -> response filters -> client head and body

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/accesslog"
+	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool"
@@ -214,27 +215,27 @@ type outcome struct {
 // one starts. n is 0 until then: an exchange answered before any call
 // has n == 0.
 type attempts struct {
-	n            int              // the attempt running: 1 for the first
-	attached     bool             // the attempt's connection is attached: the body may stream (CallReady)
-	retrying     bool             // the exchange holds a retry in the budget (a retry after a connect failure takes none)
-	retryMethod  bool             // the route retries the method after its bytes reached a node
-	hostFromNode bool             // the request had no Host: the head names the node
-	group        *upstream.Group  // the group attempts pick from
-	upDef        *upstreamDef     // the upstream attempts go to (pickNode)
-	budget       *retryBudget     // upDef's; set by forward, nil again once counted out
-	budgetLim    budgetLimits     // its limits in the exchange's config version
-	tried        upstream.NodeSet // nodes of group earlier attempts failed on (read only by a retry)
+	n            int                 // the attempt running: 1 for the first
+	attached     bool                // the attempt's connection is attached: the body may stream (CallReady)
+	retrying     bool                // the exchange holds a retry in the budget (a retry after a connect failure takes none)
+	retryMethod  bool                // the route retries the method after its bytes reached a node
+	hostFromNode bool                // the request had no Host: the head names the node
+	group        *upstream.Group     // the group attempts pick from
+	upDef        *upstreamDef        // the upstream attempts go to (pickNode)
+	budget       *policy.Budget      // upDef's; set by forward, nil again once counted out
+	budgetLim    policy.BudgetLimits // its limits in the exchange's config version
+	tried        upstream.NodeSet    // nodes of group earlier attempts failed on (read only by a retry)
 }
 
-// admission is what the route's policies gave the call: the circuit
-// breaker's phase it was admitted under (breaker.go), the isolation
-// permit (isolation.go), and the links of the permit queue while waiting
+// admission is what the route's policies gave the call (admission.go):
+// the circuit breaker's phase it was admitted under, the isolation
+// permit, and the links of the permit queue while waiting
 // (isolationqueue.go).
 type admission struct {
-	brk        *breakerPhase // nil when the route has no breaker or it was counted
-	isoHeld    bool          // a permit of the route's isolation limiter is held
-	prev, next *exchange     // links in the loop's permitWaiters, while waiting
-	retryAfter [20]byte      // the Retry-After value of a 55301
+	brk        *policy.BreakerPhase // nil when the route has no breaker or it was counted
+	isoHeld    bool                 // a permit of the route's isolation limiter is held
+	prev, next *exchange            // links in the loop's permitWaiters, while waiting
+	retryAfter [20]byte             // the Retry-After value of a 55301
 }
 
 // logState is what only the logs read.

@@ -23,10 +23,10 @@ type waitList struct{ head, tail *exchange }
 // nothing, when the route's queue is full or turned off.
 func (ex *exchange) waitForPermit() bool {
 	iso, s := ex.route.isolation, &ex.route.isolationCfg
-	if iso.waiting.Add(1) > s.queue {
-		iso.waiting.Add(-1)
+	if !iso.Wait(s) {
 		return false
 	}
+	_, timeout := s.Queue()
 	// As park does: the head moves out of the client's input, which the
 	// callback's views die with, and the client reads nothing more while
 	// the request waits (bounded by max_conn_buffer; the queue timeout
@@ -36,7 +36,7 @@ func (ex *exchange) waitForPermit() bool {
 	ex.cc.timer.Stop()
 	ex.setPhase(phaseWaiting)
 	l := ex.loop
-	l.wheel.Arm(&ex.timer, s.queueTimeout)
+	l.wheel.Arm(&ex.timer, timeout)
 	w := &l.permitWaiters
 	ex.policy.prev, ex.policy.next = w.tail, nil
 	if w.tail != nil {
@@ -52,7 +52,7 @@ func (ex *exchange) waitForPermit() bool {
 // timed out, or ended by its client. The phase it leaves (setPhase) stops
 // the queue_timeout.
 func (ex *exchange) leaveQueue() {
-	ex.route.isolation.waiting.Add(-1)
+	ex.route.isolation.Leave()
 	w := &ex.loop.permitWaiters
 	if ex.policy.prev != nil {
 		ex.policy.prev.policy.next = ex.policy.next
@@ -80,7 +80,7 @@ func (l *loop) grantPermits() {
 	l.grantDue = false
 	for ex := l.permitWaiters.head; ex != nil; {
 		next := ex.policy.next // granting changes only ex's own links
-		if ex.route.isolation.acquire() {
+		if ex.route.isolation.Acquire() {
 			ex.leaveQueue()
 			ex.policy.isoHeld = true
 			ex.run()

@@ -386,8 +386,8 @@ func (ex *exchange) callUpstream() {
 		ex.localReply(errNoHealthyNode)
 		return
 	}
-	ex.retry.retryMethod = r.retry.allowsMethod(req.Method)
-	ex.body.keep = ex.body.keep && ex.retry.retryMethod && r.retry.attempts > 1
+	ex.retry.retryMethod = r.retry.AllowsMethod(req.Method)
+	ex.body.keep = ex.body.keep && ex.retry.retryMethod && r.retry.Attempts > 1
 	ex.retry.hostFromNode = len(req.Host) == 0
 	head, bad := ex.buildUpstreamHead(req, node.Addr)
 	if bad != nil { // a rewrite produced a path that does not normalise
@@ -415,7 +415,7 @@ func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
 	ex.end.callStart = ex.loop.now()
 	ex.markUpstreamStart()
 	a.budget, a.budgetLim = a.upDef.budget, a.upDef.budgetLim
-	a.budget.begin(ex.loop.index)
+	a.budget.Begin(ex.loop.index)
 	ex.startCall(p, head)
 }
 
@@ -425,8 +425,8 @@ func (ex *exchange) forward(p *upstream.Pool, head *pool.Buffer) {
 func (ex *exchange) startCall(p *upstream.Pool, head *pool.Buffer) {
 	r := ex.route
 	timeout := r.responseTimeout
-	if r.retry.perTry > 0 && r.retry.perTry < timeout {
-		timeout = r.retry.perTry
+	if r.retry.PerTry > 0 && r.retry.PerTry < timeout {
+		timeout = r.retry.PerTry
 	}
 	tenant, share := r.poolShare()
 	ex.call.Start(p, head, upstream.Options{

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
 	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
@@ -35,7 +36,7 @@ type Compiled struct {
 func Compile(cfg *config.Config) (*Compiled, error) {
 	n := cfg.EventLoops()
 	scratch := durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), limits: limiter.NewStore(),
-		metrics: newRegistry(n), resilience: newResilience(n, cfg.HealthChecks)}
+		metrics: newRegistry(n), resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch)}
 	// A cluster rate limit dials Redis while it compiles; this copy of it
 	// serves nothing.
 	defer scratch.limits.Close()
@@ -92,7 +93,7 @@ func (s *Server) Apply(c *Compiled) (uint64, error) {
 func (s *Server) apply(old *state, c *Compiled) uint64 {
 	st := &state{version: old.version + 1, cfg: c.cfg, snap: c.snap}
 	s.applyLiveObservability(c.cfg) // metrics.per_request (accesslog.go)
-	c.snap.activate(s.resilience.prober)
+	c.snap.activate(s.resilience.Prober())
 	s.state.Store(st)
 	for _, l := range s.loops {
 		if el := l.eventLoop(); el != nil {

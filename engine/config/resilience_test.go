@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/engine/policy"
 )
 
 // A route's own section sets its fields over the global section, the rest
@@ -24,10 +26,10 @@ routes:
 	own, global := c.Routes[0], c.Routes[1]
 	b := own.CircuitBreaker
 	if b.Window != 20 || b.OpenFor != Duration(10*time.Second) || b.MinCalls != 2 || b.On() ||
-		b.FailureRate != defaultBreakerFailRate || len(b.FailureStatuses) != 100 {
+		b.FailureRate != policy.DefaultBreakerFailRate || len(b.FailureStatuses) != 100 {
 		t.Errorf("route's own breaker: %+v", *b)
 	}
-	if g := global.CircuitBreaker; g.Window != 20 || g.MinCalls != defaultBreakerMinCalls || !g.On() {
+	if g := global.CircuitBreaker; g.Window != 20 || g.MinCalls != policy.DefaultBreakerMinCalls || !g.On() {
 		t.Errorf("route without a breaker section: %+v", *g)
 	}
 	if c.CircuitBreaker.MinCalls != 0 || c.CircuitBreaker.Enabled != nil {

@@ -126,7 +126,7 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 	positive(p, path+".idle_timeout", u.IdleTimeout)
 	positive(p, path+".max_conns", u.MaxConns)
 	positive(p, path+".max_idle", u.MaxIdle)
-	validateRetryBudget(p, path+".retry_budget", &u.RetryBudget)
+	u.RetryBudget.Validate(p.at(path + ".retry_budget"))
 	validateOutlier(p, path+".outlier", &u.Outlier)
 	if u.HealthCheck != nil {
 		validateHealthCheck(p, path+".health_check", u.HealthCheck)
@@ -161,12 +161,12 @@ func (c *Config) validateRoutes(p *problems) {
 		if r.EscapedSlashes != EscapedSlashesReject && r.EscapedSlashes != EscapedSlashesKeep {
 			p.add(path+".escaped_slashes", "%q: want %q or %q", r.EscapedSlashes, EscapedSlashesReject, EscapedSlashesKeep)
 		}
-		validateRetry(p, path+".retry", &r.Retry)
+		r.Retry.Validate(p.at(path + ".retry"))
 		if r.CircuitBreaker != nil {
-			validateBreaker(p, path+".circuit_breaker", r.CircuitBreaker)
+			r.CircuitBreaker.Validate(p.at(path + ".circuit_breaker"))
 		}
 		if r.Isolation != nil {
-			validateIsolation(p, path+".isolation", r.Isolation)
+			r.Isolation.Validate(p.at(path + ".isolation"))
 		}
 		c.validateRouteFilters(p, i, path, r)
 	}

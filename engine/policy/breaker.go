@@ -1,8 +1,9 @@
 // Circuit breakers per route: a count-based window of call outcomes that
-// opens the circuit on a failure or slow-call rate, answers 503/55301
-// while open, and lets a few calls probe the upstream before closing.
+// opens the circuit on a failure or slow-call rate, refuses calls while
+// open (the engine answers 503/55301), and lets a few calls probe the
+// upstream before closing.
 
-package engine
+package policy
 
 import (
 	"log"
@@ -10,28 +11,27 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/loopgate/loopgate/codec"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/pool/loopstat"
-	"github.com/loopgate/loopgate/upstream"
 )
 
-// breakerState is where a circuit is: CLOSED → OPEN → HALF_OPEN → CLOSED
+// BreakerState is where a circuit is: CLOSED → OPEN → HALF_OPEN → CLOSED
 // (or OPEN again).
-type breakerState uint8
+type BreakerState uint8
 
+// The states, in the order of loopgate_route_breaker_state's values.
 const (
-	breakerClosed breakerState = iota
-	breakerOpen
-	breakerHalfOpen
+	BreakerClosed BreakerState = iota
+	BreakerOpen
+	BreakerHalfOpen
 )
 
 var breakerStateNames = [...]string{"closed", "open", "half_open"}
 
-func (s breakerState) String() string { return breakerStateNames[s] }
+func (s BreakerState) String() string { return breakerStateNames[s] }
 
-// breakerSettings are a route's compiled config.CircuitBreaker.
-type breakerSettings struct {
+// BreakerSettings are a route's compiled CircuitBreaker, per config
+// version.
+type BreakerSettings struct {
 	minCalls           int64
 	window             int
 	failRate, slowRate int64 // percent
@@ -40,8 +40,9 @@ type breakerSettings struct {
 	failStatus         [10]uint64 // bit s-100 for a status that counts as a failure
 }
 
-func newBreakerSettings(b *config.CircuitBreaker) breakerSettings {
-	s := breakerSettings{minCalls: int64(b.MinCalls), window: b.Window,
+// NewBreakerSettings compiles a route's effective breaker section.
+func NewBreakerSettings(b *CircuitBreaker) BreakerSettings {
+	s := BreakerSettings{minCalls: int64(b.MinCalls), window: b.Window,
 		failRate: int64(b.FailureRate), slowRate: int64(b.SlowCallRate),
 		slowCall: int64(b.SlowCall), openFor: int64(b.OpenFor), halfOpenCalls: int64(b.HalfOpenCalls)}
 	for _, st := range b.FailureStatuses {
@@ -51,17 +52,18 @@ func newBreakerSettings(b *config.CircuitBreaker) breakerSettings {
 	return s
 }
 
-func (s *breakerSettings) failsOn(status int) bool {
+// FailsOn reports whether a response status counts as a failed call.
+func (s *BreakerSettings) FailsOn(status int) bool {
 	i := status - 100
 	return i >= 0 && i < 640 && s.failStatus[i/64]&(1<<uint(i%64)) != 0
 }
 
-// breakerPhase is one stay in a state. A transition swaps in a new phase,
+// BreakerPhase is one stay in a state. A transition swaps in a new phase,
 // so the counters a phase holds are its own: an outcome is recorded only
 // into the phase its call was admitted under, and a call that began before
 // a transition changes nothing after it. Only transitions allocate.
-type breakerPhase struct {
-	state breakerState
+type BreakerPhase struct {
+	state BreakerState
 	since int64 // loopstat.Now when the phase began
 
 	// CLOSED: the window of the last outcomes, a slot each (see outcome
@@ -79,37 +81,39 @@ const (
 	outcomeSlow   = 4
 )
 
-// breaker is one route's circuit, kept by the server under the route id,
+// Breaker is one route's circuit, kept by the Registry under the route id,
 // so its state survives reloads. Lock-free: any loop admits and records
 // with atomics; only a transition allocates, and one CAS decides it.
-type breaker struct {
+type Breaker struct {
 	route string
-	phase atomic.Pointer[breakerPhase]
+	phase atomic.Pointer[BreakerPhase]
 
 	transitions [3]atomic.Uint64 // into each state
 	rejected    atomic.Uint64    // requests answered 55301
 }
 
-func newBreaker(route string, window int) *breaker {
-	b := &breaker{route: route}
-	b.phase.Store(&breakerPhase{state: breakerClosed, since: loopstat.Now(), slots: make([]atomic.Uint32, window)})
+// NewBreaker makes route's circuit, CLOSED, with a window of window
+// calls; Registry.Breaker keeps it by route id.
+func NewBreaker(route string, window int) *Breaker {
+	b := &Breaker{route: route}
+	b.phase.Store(&BreakerPhase{state: BreakerClosed, since: loopstat.Now(), slots: make([]atomic.Uint32, window)})
 	return b
 }
 
-// admit lets a call through, returning the phase to record it in, or
+// Admit lets a call through, returning the phase to record it in, or
 // refuses it with the time until the circuit may let calls through again.
-func (b *breaker) admit(s *breakerSettings, now int64) (*breakerPhase, time.Duration) {
+func (b *Breaker) Admit(s *BreakerSettings, now int64) (*BreakerPhase, time.Duration) {
 	for {
 		p := b.phase.Load()
 		switch p.state {
-		case breakerClosed:
+		case BreakerClosed:
 			return p, 0
-		case breakerOpen:
+		case BreakerOpen:
 			if left := p.since + s.openFor - now; left > 0 {
 				b.rejected.Add(1)
 				return nil, time.Duration(left)
 			}
-			h := &breakerPhase{state: breakerHalfOpen, since: now}
+			h := &BreakerPhase{state: BreakerHalfOpen, since: now}
 			h.permits.Store(s.halfOpenCalls)
 			b.move(p, h, "open for "+time.Duration(now-p.since).Round(time.Millisecond).String())
 			// Whoever won, the circuit is HALF_OPEN (or moved on): look again.
@@ -127,7 +131,7 @@ func (b *breaker) admit(s *breakerSettings, now int64) (*breakerPhase, time.Dura
 // left. A refusal leaves the count as it was: were it driven below zero,
 // a permit given back (abandon) would never be taken again, and the
 // probes that did run would never reach half_open_calls to decide.
-func (p *breakerPhase) takePermit() bool {
+func (p *BreakerPhase) takePermit() bool {
 	for {
 		n := p.permits.Load()
 		if n <= 0 {
@@ -139,9 +143,9 @@ func (p *breakerPhase) takePermit() bool {
 	}
 }
 
-// record counts a call's outcome in the phase it was admitted under, and
+// Record counts a call's outcome in the phase it was admitted under, and
 // makes the transition the outcome calls for.
-func (b *breaker) record(s *breakerSettings, p *breakerPhase, failed, slow bool, now int64) {
+func (b *Breaker) Record(s *BreakerSettings, p *BreakerPhase, failed, slow bool, now int64) {
 	if b.phase.Load() != p {
 		return // admitted under a phase that has ended
 	}
@@ -152,7 +156,7 @@ func (b *breaker) record(s *breakerSettings, p *breakerPhase, failed, slow bool,
 	if slow {
 		o |= outcomeSlow
 	}
-	if p.state == breakerClosed {
+	if p.state == BreakerClosed {
 		old := p.slots[(p.next.Add(1)-1)%uint64(len(p.slots))].Swap(o)
 		// Every loop records here: a counter the outcome leaves as it was
 		// (calls, once the window is full; failed and slow, mostly) is not
@@ -168,7 +172,7 @@ func (b *breaker) record(s *breakerSettings, p *breakerPhase, failed, slow bool,
 		}
 		calls, f, sl := p.calls.Load(), p.failed.Load(), p.slow.Load()
 		if calls >= s.minCalls && (f*100 >= s.failRate*calls || sl*100 >= s.slowRate*calls) {
-			b.move(p, &breakerPhase{state: breakerOpen, since: now}, rates(f, sl, calls))
+			b.move(p, &BreakerPhase{state: BreakerOpen, since: now}, rates(f, sl, calls))
 		}
 		return
 	}
@@ -182,29 +186,29 @@ func (b *breaker) record(s *breakerSettings, p *breakerPhase, failed, slow bool,
 	if calls := p.calls.Add(1); calls >= s.halfOpenCalls {
 		f, sl := p.failed.Load(), p.slow.Load()
 		if f*100 >= s.failRate*calls || sl*100 >= s.slowRate*calls {
-			b.move(p, &breakerPhase{state: breakerOpen, since: now}, "probes "+rates(f, sl, calls))
+			b.move(p, &BreakerPhase{state: BreakerOpen, since: now}, "probes "+rates(f, sl, calls))
 		} else {
-			b.move(p, &breakerPhase{state: breakerClosed, since: now, slots: make([]atomic.Uint32, s.window)}, "probes "+rates(f, sl, calls))
+			b.move(p, &BreakerPhase{state: BreakerClosed, since: now, slots: make([]atomic.Uint32, s.window)}, "probes "+rates(f, sl, calls))
 		}
 	}
 }
 
-// abandon gives back a HALF_OPEN permit whose call never reached an
+// Abandon gives back a HALF_OPEN permit whose call never reached an
 // outcome (the client left first), so the probes can still decide.
-func (b *breaker) abandon(p *breakerPhase) {
-	if p.state == breakerHalfOpen && b.phase.Load() == p {
+func (b *Breaker) Abandon(p *BreakerPhase) {
+	if p.state == BreakerHalfOpen && b.phase.Load() == p {
 		p.permits.Add(1)
 	}
 }
 
 // move makes the transition from p to next, once: of racing callers one
 // wins the CAS, and only it logs and counts the transition.
-func (b *breaker) move(p, next *breakerPhase, why string) {
+func (b *Breaker) move(p, next *BreakerPhase, why string) {
 	if !b.phase.CompareAndSwap(p, next) {
 		return
 	}
 	b.transitions[next.state].Add(1)
-	// Once per transition; a notice (notices.go), so it never waits on
+	// Once per transition; a notice (the engine's log writer), so it never waits on
 	// stderr.
 	log.Printf("circuit breaker route=%s %s -> %s (%s)", b.route, p.state, next.state, why)
 }
@@ -213,46 +217,14 @@ func rates(failed, slow, calls int64) string {
 	return "failed " + strconv.FormatInt(failed, 10) + ", slow " + strconv.FormatInt(slow, 10) + " of " + strconv.FormatInt(calls, 10) + " calls"
 }
 
-var errBreakerOpen = &codec.Error{Status: 503, Code: 55301, Message: "circuit breaker open for this route; retry later"}
+// Route is the id of the route the breaker guards.
+func (b *Breaker) Route() string { return b.route }
 
-// admitBreaker asks the route's breaker for the call, and answers 503,
-// code 55301, with Retry-After (the seconds until the circuit may let
-// calls through) when it refuses. It reports whether the call may go on.
-func (ex *exchange) admitBreaker() bool {
-	r := ex.route
-	p, left := r.breaker.admit(&r.breakerCfg, loopstat.Now())
-	if p != nil {
-		ex.policy.brk = p
-		return true
-	}
-	secs := int64((left + time.Second - 1) / time.Second)
-	ex.fx.Rejection.AddHeader("Retry-After", strconv.AppendInt(ex.policy.retryAfter[:0], max(secs, 1), 10))
-	ex.localReply(errBreakerOpen)
-	return false
-}
+// State is the circuit's state now. Safe for concurrent use.
+func (b *Breaker) State() BreakerState { return b.phase.Load().state }
 
-// recordBreaker tells the route's breaker how the exchange's upstream call
-// ended: failed by a connect error, timeout or reset, or by a status the
-// route counts, and whether it was slow. A call that ended with neither
-// (the client left first) gives its permit back.
-func (ex *exchange) recordBreaker() {
-	p := ex.policy.brk
-	if p == nil {
-		return
-	}
-	ex.policy.brk = nil
-	r := ex.route
-	s := &r.breakerCfg
-	now := loopstat.Now()
-	var failed bool
-	switch {
-	case ex.end.upErr == upstream.ErrConnect, ex.end.upErr == upstream.ErrTimeout, ex.end.upErr == upstream.ErrReset:
-		failed = true
-	case ex.end.upStatus != 0:
-		failed = s.failsOn(ex.end.upStatus)
-	default:
-		r.breaker.abandon(p)
-		return
-	}
-	r.breaker.record(s, p, failed, now-ex.end.callStart > s.slowCall, now)
-}
+// State is the state the phase is a stay in.
+func (p *BreakerPhase) State() BreakerState { return p.state }
+
+// Slow reports whether a call that took took nanoseconds counts as slow.
+func (s *BreakerSettings) Slow(took int64) bool { return took > s.slowCall }
