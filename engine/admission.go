@@ -27,7 +27,7 @@ func (ex *exchange) admitBreaker() bool {
 		return true
 	}
 	secs := int64((left + time.Second - 1) / time.Second)
-	ex.fx.Rejection.AddHeader("Retry-After", strconv.AppendInt(ex.policy.retryAfter[:0], max(secs, 1), 10))
+	ex.fx.Rejection.AddHeader("Retry-After", strconv.AppendInt(ex.retryAfterBuf[:0], max(secs, 1), 10))
 	ex.localReply(errBreakerOpen)
 	return false
 }

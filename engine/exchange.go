@@ -129,8 +129,13 @@ type exchange struct {
 	policy admission // what the route's breaker and isolation limiter gave the call
 	log    logState  // what only the access log reads
 	body   reqBody   // the request body on its way upstream (its mode and done first)
+	decode decoders  // its chunked decoders, Reset where they are needed
 
 	call upstream.Call
+
+	// retryAfterBuf holds the Retry-After value of a 55301 while it is
+	// written; begin need not clear it.
+	retryAfterBuf [20]byte
 
 	// Parking (inbox.go): not reset by begin, since gen survives
 	// recycling (a ticket of an earlier request never matches a later
@@ -174,17 +179,23 @@ type reqBody struct {
 	keep         bool // the body, held whole, stays in the client's input until the attempt is final (replay)
 	kept         int  // bytes of it sent and kept there
 	remaining    int64
-	chunked      codec.ChunkedDecoder
 	stalledSince time.Time // when the upstream last took body bytes, while stalled
 
 	contentLength int64 // the request's Content-Length, to send it again for a replay
 	chunkLimit    int64 // the chunked body's size limit, to decode it again for a replay
 
 	// Holding it whole (bufferBody).
-	bufferLimit int64                // request_buffer_bytes for this request
-	preOff      int                  // body bytes pre has validated
-	payload     int64                // the payload bytes among them
-	pre         codec.ChunkedDecoder // validates a buffered chunked body
+	bufferLimit int64 // request_buffer_bytes for this request
+	preOff      int   // body bytes decoders.pre has validated
+	payload     int64 // the payload bytes among them
+}
+
+// decoders are the request body's chunked decoders. They are not reset
+// with the body group: each is Reset where a chunked body first needs it,
+// so a request without one does not pay for clearing them.
+type decoders struct {
+	body codec.ChunkedDecoder // the chunked body as it streams (pumpBody); Reset by begin, routeRequest and rewindBody
+	pre  codec.ChunkedDecoder // validates a chunked body held whole (bufferBody); Reset by wantsBuffer
 }
 
 // respState is the response's framing and what the gateway did to it.
@@ -235,7 +246,6 @@ type admission struct {
 	brk        *policy.BreakerPhase // nil when the route has no breaker or it was counted
 	isoHeld    bool                 // a permit of the route's isolation limiter is held
 	prev, next *exchange            // links in the loop's permitWaiters, while waiting
-	retryAfter [20]byte             // the Retry-After value of a 55301
 }
 
 // logState is what only the logs read.
@@ -262,7 +272,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	switch {
 	case req.Chunked:
 		ex.body.mode = codec.BodyChunked
-		ex.body.chunked.Reset(ex.snap.limits.MaxBodyBytes)
+		ex.decode.body.Reset(ex.snap.limits.MaxBodyBytes)
 		ex.body.chunkLimit = ex.snap.limits.MaxBodyBytes
 	case req.ContentLength > 0:
 		ex.body.mode = codec.BodyLength

@@ -119,7 +119,7 @@ func (ex *exchange) routeRequest() bool {
 		return false
 	}
 	if ex.body.mode == codec.BodyChunked && ex.route.maxBody > 0 {
-		ex.body.chunked.Reset(ex.route.maxBody)
+		ex.decode.body.Reset(ex.route.maxBody)
 		ex.body.chunkLimit = ex.route.maxBody
 	}
 	ex.chain = ex.route.chain
@@ -308,7 +308,7 @@ func (ex *exchange) wantsBuffer(req *codec.Request, limit int64) bool {
 		if ex.route.maxBody > 0 {
 			maxBody = ex.route.maxBody
 		}
-		b.pre.Reset(maxBody)
+		ex.decode.pre.Reset(maxBody)
 		return true
 	}
 	return false
@@ -333,7 +333,7 @@ func (ex *exchange) bufferBody() bool {
 		complete = int64(len(buf)) >= b.remaining
 	case codec.BodyChunked:
 		for b.preOff < len(buf) && !complete && int64(b.preOff) <= b.bufferLimit {
-			n, data, done, err := b.pre.Next(buf[b.preOff:])
+			n, data, done, err := ex.decode.pre.Next(buf[b.preOff:])
 			if err != nil {
 				ex.discardHead()
 				ex.badBody(err)

@@ -59,7 +59,7 @@ func (ex *exchange) pumpBody() {
 			b.remaining -= int64(take)
 			last = b.remaining == 0
 		case codec.BodyChunked:
-			n, data, done, err := b.chunked.Next(buf)
+			n, data, done, err := ex.decode.body.Next(buf)
 			if err != nil {
 				ex.badBody(err)
 				return
@@ -156,7 +156,7 @@ func (ex *exchange) rewindBody() {
 	case codec.BodyLength:
 		b.remaining = b.contentLength
 	case codec.BodyChunked:
-		b.chunked.Reset(b.chunkLimit)
+		ex.decode.body.Reset(b.chunkLimit)
 	}
 }
 
