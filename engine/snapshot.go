@@ -15,7 +15,6 @@ import (
 	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/filters"
-	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
 	"github.com/loopgate/loopgate/upstream"
 )
@@ -216,7 +215,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 			rt.isolation = kept.resilience.Limiter(r.ID, &rt.isolationCfg)
 		}
 		if r.Limits != nil {
-			rt.maxBody = access.RouteMaxBody(*r.Limits)
+			rt.maxBody = r.Limits.MaxBodyBytes // the limits filter's, through filters.RequestLimiter
 		}
 		s.routes = append(s.routes, rt)
 	}

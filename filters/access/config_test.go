@@ -72,7 +72,7 @@ func TestLimitsProblems(t *testing.T) {
 	if p := filterstest.Check(ok, env, &filters.RouteInfo{}); len(p) > 0 {
 		t.Fatal(p)
 	}
-	if l, set := ok.RequestLimits(); !set || l != (codec.Limits{MaxBodyBytes: 1 << 10}) || RouteMaxBody(l) != 1<<10 {
+	if l, set := ok.RequestLimits(); !set || l != (codec.Limits{MaxBodyBytes: 1 << 10}) || l.MaxBodyBytes != 1<<10 {
 		t.Errorf("RequestLimits = %+v, %v", l, set)
 	}
 	if _, set := (&LimitsRoute{}).RequestLimits(); set {

@@ -25,7 +25,8 @@ var _ filters.Filter = (*limitsFilter)(nil)
 // 414/41401, more header fields or a bigger head (request line included,
 // Request.HeadLen) 431/43101, a larger Content-Length 413/41301. Zero fields
 // inherit the global limit and are not checked here. A chunked body is
-// checked as it streams: pass RouteMaxBody(l) to its decoder.
+// checked as it streams, by the engine, with l.MaxBodyBytes (the route's
+// limits reach it through filters.RequestLimiter; 0 inherits).
 func NewLimitsFilter(order int, l codec.Limits) filters.Filter {
 	return &limitsFilter{
 		Base:        filters.Base{FilterName: NameLimits, FilterOrder: order},
@@ -35,11 +36,6 @@ func NewLimitsFilter(order int, l codec.Limits) filters.Filter {
 		bodyBytes:   l.MaxBodyBytes,
 	}
 }
-
-// RouteMaxBody is the body limit a route's chunked decoder must enforce, or
-// 0 when the route inherits the global limit. l is a route's own limits
-// (config.Route.Limits), zero fields inheriting.
-func RouteMaxBody(l codec.Limits) int64 { return l.MaxBodyBytes }
 
 // Request checks the parsed head against the route limits. It does not
 // allocate.

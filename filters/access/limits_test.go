@@ -52,12 +52,3 @@ func TestLimitsFilterZeroInherits(t *testing.T) {
 		t.Errorf("name/order %s/%d", f.Name(), f.Order())
 	}
 }
-
-func TestRouteMaxBody(t *testing.T) {
-	if got := RouteMaxBody(codec.Limits{MaxBodyBytes: 1 << 20}); got != 1<<20 {
-		t.Errorf("RouteMaxBody = %d", got)
-	}
-	if got := RouteMaxBody(codec.Limits{}); got != 0 {
-		t.Errorf("RouteMaxBody of zero limits = %d, want 0 (inherit)", got)
-	}
-}
