@@ -62,7 +62,7 @@ func (ex *exchange) run() {
 		}
 		fallthrough
 	case phaseFiltering: // from resume (inbox.go): the filters let the request through
-		if !ex.sendContinue() || !ex.holdBody() {
+		if ex.body.mode != codec.BodyNone && (!ex.sendContinue() || !ex.holdBody()) {
 			return // the client is gone, the body is still arriving, or it was bad
 		}
 		fallthrough
@@ -282,9 +282,9 @@ func (ex *exchange) sendContinue() bool {
 
 // holdBody holds a small body whole before an upstream is asked, so a
 // malformed one never reaches an upstream. It reports whether the request
-// goes on now: no body to hold, or the whole body is here already.
+// goes on now: the body is not to be held, or it is here whole already.
 func (ex *exchange) holdBody() bool {
-	if ex.body.mode == codec.BodyNone || !ex.wantsBuffer(ex.fx.Req, ex.snap.requestBuffer) {
+	if !ex.wantsBuffer(ex.fx.Req, ex.snap.requestBuffer) {
 		return true
 	}
 	return ex.bufferBody()

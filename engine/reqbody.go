@@ -162,10 +162,16 @@ func (ex *exchange) rewindBody() {
 
 // dropKeptBody lets the client's input go of a body kept for a replay,
 // once the attempt is final: its response has begun, or it failed for good.
+// Small enough to inline: most requests keep nothing.
 func (ex *exchange) dropKeptBody() {
-	if b := &ex.body; b.keep {
-		b.keep = false
-		_, _ = ex.cc.gc.Discard(b.kept)
-		b.kept = 0
+	if ex.body.keep {
+		ex.discardKept()
 	}
+}
+
+func (ex *exchange) discardKept() {
+	b := &ex.body
+	b.keep = false
+	_, _ = ex.cc.gc.Discard(b.kept)
+	b.kept = 0
 }
