@@ -9,8 +9,6 @@ import (
 
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
-	"github.com/loopgate/loopgate/filters/access"
-	"github.com/loopgate/loopgate/filters/auth"
 )
 
 // chainBuilder holds what every route's chain shares: what each filter's
@@ -20,26 +18,18 @@ import (
 type chainBuilder struct {
 	cfg      *config.Config
 	loops    int
-	groups   map[string]int // upstream group by name, for filters that route (gray, external_auth)
-	trusted  []netip.Prefix // trusted_proxies, for the client IP
-	shared   map[string]any // what each filter's Prepare built, by filter name
-	services filters.Services
-	reg      *registry // where each route's filter stats live
-
-	// For the control plane: the auth verifier (revocation) and the ban
-	// list every ip_access filter checks.
-	verifier *auth.Verifier
-	bans     *access.Bans
+	groups   map[string]int    // upstream group by name, for filters that route (gray, external_auth)
+	trusted  []netip.Prefix    // trusted_proxies, for the client IP
+	shared   map[string]any    // what each filter's Prepare built, by filter name
+	services *filters.Services // the server's filter-owned objects (services.go)
+	reg      *registry         // where each route's filter stats live
 }
 
 // newChainBuilder takes the state that outlives a reload from kept (the
 // server's), so chains compiled for a new config share it.
 func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, kept *durable) (*chainBuilder, error) {
 	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, trusted: cfg.TrustedPrefixes(),
-		shared: map[string]any{}, bans: kept.bans, reg: kept.metrics}
-	b.services.Provide(b.bans)
-	b.services.Provide(kept.revoked)
-	b.services.Provide(kept.limits)
+		shared: map[string]any{}, services: &kept.services.byType, reg: kept.metrics}
 	for _, f := range filters.Registered() {
 		if f.Prepare == nil {
 			continue
@@ -50,7 +40,6 @@ func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, kept 
 		}
 		b.shared[f.Name] = v
 	}
-	b.verifier, _ = b.shared[auth.Name].(*auth.Verifier)
 	return b, nil
 }
 
@@ -63,7 +52,7 @@ func (b *chainBuilder) build(f *filters.Registration, r *config.Route) *filters.
 		Trusted:  b.trusted,
 		Upstream: b.group,
 		Globals:  b.cfg.FilterGlobal,
-		Services: &b.services,
+		Services: b.services,
 	}
 	if r != nil {
 		fb.RouteID, fb.Config, fb.Shared = r.ID, r.FilterConfig(f.Name), b.shared[f.Name]

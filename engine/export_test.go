@@ -7,12 +7,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/auth"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 // Every test runs with the exchange's phase transitions checked: an
 // illegal one panics (see setPhase).
 func init() { phaseChecks = true }
+
+// Bans, Verifier and Limits are the server's filter objects the tests
+// reach (Service): the ban list, the running version's verifier, the
+// rate limits' store.
+func (s *Server) Bans() *access.Bans       { v, _ := Service[*access.Bans](s); return v }
+func (s *Server) Verifier() *auth.Verifier { v, _ := Service[*auth.Verifier](s); return v }
+func (s *Server) Limits() *limiter.Store   { v, _ := Service[*limiter.Store](s); return v }
 
 // ServeForTest runs srv until the test ends and returns its listen address.
 // At the end it shuts srv down, unless the test already did (and judged

@@ -11,9 +11,6 @@ import (
 
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/policy"
-	"github.com/loopgate/loopgate/filters/access"
-	"github.com/loopgate/loopgate/filters/auth"
-	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
 // errNotCompiledHere is Apply's answer to a Compiled from another server.
@@ -35,11 +32,10 @@ type Compiled struct {
 // exists; Server.Compile saves the second compile.
 func Compile(cfg *config.Config) (*Compiled, error) {
 	n := cfg.EventLoops()
-	scratch := durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), limits: limiter.NewStore(),
-		metrics: newRegistry(n), resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch)}
+	scratch := durable{services: newServices(), metrics: newRegistry(n), resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch)}
 	// A cluster rate limit dials Redis while it compiles; this copy of it
 	// serves nothing.
-	defer scratch.limits.Close()
+	defer scratch.services.close()
 	if _, err := compile(cfg, n, &scratch); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -21,9 +20,6 @@ import (
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/policy"
-	"github.com/loopgate/loopgate/filters/access"
-	"github.com/loopgate/loopgate/filters/auth"
-	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
 )
@@ -70,33 +66,11 @@ type Server struct {
 // Compiled snapshots refer to it and never hold a copy of their own, so a
 // recompile keeps it whole.
 type durable struct {
-	bans    *access.Bans      // runtime IP bans
-	revoked *auth.Revocations // token and API key revocations
-	limits  *limiter.Store    // rate limits' buckets, key tables and Redis cluster
-	metrics *registry         // route, filter and loop metrics, and the upstream nodes
+	services *services // what the filters keep: runtime IP bans, revocations, the rate limits' store
+	metrics  *registry // route, filter and loop metrics, and the upstream nodes
 
 	resilience *policy.Registry // breakers, isolation limiters, retry budgets, outlier ejection, the prober
 }
-
-// maxBans bounds the runtime ban list.
-const maxBans = 100_000
-
-// Verifier is the running config's auth verifier. Revoke on it takes
-// effect on every loop and lasts across reloads: the revocations are the
-// server's, shared by every config version's verifier.
-func (s *Server) Verifier() *auth.Verifier { return s.state.Load().snap.verifier }
-
-// Bans is the runtime IP ban list that every ip_access filter checks. It is
-// the server's and lasts across reloads.
-func (s *Server) Bans() *access.Bans { return s.bans }
-
-// Limits is the rate limits' state (Status, the GET /limits handler). It
-// is the server's and lasts across reloads.
-func (s *Server) Limits() *limiter.Store { return s.limits }
-
-// LimitsHandler serves GET /limits on the admin port: the limits' status
-// as JSON (see limiter.Store.Handler).
-func (s *Server) LimitsHandler() http.Handler { return s.limits.Handler() }
 
 // New validates nothing itself (config.Parse already did) and prepares a
 // server for cfg.
@@ -104,7 +78,7 @@ func New(cfg *config.Config) (*Server, error) {
 	installNotices() // what compiling logs is a JSON line too
 	n := cfg.EventLoops()
 	s := &Server{
-		durable: durable{bans: access.NewBans(maxBans), revoked: auth.NewRevocations(), limits: limiter.NewStore(), metrics: newRegistry(n),
+		durable: durable{services: newServices(), metrics: newRegistry(n),
 			resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch)},
 		pin:    cfg.Pin,
 		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
@@ -121,7 +95,9 @@ func New(cfg *config.Config) (*Server, error) {
 	snap.activate(s.resilience.Prober())
 	s.state.Store(&state{version: 1, cfg: cfg, snap: snap})
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
-	s.metricSet.RegisterMetricsWriter(s.limits.WriteMetrics)
+	for _, w := range s.services.metricsWriters() { // the rate limits'
+		s.metricSet.RegisterMetricsWriter(w)
+	}
 	s.metricSet.RegisterMetricsWriter(s.writeResilienceSeries)
 	s.metricSet.RegisterMetricsWriter(s.writeAcceptSeries)
 	s.loops = make([]*loop, n)
@@ -159,7 +135,7 @@ var ErrLoopsStopped = errors.New("engine: the event loops stopped without a shut
 func (s *Server) Run() error {
 	defer close(s.stopped)
 	startNotices(s)
-	defer s.limits.Close() // the Redis workers and the key sweeper stop with the loops
+	defer s.services.close() // the rate limits' Redis workers and key sweeper stop with the loops
 	s.logs.Start()
 	defer s.logs.Stop() // after the loops: writes what they left in the rings
 	stop := make(chan struct{})

@@ -15,7 +15,6 @@ import (
 	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/filters"
-	"github.com/loopgate/loopgate/filters/auth"
 	"github.com/loopgate/loopgate/upstream"
 )
 
@@ -40,7 +39,7 @@ type snapshot struct {
 	limits     codec.Limits
 	respLimits codec.Limits   // upstream response heads
 	trusted    []netip.Prefix // trusted_proxies
-	verifier   *auth.Verifier // the routes' auth filters use it; Server.Verifier returns it
+	shared     map[string]any // what each filter's Prepare built, by filter name (the auth verifier); Service finds them
 
 	// managed are the identity headers the gateway sets (auth's identity
 	// headers, external auth's copied ones); a client's copies of them are
@@ -188,7 +187,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 	if err != nil {
 		return nil, append(errs, err)
 	}
-	s.trusted, s.verifier = b.trusted, b.verifier
+	s.trusted, s.shared = b.trusted, b.shared
 	for i := range cfg.Routes {
 		r := &cfg.Routes[i]
 		g, ok := groupIndex[r.Upstream]

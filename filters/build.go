@@ -53,11 +53,15 @@ func (s *Services) Provide(v any) {
 
 // Service returns the object of type T the engine provided, and whether
 // there is one.
-func Service[T any](b *Build) (T, bool) {
+func Service[T any](b *Build) (T, bool) { return ServiceOf[T](b.Services) }
+
+// ServiceOf returns the object of type T in s, and whether there is one.
+// Safe for concurrent use once the objects are provided.
+func ServiceOf[T any](s *Services) (T, bool) {
 	var zero T
-	if b.Services == nil {
+	if s == nil {
 		return zero, false
 	}
-	v, ok := b.Services.byType[reflect.TypeFor[T]()].(T)
+	v, ok := s.byType[reflect.TypeFor[T]()].(T)
 	return v, ok
 }

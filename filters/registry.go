@@ -63,6 +63,17 @@ type Registration struct {
 	// nil Filter and nil error mean it has nothing to do on the route.
 	New func(b *Build) (Filter, error)
 
+	// Service, when set, makes the object the server owns for this
+	// filter across every config version (ip_access's ban list, auth's
+	// revocations, the rate limits' store): made once per server, lent to
+	// Prepare and New (Service), and reached by the control plane by its
+	// type. The engine also writes its series when it has a
+	// WriteMetrics(io.Writer) method, serves GET /limits from a
+	// Handler() http.Handler method, and calls a Close() method when it
+	// drops a server's worth of them unused (a config compiled only to
+	// be checked).
+	Service func() any
+
 	globalKeys, routeKeys []string // from the configs' yaml tags
 }
 

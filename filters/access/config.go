@@ -21,9 +21,10 @@ const (
 func init() {
 	filters.Register(filters.Registration{
 		Name: NameIPAccess, Order: 200, Default: true, // default, so that runtime bans apply to every route
-		Global: func() filters.GlobalConfig { return new(IPLists) },
-		Route:  func() filters.RouteConfig { return new(IPLists) },
-		New:    newIPAccess,
+		Global:  func() filters.GlobalConfig { return new(IPLists) },
+		Route:   func() filters.RouteConfig { return new(IPLists) },
+		New:     newIPAccess,
+		Service: func() any { return NewBans(MaxBans) }, // the server's one ban list
 	})
 	filters.Register(filters.Registration{
 		Name: NameLimits, Order: 150, NeedsRoute: true,
@@ -31,6 +32,9 @@ func init() {
 		New:   newLimits,
 	})
 }
+
+// MaxBans bounds the server's runtime ban list.
+const MaxBans = 100_000
 
 // IPLists are the ip_access filter's keys, at the top level (applying to
 // every route) and in a route (applying to it, after the global lists).

@@ -24,6 +24,7 @@ func init() {
 		Route:   func() filters.RouteConfig { return new(Route) },
 		Prepare: prepareVerifier,
 		New:     newAuth,
+		Service: func() any { return NewRevocations() }, // the server's, shared by every version's verifier
 	})
 	filters.Register(filters.Registration{
 		Name: NameExternal, Order: 350, SetsIdentity: true,

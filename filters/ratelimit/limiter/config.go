@@ -29,6 +29,7 @@ func init() {
 		Route:   func() filters.RouteConfig { return new(Route) },
 		Prepare: prepare,
 		New:     newFilter,
+		Service: func() any { return NewStore() }, // buckets, key tables and the Redis cluster, across reloads
 	})
 }
 
