@@ -28,6 +28,8 @@ import (
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/admin"
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
 // Exit statuses: 0 after a clean stop (SIGTERM or SIGINT and the drain),
@@ -132,7 +134,7 @@ func writeVersion(w io.Writer, bi *debug.BuildInfo) {
 func run(opts *options) error {
 	// Before the config: max_connections defaults from the raised limit.
 	fdLimit := raiseDescriptorLimit()
-	cfg, err := loadConfig(opts)
+	control, cfg, err := startControl(opts)
 	if err != nil {
 		return err
 	}
@@ -144,6 +146,7 @@ func run(opts *options) error {
 	if err != nil {
 		return err
 	}
+	control.Bind(engineControl{srv, fdLimit})
 	warnings := cfg.Warnings()
 	if w := cfg.DescriptorWarning(fdLimit); w != "" {
 		warnings = append(warnings, w)
@@ -184,10 +187,17 @@ func run(opts *options) error {
 			return err
 		}
 	}
+	if cfg.Admin.Cluster == config.AdminClusterRedis {
+		copt, err := clusterOptions(cfg, srv)
+		if err != nil {
+			return err
+		}
+		defer control.StartCluster(copt).Close()
+	}
 	// SIGHUP and POST /reload share one debounced reloader.
 	reloads := admin.NewReloader(func(o admin.ReloadOptions) (string, error) {
 		notify.reloading()
-		return reload(opts, srv, o, fdLimit)
+		return reload(srv, control, o)
 	}, func(r admin.Result) {
 		logReload(srv, r)
 		notify.ready(reloadStatus(r))
@@ -196,9 +206,8 @@ func run(opts *options) error {
 	adminAddr := config.AdminOff
 	if cfg.Admin.Address != config.AdminOff {
 		a, err := admin.Listen(cfg.Admin.Address, srv, reloads, admin.Options{Hosts: cfg.Admin.Hosts, Pprof: cfg.Admin.Pprof,
-			Warn: func(msg string) {
-				srv.LogEvent(accesslog.Event{Level: accesslog.LevelError, Event: "admin_exposed", Message: msg})
-			}})
+			Tokens: adminTokens(cfg), OpenReads: cfg.Admin.OpenReads, Control: control, Runtime: gatewayRuntime{srv},
+			Audit: func(e admin.AuditEntry) { logAudit(srv, e) }})
 		if err != nil {
 			return err
 		}
@@ -210,9 +219,9 @@ func run(opts *options) error {
 	// and a SIGHUP never kills it.
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	control := make(chan os.Signal, 4)
-	signal.Notify(control, syscall.SIGHUP, syscall.SIGUSR1)
-	go handleControlSignals(control, srv, reloads)
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGHUP, syscall.SIGUSR1)
+	go handleControlSignals(signals, srv, reloads)
 
 	done := make(chan error, 1)
 	go func() { done <- srv.Run() }()
@@ -258,17 +267,24 @@ func run(opts *options) error {
 	return nil
 }
 
-// loadConfig reads the -config file (or takes the embedded config) and
-// applies the flags that override it, at startup and on every reload alike,
-// so a reload does not see -loops or -pin as a change.
-func loadConfig(opts *options) (*config.Config, error) {
-	cfg := config.Embedded()
-	if opts.configPath != "" {
-		var err error
-		if cfg, err = config.Load(opts.configPath); err != nil {
-			return nil, err
-		}
+// loadSource reads the -config file (or takes the embedded config),
+// returning its bytes and the config with the flags that override it
+// (overrides).
+func loadSource(opts *options) (*config.Config, []byte, error) {
+	if opts.configPath == "" {
+		return overrides(opts, config.Embedded()), config.EmbeddedSource(), nil
 	}
+	cfg, data, err := config.LoadSource(opts.configPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return overrides(opts, cfg), data, nil
+}
+
+// overrides applies the flags that override the config, at startup and on
+// every reload and API write alike, so none sees -loops or -pin as a
+// change.
+func overrides(opts *options, cfg *config.Config) *config.Config {
 	if opts.loopsSet {
 		cfg.Loops = opts.loops
 	}
@@ -278,28 +294,120 @@ func loadConfig(opts *options) (*config.Config, error) {
 	if opts.pidfile != "" {
 		cfg.Pid = opts.pidfile
 	}
-	return cfg, nil
+	return cfg
 }
 
-// reload re-reads the -config file and hands it to the engine, which
-// refuses a file that removes every route or upstream unless o allows it.
-// A file that does not load is an admin.ConfigError, with the line of
-// each problem. A max_connections the descriptor limit cannot hold is
-// logged, as at start.
-func reload(opts *options, srv *engine.Server, o admin.ReloadOptions, fdLimit uint64) (string, error) {
-	if opts.configPath == "" {
-		srv.CountFailedReload()
-		return "", &admin.ConfigError{Err: errors.New("no -config file to re-read: the embedded config cannot change")}
-	}
-	cfg, err := loadConfig(opts)
+// startControl reads the config file and the admin state (admin.state),
+// and returns the Control and the config to start with: the file with the
+// API's changes laid over it.
+func startControl(opts *options) (*admin.Control, *config.Config, error) {
+	file, data, err := loadSource(opts)
 	if err != nil {
-		srv.CountFailedReload() // srv.Reload counts the reloads that reach it
-		return "", &admin.ConfigError{Err: err}
+		return nil, nil, err
 	}
-	if w := cfg.DescriptorWarning(fdLimit); w != "" {
+	copts := admin.ControlOptions{
+		Parse: func(doc []byte) (*config.Config, error) {
+			cfg, err := config.Parse(doc)
+			if err != nil {
+				return nil, err
+			}
+			return overrides(opts, cfg), nil
+		},
+		StatePath: file.Admin.State,
+		CheckOnly: opts.check,
+	}
+	if opts.configPath != "" {
+		// A file that does not load is an admin.ConfigError, with the line
+		// of each problem.
+		copts.Read = func() ([]byte, error) {
+			_, data, err := config.LoadSource(opts.configPath)
+			if err != nil {
+				return nil, &admin.ConfigError{Err: err}
+			}
+			return data, nil
+		}
+	}
+	return admin.NewControl(copts, data)
+}
+
+// engineControl is how the admin Control changes the running config.
+type engineControl struct {
+	srv     *engine.Server
+	fdLimit uint64 // RLIMIT_NOFILE, for the descriptor warning of a reload
+}
+
+func (e engineControl) Prepare(cfg *config.Config) (func() error, error) {
+	c, err := e.srv.Compile(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { _, err := e.srv.Apply(c); return err }, nil
+}
+
+// Reload refuses a file that removes every route or upstream unless
+// allowEmpty. A max_connections the descriptor limit cannot hold is
+// logged, as at start.
+func (e engineControl) Reload(cfg *config.Config, allowEmpty bool) (string, error) {
+	if w := cfg.DescriptorWarning(e.fdLimit); w != "" {
 		log.Printf("loopgate: warning: %s", w)
 	}
-	return srv.ReloadWith(cfg, engine.ReloadOptions{AllowEmpty: o.AllowEmpty})
+	return e.srv.ReloadWith(cfg, engine.ReloadOptions{AllowEmpty: allowEmpty})
+}
+
+// reload re-reads the -config file through control, which lays the admin
+// API's changes over it and hands it to the engine. A file that does not
+// load is an admin.ConfigError, with the line of each problem, and counts
+// as a failed reload (srv.Reload counts the reloads that reach it).
+func reload(srv *engine.Server, control *admin.Control, o admin.ReloadOptions) (string, error) {
+	changes, err := control.Reload("reload", o)
+	var ce *admin.ConfigError
+	if errors.As(err, &ce) {
+		srv.CountFailedReload()
+	}
+	return changes, err
+}
+
+// gatewayRuntime serves the admin API's bans and revocations.
+type gatewayRuntime struct{ srv *engine.Server }
+
+func (r gatewayRuntime) Bans() *access.Bans                        { return r.srv.Bans() }
+func (r gatewayRuntime) Revoke(credential string, until time.Time) { r.srv.Verifier().Revoke(credential, until) }
+func (r gatewayRuntime) RevokeKey(apiKey string)                   { r.srv.Verifier().RevokeKey(apiKey) }
+func (r gatewayRuntime) Unrevoke(credential string)                { r.srv.Verifier().Unrevoke(credential) }
+func (r gatewayRuntime) Revocations() int                          { return r.srv.Verifier().Revocations() }
+
+// adminTokens are admin.tokens with their secrets read.
+func adminTokens(cfg *config.Config) []admin.Token {
+	var out []admin.Token
+	for _, t := range cfg.Admin.Tokens {
+		out = append(out, admin.Token{Name: t.Name, Secret: t.Secret(), Write: t.Role == config.RoleWrite})
+	}
+	return out
+}
+
+// clusterOptions is where admin.cluster: redis keeps the config: the
+// top-level redis section, the one cluster rate limits use.
+func clusterOptions(cfg *config.Config, srv *engine.Server) (admin.ClusterOptions, error) {
+	g, _ := cfg.FilterGlobal(limiter.Name).(*limiter.Global)
+	if g == nil || g.Redis == nil {
+		return admin.ClusterOptions{}, errors.New("admin.cluster: redis needs the top-level redis section (redis.addrs), where the versions are kept")
+	}
+	if g.Redis.TLS != nil {
+		return admin.ClusterOptions{}, errors.New("admin.cluster: redis does not support redis.tls yet; use a Redis reached over a private network")
+	}
+	return admin.ClusterOptions{Addrs: g.Redis.Addrs, Username: g.Redis.Username, Password: g.Redis.Password,
+		MasterSet: g.Redis.SentinelMaster, DialTimeout: time.Duration(g.Redis.DialTimeout),
+		Poll: time.Duration(cfg.Admin.ClusterPoll), NodeID: g.Cluster.NodeID,
+		Log: func(level, msg string) {
+			srv.LogEvent(accesslog.Event{Level: level, Event: "config_sync", Message: msg})
+		}}, nil
+}
+
+// logAudit writes one error-log line per admin write: who, what, and the
+// versions before and after.
+func logAudit(srv *engine.Server, e admin.AuditEntry) {
+	srv.LogEvent(accesslog.Event{Level: accesslog.LevelInfo, Event: "admin_write", Trigger: e.Action, Token: e.Token,
+		FromVersion: e.From, ToVersion: e.To, Changes: e.Changes})
 }
 
 // reloadStatus is the STATUS= line the service manager shows after a

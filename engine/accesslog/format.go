@@ -64,6 +64,12 @@ type Event struct {
 	Triggers int    `json:"triggers,omitempty"` // triggers coalesced into it
 	Changes  string `json:"changes,omitempty"`
 	Error    string `json:"error,omitempty"`
+
+	// An admin API write (event admin_write): the admin token's name and
+	// the config versions before and after.
+	Token       string `json:"token,omitempty"`
+	FromVersion uint64 `json:"from_version,omitempty"`
+	ToVersion   uint64 `json:"to_version,omitempty"`
 }
 
 // Event levels.

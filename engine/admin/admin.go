@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"crypto/sha256"
 	"io"
-	"log"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -36,10 +36,19 @@ type Options struct {
 	Hosts []string
 	// Pprof serves /debug/pprof/ (config admin.pprof). Off, it answers 404.
 	Pprof bool
-	// Warn is told, once and before Listen returns, when the bound
-	// address is not loopback; the command writes it to the error log.
-	// nil writes it with the standard logger.
-	Warn func(msg string)
+	// Tokens are the bearer tokens every request needs (config
+	// admin.tokens; see authenticate). With none, the port must listen on
+	// loopback only.
+	Tokens []Token
+	// OpenReads are the paths GET serves without a token (config
+	// admin.open_reads).
+	OpenReads []string
+	// Control serves the config API (api.go); nil serves none of it.
+	Control *Control
+	// Runtime serves bans and revocations (runtime.go); nil serves none.
+	Runtime Runtime
+	// Audit is told of every ban and revocation written.
+	Audit func(AuditEntry)
 }
 
 // Server is a running admin listener.
@@ -51,6 +60,13 @@ type Server struct {
 	hosts   map[string]bool // Options.Hosts by hostKey
 	pprof   bool
 	ids     atomic.Uint64 // request IDs of admin error answers
+
+	tokens    []Token
+	tokenSums [][sha256.Size]byte // each token's secret, hashed, for match
+	openReads []string
+	control   *Control
+	runtime   Runtime
+	audit     func(AuditEntry)
 }
 
 // Listen binds addr and serves the admin endpoints for gw on it, each on
@@ -67,21 +83,21 @@ func Listen(addr string, gw Gateway, reloads *Reloader, opts Options) (*Server, 
 		}
 		return nil, fmt.Errorf("admin: listen %s: %w", addr, err)
 	}
-	s := serve(ln, gw, reloads, opts)
-	if msg := exposure(ln.Addr(), opts.Pprof); msg != "" {
-		if opts.Warn == nil {
-			log.Print("loopgate: warning: ", msg) // never silently
-		} else {
-			opts.Warn(msg)
-		}
+	if err := exposure(ln.Addr(), len(opts.Tokens) > 0); err != nil {
+		ln.Close()
+		return nil, err
 	}
-	return s, nil
+	return serve(ln, gw, reloads, opts), nil
 }
 
 // serve serves the admin endpoints on ln, which it owns from now on.
 func serve(ln net.Listener, gw Gateway, reloads *Reloader, opts Options) *Server {
-	s := &Server{ln: ln, gw: gw, reloads: reloads, hosts: hostSet(opts.Hosts), pprof: opts.Pprof}
-	s.http = &http.Server{Handler: s.guard(s.mux()), ReadHeaderTimeout: 10 * time.Second}
+	s := &Server{ln: ln, gw: gw, reloads: reloads, hosts: hostSet(opts.Hosts), pprof: opts.Pprof,
+		tokens: opts.Tokens, openReads: opts.OpenReads, control: opts.Control, runtime: opts.Runtime, audit: opts.Audit}
+	for _, t := range opts.Tokens {
+		s.tokenSums = append(s.tokenSums, sha256.Sum256([]byte(t.Secret)))
+	}
+	s.http = &http.Server{Handler: s.guard(s.authenticate(s.mux())), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = s.http.Serve(ln) }()
 	return s
 }
@@ -107,18 +123,15 @@ func network(addr string) string {
 	}
 }
 
-// exposure is the warning for a bound address that is not loopback, or ""
-// for one that is.
-func exposure(a net.Addr, pprofOn bool) string {
-	if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
-		return ""
+// exposure refuses a bound address that is not loopback when the port
+// has no tokens: anyone who can reach it could change the config.
+func exposure(a net.Addr, hasTokens bool) error {
+	if ta, ok := a.(*net.TCPAddr); hasTokens || ok && ta.IP.IsLoopback() {
+		return nil
 	}
-	what := "reload the config and read the metrics"
-	if pprofOn {
-		what = "reload the config, read the metrics and profile the process"
-	}
-	return fmt.Sprintf("the admin port listens on %s, which is not loopback: it has no authentication, "+
-		"so anyone who can reach it can %s. Bind it to 127.0.0.1, or keep that address on a private network", a, what)
+	return fmt.Errorf("admin: the admin port listens on %s, which is not loopback, and admin.tokens is empty: "+
+		"anyone who can reach it could change the config. Add a token to admin.tokens (role write for changes), "+
+		"or bind the admin port to 127.0.0.1", a)
 }
 
 // Addr is the address the admin port is bound to (port 0 resolved).
@@ -137,6 +150,8 @@ func (s *Server) mux() *http.ServeMux {
 	m.HandleFunc("/reload", s.reload)
 	m.Handle("GET /limits", s.gw.LimitsHandler())
 	m.Handle("GET /upstreams", s.gw.UpstreamsHandler())
+	s.configAPI(m)
+	s.runtimeAPI(m)
 	if !s.pprof {
 		m.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, _ *http.Request) {
 			s.fail(w, http.StatusNotFound, 40401, "pprof is off; set admin.pprof: true to serve it")

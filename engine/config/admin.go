@@ -4,6 +4,8 @@ package config
 
 import (
 	"fmt"
+	"os"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -29,7 +31,68 @@ type Admin struct {
 
 	// Pprof serves Go's /debug/pprof/ endpoints. Default false.
 	Pprof bool `yaml:"pprof,omitempty"`
+
+	// Tokens are the bearer tokens the admin port accepts. With none, the
+	// port is unauthenticated, which is allowed only while it listens on
+	// loopback. With any, every request needs one, but for OpenReads.
+	// Default none.
+	Tokens []AdminToken `yaml:"tokens,omitempty"`
+
+	// OpenReads are the read endpoints served without a token when Tokens
+	// are set: any of /healthz, /readyz and /metrics, for probes and
+	// scrapers that carry none. Default none.
+	OpenReads []string `yaml:"open_reads,omitempty"`
+
+	// State is the file the API's changes and the version history are
+	// kept in, so they survive a restart. Default "" = none: API writes
+	// are refused (503), and versions live in memory only.
+	State string `yaml:"state,omitempty"`
+
+	// Cluster, "redis", keeps the API's changes and the versions in the
+	// Redis of the top-level redis section instead of State, shared by
+	// every node. Default "" = this node alone.
+	Cluster string `yaml:"cluster,omitempty"`
+
+	// ClusterPoll is how often a node in cluster mode checks Redis for a
+	// version it missed the announcement of. Default 1s.
+	ClusterPoll Duration `yaml:"cluster_poll,omitempty"`
 }
+
+// Admin token roles.
+const (
+	RoleRead  = "read"  // GET and HEAD
+	RoleWrite = "write" // everything
+)
+
+// AdminClusterRedis is the one Admin.Cluster mode.
+const AdminClusterRedis = "redis"
+
+// AdminOpenReads are the endpoints Admin.OpenReads may name.
+var AdminOpenReads = []string{"/healthz", "/readyz", "/metrics"}
+
+// AdminToken is one named bearer token of the admin port.
+type AdminToken struct {
+	Name string `yaml:"name"` // required, unique; what the audit lines name
+	Role string `yaml:"role"` // "read" or "write"; default "read"
+	// Token is the secret itself, at least 16 characters; or TokenEnv
+	// names the environment variable holding it, read at start and on
+	// every reload. Exactly one of the two is set.
+	Token    string `yaml:"token,omitempty"`
+	TokenEnv string `yaml:"token_env,omitempty"`
+}
+
+// Secret is the token's value: Token, or the environment variable
+// TokenEnv names.
+func (t *AdminToken) Secret() string {
+	if t.TokenEnv != "" {
+		return os.Getenv(t.TokenEnv)
+	}
+	return t.Token
+}
+
+// minTokenLen keeps a guessable token out: 16 characters of a random
+// base64 or hex string are 64 bits at the least.
+const minTokenLen = 16
 
 // adminFields is Admin's mapping form; it has no methods, so decoding into
 // it does not recurse into Admin.UnmarshalYAML.
@@ -56,7 +119,7 @@ func (a *Admin) UnmarshalYAML(n *yaml.Node) error {
 
 // MarshalYAML writes the shorthand when only the address is set.
 func (a Admin) MarshalYAML() (any, error) {
-	if len(a.Hosts) == 0 && !a.Pprof {
+	if len(a.Hosts) == 0 && !a.Pprof && len(a.Tokens) == 0 && len(a.OpenReads) == 0 && a.State == "" && a.Cluster == "" && a.ClusterPoll == 0 {
 		return a.Address, nil
 	}
 	return adminFields(a), nil
@@ -68,6 +131,38 @@ func (c *Config) validateAdmin(p *problems) {
 	a := &c.Admin
 	if a.Address == AdminOff {
 		return
+	}
+	names := map[string]bool{}
+	for i, t := range a.Tokens {
+		path := fmt.Sprintf("admin.tokens[%d]", i)
+		switch {
+		case t.Name == "":
+			p.add(path+".name", "required")
+		case names[t.Name]:
+			p.add(path+".name", "%q is used twice", t.Name)
+		}
+		names[t.Name] = true
+		if t.Role != RoleRead && t.Role != RoleWrite {
+			p.add(path+".role", "%q: want read or write", t.Role)
+		}
+		switch secret := t.Secret(); {
+		case t.Token != "" && t.TokenEnv != "":
+			p.add(path, "set token or token_env, not both")
+		case t.TokenEnv != "" && secret == "":
+			p.add(path+".token_env", "the environment variable %s is unset or empty", t.TokenEnv)
+		case t.TokenEnv == "" && secret == "":
+			p.add(path, "token or token_env is required")
+		case len(secret) < minTokenLen:
+			p.add(path, "the token has %d characters; want at least %d (openssl rand -hex 16 makes one)", len(secret), minTokenLen)
+		}
+	}
+	for i, r := range a.OpenReads {
+		if !slices.Contains(AdminOpenReads, r) {
+			p.add(fmt.Sprintf("admin.open_reads[%d]", i), "%q: want one of %s", r, strings.Join(AdminOpenReads, ", "))
+		}
+	}
+	if a.Cluster != "" && a.Cluster != AdminClusterRedis {
+		p.add("admin.cluster", "%q: want redis, or leave it out", a.Cluster)
 	}
 	// Problems with the address are reported as "admin", the shorthand's
 	// path, whichever form it was written in.

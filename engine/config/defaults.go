@@ -46,6 +46,12 @@ const (
 func applyDefaults(c *Config) {
 	setDefault(&c.Listen, defaultListen)
 	setDefault(&c.Admin.Address, defaultAdmin)
+	for i := range c.Admin.Tokens {
+		setDefault(&c.Admin.Tokens[i].Role, RoleRead)
+	}
+	if c.Admin.Cluster != "" {
+		setDefault(&c.Admin.ClusterPoll, Duration(time.Second))
+	}
 
 	setDefault(&c.Limits.MaxURIBytes, defaultMaxURIBytes)
 	setDefault(&c.Limits.MaxHeaderCount, defaultMaxHeaderCount)

@@ -4,6 +4,7 @@
 package config
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"reflect"
 	"runtime"
@@ -76,6 +77,11 @@ func Compare(old, next *Config) Diff {
 	fixed("admin", old.Admin.Address, next.Admin.Address)
 	fixed("admin.hosts", fmt.Sprint(old.Admin.Hosts), fmt.Sprint(next.Admin.Hosts))
 	fixed("admin.pprof", old.Admin.Pprof, next.Admin.Pprof)
+	fixed("admin.tokens", tokenSummary(old.Admin.Tokens), tokenSummary(next.Admin.Tokens))
+	fixed("admin.open_reads", fmt.Sprint(old.Admin.OpenReads), fmt.Sprint(next.Admin.OpenReads))
+	fixed("admin.state", old.Admin.State, next.Admin.State)
+	fixed("admin.cluster", old.Admin.Cluster, next.Admin.Cluster)
+	fixed("admin.cluster_poll", old.Admin.ClusterPoll, next.Admin.ClusterPoll)
 	fixed("access_log", old.AccessLog, next.AccessLog)          // its rings and file are made at start
 	fixed("error_log", old.ErrorLog, next.ErrorLog)             // its file is opened at start
 	fixed("health_checks", old.HealthChecks, next.HealthChecks) // the prober's bounds, set at start
@@ -86,6 +92,20 @@ func Compare(old, next *Config) Diff {
 		d.Emptied = append(d.Emptied, "every upstream ("+strings.Join(names(old.Upstreams, func(u *Upstream) string { return u.Name }), ", ")+")")
 	}
 	return d
+}
+
+// tokenSummary names the tokens and their roles, and says whether a
+// secret is set, never what it is: the line a refused reload logs must not
+// carry one.
+func tokenSummary(tokens []AdminToken) string {
+	parts := make([]string, len(tokens))
+	for i, t := range tokens {
+		sum := sha256.Sum256([]byte(t.Secret()))
+		// A changed secret shows as a changed fingerprint, 4 bytes of its
+		// hash: enough to see that it changed, too little to guess it.
+		parts[i] = fmt.Sprintf("%s(%s,%x)", t.Name, t.Role, sum[:4])
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // appendFixed appends "name old -> new" when o and n differ, with the

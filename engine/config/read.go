@@ -27,19 +27,26 @@ const (
 // sets nothing at all (empty, or only comments), which would otherwise
 // serve on the default ports with no routes.
 func Load(path string) (*Config, error) {
+	c, _, err := LoadSource(path)
+	return c, err
+}
+
+// LoadSource is Load, also returning the bytes it parsed: the document
+// the admin API's changes are laid over.
+func LoadSource(path string) (*Config, []byte, error) {
 	data, err := readSettled(path, func() { time.Sleep(settlePause) })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c, empty, err := parse(data)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if empty {
-		return nil, fmt.Errorf("config: %s sets nothing (it is empty or holds only comments): it would serve on %s with no routes, "+
+		return nil, nil, fmt.Errorf("config: %s sets nothing (it is empty or holds only comments): it would serve on %s with no routes, "+
 			"every request a 404; refused", path, c.Listen)
 	}
-	return c, nil
+	return c, data, nil
 }
 
 // readSettled returns the contents of path once two whole reads in a row,

@@ -1,0 +1,397 @@
+// Control: every config change, from the file or the API, applied one at a
+// time and recorded as a version.
+
+package admin
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/confstore"
+)
+
+// Engine is what Control changes the running config through. Both methods
+// are engine.Server's, wrapped by the command; both are safe for
+// concurrent use.
+type Engine interface {
+	// Prepare compiles cfg and returns what applies it, or why it does not
+	// compile. Nothing runs it until apply is called.
+	Prepare(cfg *config.Config) (apply func() error, err error)
+	// Reload compiles and applies a config read from the file, refusing
+	// what a reload refuses (engine.Server.ReloadWith); it returns what
+	// changed.
+	Reload(cfg *config.Config, allowEmpty bool) (string, error)
+}
+
+// ControlOptions are how Control reads the file and keeps its state.
+type ControlOptions struct {
+	// Read returns the config file's bytes, re-read on every reload, or a
+	// ConfigError. With no file (the embedded config) Reload is nil.
+	Read func() ([]byte, error)
+	// Parse turns a document into a Config, applying what the command
+	// line overrides (-loops, -pin), as config.Parse would.
+	Parse func(data []byte) (*config.Config, error)
+	// StatePath is admin.state: the state file, "" for none. The file
+	// base (base.yaml beside it) is the config file as the last version
+	// read it.
+	StatePath string
+	// Audit is told of every applied API write and rollback.
+	Audit func(AuditEntry)
+	// Now is the clock of version times; nil is time.Now.
+	Now func() time.Time
+	// CheckOnly writes nothing: loopgate -check reads the state only.
+	CheckOnly bool
+}
+
+// AuditEntry is one applied write, for the audit line.
+type AuditEntry struct {
+	Token    string // the admin token's name; "" when the port has none
+	Action   string // "PUT /routes/api"
+	From, To uint64 // the versions before and after
+	Changes  string // "routes changed api"
+}
+
+// Control owns the config the gateway runs: the file's document, the
+// API's overlay over it, and the versions. Its methods are safe for
+// concurrent use; changes run one at a time, under mu.
+type Control struct {
+	opts ControlOptions
+	eng  Engine
+
+	// cluster, when set, holds the overlay and the versions in Redis
+	// instead of the state file (see cluster.go).
+	cluster *Cluster
+
+	mu   sync.Mutex
+	st   *confstore.State // guarded by mu
+	file confstore.Doc    // the config file's document as last read; guarded by mu
+	cur  confstore.Doc    // the running document, file with overlay; guarded by mu
+	cfg  *config.Config   // cur parsed; guarded by mu
+}
+
+// Errors of a write, each answered with its status by the API.
+var (
+	errNoState = errors.New("the API cannot write without admin.state (or admin.cluster): " +
+		"its changes would be lost on the next restart; set admin.state to a file path")
+	errNotFound = errors.New("no such resource")
+)
+
+// staleError is a write whose If-Match names a version that is no longer
+// the latest.
+type staleError struct{ want, have uint64 }
+
+func (e *staleError) Error() string {
+	return fmt.Sprintf("version %d is not the latest (%d is): read the resource again and retry", e.want, e.have)
+}
+
+// invalidError is a write the config refuses, with the config's message.
+type invalidError struct{ err error }
+
+func (e *invalidError) Error() string { return e.err.Error() }
+
+// NewControl loads the state (admin.state) and the config file, lays the
+// overlay over the file, and returns the Control and the config to start
+// with. A new version is recorded when that config is not the latest
+// version's (the file changed while the gateway was down, or there is no
+// state yet).
+func NewControl(opts ControlOptions, fileData []byte) (*Control, *config.Config, error) {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	c := &Control{opts: opts}
+	st := &confstore.State{}
+	if opts.StatePath != "" {
+		var err error
+		if st, err = confstore.Load(opts.StatePath); err != nil {
+			return nil, nil, err
+		}
+	}
+	file, err := confstore.Parse(fileData)
+	if err != nil {
+		return nil, nil, err
+	}
+	cur := confstore.Merge(file, st.Overlay)
+	cfg, err := c.parseDoc(cur)
+	if err != nil {
+		if st.Overlay.Empty() {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("the config file with the admin API's changes from %s does not load (%v); "+
+			"fix the file, or remove %s to start from the file alone (the API's changes and the versions are lost)",
+			opts.StatePath, err, opts.StatePath)
+	}
+	c.st, c.file, c.cur, c.cfg = st, file, cur, cfg
+	prev := cur
+	if base, err := os.ReadFile(c.basePath()); err == nil && st.Latest() > 0 {
+		if d, err := confstore.Parse(base); err == nil {
+			prev = confstore.Merge(d, st.Overlay)
+		}
+	}
+	if changes := confstore.Diff(prev, cur); len(changes) > 0 || st.Latest() == 0 {
+		if st.Latest() == 0 {
+			changes = nil // the first version has nothing before it
+		}
+		c.record(confstore.SourceFile, "", "start", changes)
+		if err := c.save(true, fileData); err != nil {
+			return nil, nil, err
+		}
+	}
+	return c, cfg, nil
+}
+
+// basePath is where the config file is kept as the last version read it,
+// beside the state file: at start, the diff of a file changed while the
+// gateway was down is taken against it.
+func (c *Control) basePath() string {
+	if c.opts.StatePath == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(c.opts.StatePath), filepath.Base(c.opts.StatePath)+".base.yaml")
+}
+
+// parseDoc is the config of d, as the config file would give it.
+func (c *Control) parseDoc(d confstore.Doc) (*config.Config, error) {
+	data, err := confstore.Marshal(d)
+	if err != nil {
+		return nil, err
+	}
+	return c.opts.Parse(data)
+}
+
+// record appends a version. c.mu must be held (or c not yet shared).
+func (c *Control) record(source, token, action string, changes []confstore.Change) confstore.Version {
+	v := confstore.Version{Number: c.st.Latest() + 1, Time: c.opts.Now().UTC().Format(time.RFC3339Nano),
+		Source: source, Token: token, Action: action, Changes: changes}
+	if changes == nil {
+		v.Changes = []confstore.Change{}
+	}
+	c.st.Add(v)
+	return v
+}
+
+// save writes the state file, and the file base first when fileData is
+// given. Without a state file it does nothing. c.mu must be held.
+func (c *Control) save(withBase bool, fileData []byte) error {
+	if c.opts.StatePath == "" || c.opts.CheckOnly {
+		return nil
+	}
+	if withBase {
+		if err := confstore.WriteAtomic(c.basePath(), fileData); err != nil {
+			return err
+		}
+	}
+	return confstore.Save(c.opts.StatePath, c.st)
+}
+
+// Reload re-reads the config file, lays the overlay over it and applies
+// the result as a reload does; a result that differs from the running
+// config becomes a version (source file). It serves the Reloader.
+func (c *Control) Reload(trigger string, o ReloadOptions) (string, error) {
+	if c.opts.Read == nil {
+		return "", &ConfigError{Err: errors.New("no -config file to re-read: the embedded config cannot change")}
+	}
+	data, err := c.opts.Read()
+	if err != nil {
+		return "", err
+	}
+	file, err := confstore.Parse(data)
+	if err != nil {
+		return "", &ConfigError{Err: err}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := confstore.Merge(file, c.st.Overlay)
+	cfg, err := c.parseDoc(next)
+	if err != nil {
+		return "", &ConfigError{Err: err}
+	}
+	changes, err := c.eng.Reload(cfg, o.AllowEmpty)
+	if err != nil {
+		return "", err
+	}
+	diff := confstore.Diff(c.cur, next)
+	c.file, c.cur, c.cfg = file, next, cfg
+	if len(diff) == 0 {
+		return changes, nil
+	}
+	v := c.record(confstore.SourceFile, "", trigger, diff)
+	if err := c.save(true, data); err != nil {
+		return changes, fmt.Errorf("applied as version %d, but %v", v.Number, err)
+	}
+	return fmt.Sprintf("%s (version %d)", changes, v.Number), nil
+}
+
+// Bind sets the engine the Control applies configs through: the server
+// exists only once the start config (NewControl's) made it.
+func (c *Control) Bind(e Engine) { c.eng = e }
+
+// writer is who asks for a write, and what.
+type writer struct {
+	token   string // the admin token's name
+	action  string // "PUT /routes/api"
+	ifMatch uint64 // 0: no If-Match
+}
+
+// change edits a copy of the running document with edit and, when the
+// result is a valid config different from the running one, commits and
+// applies it as a new version. A result equal to the running config is
+// no version: the latest is returned, unchanged.
+func (c *Control) change(w writer, edit func(d confstore.Doc) error) (confstore.Version, error) {
+	if c.cluster != nil {
+		return c.cluster.change(w, edit)
+	}
+	if c.opts.StatePath == "" {
+		return confstore.Version{}, errNoState
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if w.ifMatch != 0 && w.ifMatch != c.st.Latest() {
+		return confstore.Version{}, &staleError{w.ifMatch, c.st.Latest()}
+	}
+	next := confstore.Clone(c.cur)
+	if err := edit(next); err != nil {
+		return confstore.Version{}, err
+	}
+	diff := confstore.Diff(c.cur, next)
+	if len(diff) == 0 {
+		return c.st.Versions[len(c.st.Versions)-1], nil
+	}
+	cfg, apply, err := c.prepare(next)
+	if err != nil {
+		return confstore.Version{}, err
+	}
+	// The state is saved before the config applies: a crash between the
+	// two restarts on the new version, never loses an answered write.
+	prev := *c.st
+	prev.Versions = slices.Clone(c.st.Versions)
+	c.st.Overlay = confstore.Delta(c.file, next)
+	from := c.st.Latest()
+	v := c.record(confstore.SourceAPI, w.token, w.action, diff)
+	if err := c.save(false, nil); err != nil {
+		*c.st = prev
+		return confstore.Version{}, err
+	}
+	if err := apply(); err != nil { // Prepare checked everything Apply does
+		return confstore.Version{}, err
+	}
+	c.cur, c.cfg = next, cfg
+	c.audit(w, from, v)
+	return v, nil
+}
+
+// prepare parses and compiles d, refusing what cannot change live. c.mu
+// must be held.
+func (c *Control) prepare(d confstore.Doc) (*config.Config, func() error, error) {
+	cfg, err := c.parseDoc(d)
+	if err != nil {
+		return nil, nil, &invalidError{err}
+	}
+	if fixed := config.Compare(c.cfg, cfg).Fixed; len(fixed) > 0 {
+		return nil, nil, &invalidError{fmt.Errorf("%s cannot change while running (restart instead)", strings.Join(fixed, ", "))}
+	}
+	apply, err := c.eng.Prepare(cfg)
+	if err != nil {
+		return nil, nil, &invalidError{err}
+	}
+	return cfg, apply, nil
+}
+
+func (c *Control) audit(w writer, from uint64, v confstore.Version) {
+	if c.opts.Audit != nil {
+		c.opts.Audit(AuditEntry{Token: w.token, Action: w.action, From: from, To: v.Number, Changes: Summary(v.Changes)})
+	}
+}
+
+// Summary words changes as a reload line does: "routes added a, changed b;
+// upstreams removed c".
+func Summary(changes []confstore.Change) string {
+	var parts []string
+	for _, kind := range []string{confstore.Routes, confstore.Upstreams, confstore.Settings} {
+		byOp := map[string][]string{}
+		for _, ch := range changes {
+			if ch.Kind == kind {
+				byOp[ch.Op()] = append(byOp[ch.Op()], ch.ID)
+			}
+		}
+		var ops []string
+		for _, op := range []string{"added", "removed", "changed"} {
+			if ids := byOp[op]; len(ids) > 0 {
+				ops = append(ops, op+" "+strings.Join(ids, ", "))
+			}
+		}
+		if len(ops) > 0 {
+			parts = append(parts, kind+" "+strings.Join(ops, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return "no change"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// rollback makes version n's config the running one again, as a new
+// version.
+func (c *Control) rollback(w writer, n uint64) (confstore.Version, error) {
+	var target confstore.Doc
+	c.mu.Lock()
+	t, err := c.st.At(c.cur, n)
+	c.mu.Unlock()
+	if err != nil {
+		return confstore.Version{}, err
+	}
+	target = t
+	return c.change(w, func(d confstore.Doc) error {
+		for k := range d {
+			delete(d, k)
+		}
+		for k, v := range target {
+			d[k] = v
+		}
+		return nil
+	})
+}
+
+// reset drops the overlay: the config file alone runs, as a new version.
+func (c *Control) reset(w writer) (confstore.Version, error) {
+	c.mu.Lock()
+	file := confstore.Clone(c.file)
+	c.mu.Unlock()
+	return c.change(w, func(d confstore.Doc) error {
+		for k := range d {
+			delete(d, k)
+		}
+		for k, v := range file {
+			d[k] = v
+		}
+		return nil
+	})
+}
+
+// snapshot is a consistent read of the running config and the state.
+type snapshot struct {
+	cur      confstore.Doc
+	cfg      *config.Config
+	latest   uint64
+	versions []confstore.Version
+	overlay  confstore.Overlay
+}
+
+func (c *Control) read() snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return snapshot{cur: c.cur, cfg: c.cfg, latest: c.st.Latest(), versions: c.st.Versions, overlay: c.st.Overlay}
+}
+
+// at is the document of version n.
+func (c *Control) at(n uint64) (confstore.Doc, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.st.At(c.cur, n)
+}

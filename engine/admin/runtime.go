@@ -1,0 +1,158 @@
+// Runtime: IP bans and credential revocations, which take effect at once
+// and are no config version.
+
+package admin
+
+import (
+	"fmt"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/loopgate/loopgate/filters/access"
+)
+
+// Runtime is the running gateway's ban list and revocations
+// (engine.Server's Bans and Verifier). Safe for concurrent use.
+type Runtime interface {
+	Bans() *access.Bans
+	Revoke(credential string, until time.Time)
+	RevokeKey(apiKey string)
+	Unrevoke(credential string)
+	Revocations() int
+}
+
+func (s *Server) runtimeAPI(m *http.ServeMux) {
+	if s.runtime == nil {
+		return
+	}
+	m.HandleFunc("GET /bans", s.listBans)
+	m.HandleFunc("POST /bans", s.postBan)
+	m.HandleFunc("DELETE /bans/{prefix...}", s.deleteBan)
+	m.HandleFunc("GET /revocations", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"revocations": s.runtime.Revocations()})
+	})
+	m.HandleFunc("POST /revocations", s.postRevocation)
+	m.HandleFunc("DELETE /revocations", s.deleteRevocation)
+}
+
+type banJSON struct {
+	Prefix string `json:"prefix"`
+	Until  string `json:"until"`
+}
+
+func (s *Server) listBans(w http.ResponseWriter, _ *http.Request) {
+	list := s.runtime.Bans().List(time.Now())
+	out := make([]banJSON, len(list))
+	for i, b := range list {
+		out[i] = banJSON{b.Prefix.String(), b.Until.UTC().Format(time.RFC3339)}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"bans": out})
+}
+
+// parsePrefix reads an address or a CIDR.
+func parsePrefix(v string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(v); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	return netip.ParsePrefix(v)
+}
+
+func (s *Server) postBan(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		Prefix string `json:"prefix"`
+		TTL    string `json:"ttl"` // a Go duration: "10m", "1h30m"
+	}
+	if !s.decode(w, r, &body) {
+		return
+	}
+	ttl, err := time.ParseDuration(body.TTL)
+	if err != nil || ttl <= 0 {
+		s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf(`ttl %q: want a positive duration such as "10m"`, body.TTL))
+		return
+	}
+	p, perr := parsePrefix(body.Prefix)
+	if perr != nil {
+		s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("prefix %q: want an IP address or a CIDR", body.Prefix))
+		return
+	}
+	if err := s.runtime.Bans().Ban(p, ttl); err != nil {
+		s.fail(w, http.StatusConflict, 40901, err.Error())
+		return
+	}
+	s.runtimeAudit(r, "ban "+p.String()+" for "+ttl.String())
+	writeJSON(w, http.StatusOK, map[string]any{"banned": p.String(), "until": time.Now().Add(ttl).UTC().Format(time.RFC3339)})
+}
+
+func (s *Server) deleteBan(w http.ResponseWriter, r *http.Request) {
+	p, err := parsePrefix(r.PathValue("prefix"))
+	if err != nil {
+		s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("prefix %q: want an IP address or a CIDR", r.PathValue("prefix")))
+		return
+	}
+	if !s.runtime.Bans().Unban(p) {
+		s.fail(w, http.StatusNotFound, 40402, fmt.Sprintf("%s is not banned", p))
+		return
+	}
+	s.runtimeAudit(r, "unban "+p.String())
+	writeJSON(w, http.StatusOK, map[string]any{"unbanned": p.String()})
+}
+
+// revocation is a POST or DELETE /revocations body: a credential (a JWT or
+// an API key) or an api_key, and for a POST an optional until.
+type revocation struct {
+	Credential string `json:"credential"`
+	APIKey     string `json:"api_key"`
+	Until      string `json:"until"` // RFC 3339; default: for good
+}
+
+func (s *Server) postRevocation(w http.ResponseWriter, r *http.Request) {
+	var body revocation
+	if !s.decode(w, r, &body) {
+		return
+	}
+	var until time.Time
+	if body.Until != "" {
+		var err error
+		if until, err = time.Parse(time.RFC3339, body.Until); err != nil {
+			s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("until %q: want an RFC 3339 time", body.Until))
+			return
+		}
+	}
+	switch {
+	case (body.Credential == "") == (body.APIKey == ""):
+		s.fail(w, http.StatusBadRequest, 40001, "credential or api_key: set exactly one")
+		return
+	case body.APIKey != "":
+		s.runtime.RevokeKey(body.APIKey)
+	default:
+		s.runtime.Revoke(body.Credential, until)
+	}
+	s.runtimeAudit(r, "revoke a credential") // never the credential itself
+	writeJSON(w, http.StatusOK, map[string]any{"revoked": true, "revocations": s.runtime.Revocations()})
+}
+
+func (s *Server) deleteRevocation(w http.ResponseWriter, r *http.Request) {
+	var body revocation
+	if !s.decode(w, r, &body) {
+		return
+	}
+	cred := body.Credential
+	if cred == "" {
+		cred = body.APIKey
+	}
+	if cred == "" {
+		s.fail(w, http.StatusBadRequest, 40001, "credential or api_key: required")
+		return
+	}
+	s.runtime.Unrevoke(cred)
+	s.runtimeAudit(r, "lift a revocation")
+	writeJSON(w, http.StatusOK, map[string]any{"revocations": s.runtime.Revocations()})
+}
+
+// runtimeAudit logs a runtime write; it changes no version.
+func (s *Server) runtimeAudit(r *http.Request, action string) {
+	if s.audit != nil {
+		s.audit(AuditEntry{Token: tokenName(r), Action: r.Method + " " + r.URL.Path + ": " + action})
+	}
+}

@@ -1,0 +1,307 @@
+// Documents, resources, changes: the diff, merge and undo of configs.
+
+package confstore
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Doc is a config document decoded into maps, lists and scalars.
+type Doc = map[string]any
+
+// Kinds of resources.
+const (
+	Routes    = "routes"
+	Upstreams = "upstreams"
+	Settings  = "settings" // every other top-level key
+)
+
+// Lists are the resource kinds that are lists in a document, with the field
+// that keys their items.
+var Lists = []struct{ Kind, Key string }{{Routes, "id"}, {Upstreams, "name"}}
+
+// KeyField is the field that keys a list kind's items, or "" for another
+// kind.
+func KeyField(kind string) string {
+	for _, l := range Lists {
+		if l.Kind == kind {
+			return l.Key
+		}
+	}
+	return ""
+}
+
+// Change is one resource's value before and after a version: Before nil
+// when the version added it, After nil when it removed it.
+type Change struct {
+	Kind   string `json:"kind"`
+	ID     string `json:"id"`
+	Before any    `json:"before,omitempty"`
+	After  any    `json:"after,omitempty"`
+}
+
+// Op names what c did: "added", "removed" or "changed".
+func (c *Change) Op() string {
+	switch {
+	case c.Before == nil:
+		return "added"
+	case c.After == nil:
+		return "removed"
+	default:
+		return "changed"
+	}
+}
+
+// Parse decodes YAML (or JSON, which YAML reads) into a Doc, keying each
+// route without an id by its default id ("route-<index>", as the config
+// does), so every list item has its key.
+func Parse(data []byte) (Doc, error) {
+	var d Doc
+	if err := yaml.Unmarshal(data, &d); err != nil {
+		return nil, err
+	}
+	if d == nil {
+		d = Doc{}
+	}
+	for _, l := range Lists {
+		items, ok := d[l.Kind].([]any)
+		if !ok {
+			continue
+		}
+		for i, it := range items {
+			if m, ok := it.(map[string]any); ok && l.Kind == Routes {
+				if id, _ := m["id"].(string); id == "" {
+					m["id"] = fmt.Sprintf("route-%d", i)
+				}
+			}
+		}
+	}
+	return d, nil
+}
+
+// Marshal encodes d as YAML for config.Parse.
+func Marshal(d Doc) ([]byte, error) { return yaml.Marshal(d) }
+
+// Clone copies d deeply.
+func Clone(d Doc) Doc { return cloneValue(d).(map[string]any) }
+
+func cloneValue(v any) any {
+	switch n := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(n))
+		for k, c := range n {
+			m[k] = cloneValue(c)
+		}
+		return m
+	case []any:
+		s := make([]any, len(n))
+		for i, c := range n {
+			s[i] = cloneValue(c)
+		}
+		return s
+	default:
+		return v
+	}
+}
+
+// item is one keyed resource of a list kind.
+type item struct {
+	id string
+	v  any
+}
+
+// items lists kind's resources in d in order; an item without a string
+// key is skipped (the config refuses it anyway).
+func items(d Doc, kind string) []item {
+	list, _ := d[kind].([]any)
+	key := KeyField(kind)
+	out := make([]item, 0, len(list))
+	for _, it := range list {
+		if m, ok := it.(map[string]any); ok {
+			if id, ok := m[key].(string); ok {
+				out = append(out, item{id, it})
+			}
+		}
+	}
+	return out
+}
+
+// Get returns resource id of kind in d, or nil.
+func Get(d Doc, kind, id string) any {
+	if kind == Settings {
+		return d[id]
+	}
+	for _, it := range items(d, kind) {
+		if it.id == id {
+			return it.v
+		}
+	}
+	return nil
+}
+
+// Set makes v resource id of kind in d, in place: it replaces the item of
+// that key where it stands, or appends it; nil removes it. It reports
+// whether d changed.
+func Set(d Doc, kind, id string, v any) bool {
+	if kind == Settings {
+		old, had := d[id]
+		if v == nil {
+			delete(d, id)
+			return had
+		}
+		d[id] = v
+		return !had || !reflect.DeepEqual(old, v)
+	}
+	list, _ := d[kind].([]any)
+	key := KeyField(kind)
+	for i, it := range list {
+		if m, ok := it.(map[string]any); ok && m[key] == id {
+			if v == nil {
+				d[kind] = slices.Delete(slices.Clone(list), i, i+1)
+				return true
+			}
+			if reflect.DeepEqual(it, v) {
+				return false
+			}
+			list[i] = v
+			return true
+		}
+	}
+	if v == nil {
+		return false
+	}
+	d[kind] = append(list, v)
+	return true
+}
+
+// Diff lists what changed from old to next: list kinds in their order,
+// then settings by name.
+func Diff(old, next Doc) []Change {
+	var out []Change
+	for _, l := range Lists {
+		before := map[string]any{}
+		for _, it := range items(old, l.Kind) {
+			before[it.id] = it.v
+		}
+		seen := map[string]bool{}
+		for _, it := range items(next, l.Kind) {
+			seen[it.id] = true
+			if b, ok := before[it.id]; !ok || !reflect.DeepEqual(b, it.v) {
+				out = append(out, Change{Kind: l.Kind, ID: it.id, Before: b, After: it.v})
+			}
+		}
+		for _, it := range items(old, l.Kind) {
+			if !seen[it.id] {
+				out = append(out, Change{Kind: l.Kind, ID: it.id, Before: it.v})
+			}
+		}
+	}
+	for _, k := range settingKeys(old, next) {
+		if b, a := old[k], next[k]; !reflect.DeepEqual(b, a) {
+			out = append(out, Change{Kind: Settings, ID: k, Before: b, After: a})
+		}
+	}
+	return out
+}
+
+// settingKeys are the top-level keys of either document that are not list
+// kinds, sorted.
+func settingKeys(docs ...Doc) []string {
+	set := map[string]bool{}
+	for _, d := range docs {
+		for k := range d {
+			if KeyField(k) == "" {
+				set[k] = true
+			}
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Undo returns d with changes undone, the last first: each resource back
+// to its Before.
+func Undo(d Doc, changes []Change) Doc {
+	d = Clone(d)
+	for i := len(changes) - 1; i >= 0; i-- {
+		c := changes[i]
+		Set(d, c.Kind, c.ID, cloneValue(c.Before))
+	}
+	return d
+}
+
+// Overlay is what the API changed over the config file: whole resources
+// set, and resources deleted, by kind and key.
+type Overlay struct {
+	Set     map[string][]Resource `json:"set,omitempty"`     // by kind, in the order they are laid over the file
+	Deleted map[string][]string   `json:"deleted,omitempty"` // by kind
+}
+
+// Resource is one resource of an Overlay.
+type Resource struct {
+	ID    string `json:"id"`
+	Value any    `json:"value"`
+}
+
+// Empty reports whether o changes nothing.
+func (o *Overlay) Empty() bool { return len(o.Set) == 0 && len(o.Deleted) == 0 }
+
+// Merge lays o over base: every resource o sets replaces base's of the
+// same key where it stands, or is appended; every one o deletes is
+// removed. base is not modified.
+func Merge(base Doc, o Overlay) Doc {
+	d := Clone(base)
+	for _, kind := range overlayKinds(o) {
+		for _, r := range o.Set[kind] {
+			Set(d, kind, r.ID, cloneValue(r.Value))
+		}
+		for _, id := range o.Deleted[kind] {
+			Set(d, kind, id, nil)
+		}
+	}
+	return d
+}
+
+func overlayKinds(o Overlay) []string {
+	kinds := []string{Routes, Upstreams, Settings}
+	for k := range o.Set {
+		if !slices.Contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	return kinds
+}
+
+// Delta is the overlay that makes target from base: Merge(base,
+// Delta(base, target)) holds what target holds (list items that base
+// already has keep base's place).
+func Delta(base, target Doc) Overlay {
+	o := Overlay{Set: map[string][]Resource{}, Deleted: map[string][]string{}}
+	for _, c := range Diff(base, target) {
+		if c.After == nil {
+			o.Deleted[c.Kind] = append(o.Deleted[c.Kind], c.ID)
+		} else {
+			o.Set[c.Kind] = append(o.Set[c.Kind], Resource{c.ID, c.After})
+		}
+	}
+	for k, v := range o.Set {
+		if len(v) == 0 {
+			delete(o.Set, k)
+		}
+	}
+	for k, v := range o.Deleted {
+		if len(v) == 0 {
+			delete(o.Deleted, k)
+		}
+	}
+	return o
+}

@@ -1,0 +1,173 @@
+// The state: the overlay and the kept versions, and the file they live in.
+
+package confstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Keep is how many versions a State holds; older ones are dropped.
+const Keep = 50
+
+// Sources of a version.
+const (
+	SourceFile    = "file"    // the config file, at start or on a reload
+	SourceAPI     = "api"     // an admin API write on this node
+	SourceCluster = "cluster" // a version another node wrote, taken from Redis
+)
+
+// Version is one applied config.
+type Version struct {
+	Number  uint64   `json:"number" yaml:"number"`
+	Time    string   `json:"time" yaml:"time"` // RFC 3339, UTC
+	Source  string   `json:"source" yaml:"source"`
+	Token   string   `json:"token,omitempty" yaml:"token,omitempty"` // the admin token's name, for an API write
+	Action  string   `json:"action" yaml:"action"`                   // "PUT /routes/api", "SIGHUP", "start", "rollback to 3"
+	Changes []Change `json:"changes" yaml:"changes"`                 // against the version before; none for the first
+}
+
+// State is what the admin API keeps across restarts.
+type State struct {
+	Format   int       `json:"format" yaml:"format"` // stateFormat
+	Overlay  Overlay   `json:"overlay" yaml:"overlay"`
+	Versions []Version `json:"versions" yaml:"versions"` // oldest first, at most Keep
+}
+
+const stateFormat = 1
+
+// Latest is the number of the newest version, or 0 when there is none.
+func (s *State) Latest() uint64 {
+	if len(s.Versions) == 0 {
+		return 0
+	}
+	return s.Versions[len(s.Versions)-1].Number
+}
+
+// Add appends v, dropping the oldest versions beyond Keep.
+func (s *State) Add(v Version) {
+	s.Versions = append(s.Versions, v)
+	if n := len(s.Versions) - Keep; n > 0 {
+		s.Versions = append([]Version(nil), s.Versions[n:]...)
+	}
+}
+
+// Find returns version n, or nil when it is not kept.
+func (s *State) Find(n uint64) *Version {
+	for i := range s.Versions {
+		if s.Versions[i].Number == n {
+			return &s.Versions[i]
+		}
+	}
+	return nil
+}
+
+// ErrNotKept is At's and Find's callers' error for a version no longer,
+// or never, kept.
+var ErrNotKept = errors.New("confstore: version not kept")
+
+// At returns the config of version n, given current, the config of the
+// latest version: current with the changes of every later version undone.
+func (s *State) At(current Doc, n uint64) (Doc, error) {
+	if s.Find(n) == nil {
+		return nil, ErrNotKept
+	}
+	d := current
+	for i := len(s.Versions) - 1; i >= 0 && s.Versions[i].Number > n; i-- {
+		d = Undo(d, s.Versions[i].Changes)
+	}
+	if d == nil {
+		return Doc{}, nil
+	}
+	return Clone(d), nil
+}
+
+// Load reads the state file at path. A missing file is an empty state; a
+// file that does not decode is an error, never silently an empty state.
+func Load(path string) (*State, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &State{Format: stateFormat}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("admin state: %w", err)
+	}
+	s, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("admin state: %s: %w", path, err)
+	}
+	return s, nil
+}
+
+// Encode is s as JSON, the form Save writes and Decode reads.
+func Encode(s *State) ([]byte, error) {
+	s.Format = stateFormat
+	return json.Marshal(s)
+}
+
+// Decode reads a state Encode wrote.
+func Decode(data []byte) (*State, error) {
+	// The state is JSON; yaml.v3 reads it into the same Go types the
+	// config file's documents decode into (int, not float64), so a
+	// resource read back compares equal to the same resource read from the
+	// config file.
+	var s State
+	if err := yaml.Unmarshal(data, &s); err != nil {
+		return nil, fmt.Errorf("does not decode: %v", err)
+	}
+	if s.Format != stateFormat {
+		return nil, fmt.Errorf("format %d; this build reads format %d", s.Format, stateFormat)
+	}
+	return &s, nil
+}
+
+// Save replaces the state file at path with s atomically: a crash at any
+// moment leaves the old file or the new one, whole.
+func Save(path string, s *State) error {
+	data, err := Encode(s)
+	if err != nil {
+		return fmt.Errorf("admin state: %w", err)
+	}
+	return WriteAtomic(path, data)
+}
+
+// WriteAtomic writes data to path through a temporary file in the same
+// directory: write, fsync, rename over path, fsync the directory (so the
+// rename itself is durable). The temporary file is removed on failure.
+func WriteAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("admin state: %w", err)
+	}
+	name := tmp.Name()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(name, path)
+	}
+	if err != nil {
+		os.Remove(name)
+		return fmt.Errorf("admin state: write %s: %w", path, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("admin state: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("admin state: fsync %s: %w", dir, err)
+	}
+	return nil
+}
