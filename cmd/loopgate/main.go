@@ -370,11 +370,13 @@ func reload(srv *engine.Server, control *admin.Control, o admin.ReloadOptions) (
 // gatewayRuntime serves the admin API's bans and revocations.
 type gatewayRuntime struct{ srv *engine.Server }
 
-func (r gatewayRuntime) Bans() *access.Bans                        { return r.srv.Bans() }
-func (r gatewayRuntime) Revoke(credential string, until time.Time) { r.srv.Verifier().Revoke(credential, until) }
-func (r gatewayRuntime) RevokeKey(apiKey string)                   { r.srv.Verifier().RevokeKey(apiKey) }
-func (r gatewayRuntime) Unrevoke(credential string)                { r.srv.Verifier().Unrevoke(credential) }
-func (r gatewayRuntime) Revocations() int                          { return r.srv.Verifier().Revocations() }
+func (r gatewayRuntime) Bans() *access.Bans { return r.srv.Bans() }
+func (r gatewayRuntime) Revoke(credential string, until time.Time) {
+	r.srv.Verifier().Revoke(credential, until)
+}
+func (r gatewayRuntime) RevokeKey(apiKey string)    { r.srv.Verifier().RevokeKey(apiKey) }
+func (r gatewayRuntime) Unrevoke(credential string) { r.srv.Verifier().Unrevoke(credential) }
+func (r gatewayRuntime) Revocations() int           { return r.srv.Verifier().Revocations() }
 
 // adminTokens are admin.tokens with their secrets read.
 func adminTokens(cfg *config.Config) []admin.Token {

@@ -3,10 +3,10 @@
 package admin
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"crypto/sha256"
 	"io"
 	"net"
 	"net/http"
