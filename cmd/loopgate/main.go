@@ -146,7 +146,7 @@ func run(opts *options) error {
 	if err != nil {
 		return err
 	}
-	control.Bind(engineControl{srv, fdLimit})
+	control.Bind(engineControl{srv, fdLimit}, func(e admin.AuditEntry) { logAudit(srv, e) })
 	warnings := cfg.Warnings()
 	if w := cfg.DescriptorWarning(fdLimit); w != "" {
 		warnings = append(warnings, w)
@@ -359,7 +359,7 @@ func (e engineControl) Reload(cfg *config.Config, allowEmpty bool) (string, erro
 // load is an admin.ConfigError, with the line of each problem, and counts
 // as a failed reload (srv.Reload counts the reloads that reach it).
 func reload(srv *engine.Server, control *admin.Control, o admin.ReloadOptions) (string, error) {
-	changes, err := control.Reload("reload", o)
+	changes, err := control.Reload("file reload", o)
 	var ce *admin.ConfigError
 	if errors.As(err, &ce) {
 		srv.CountFailedReload()

@@ -42,7 +42,7 @@ type ControlOptions struct {
 	// base (base.yaml beside it) is the config file as the last version
 	// read it.
 	StatePath string
-	// Audit is told of every applied API write and rollback.
+	// Audit is told of every applied API write and rollback (see Bind).
 	Audit func(AuditEntry)
 	// Now is the clock of version times; nil is time.Now.
 	Now func() time.Time
@@ -218,19 +218,25 @@ func (c *Control) Reload(trigger string, o ReloadOptions) (string, error) {
 	}
 	diff := confstore.Diff(c.cur, next)
 	c.file, c.cur, c.cfg = file, next, cfg
+	// The engine counts its own applies ("config v4: ..."); the line names
+	// the version the admin API lists instead.
+	if _, rest, ok := strings.Cut(changes, ": "); ok && strings.HasPrefix(changes, "config v") {
+		changes = rest
+	}
 	if len(diff) == 0 {
-		return changes, nil
+		return fmt.Sprintf("still version %d: %s", c.st.Latest(), changes), nil
 	}
 	v := c.record(confstore.SourceFile, "", trigger, diff)
 	if err := c.save(true, data); err != nil {
-		return changes, fmt.Errorf("applied as version %d, but %v", v.Number, err)
+		return "", fmt.Errorf("applied as version %d, but %v", v.Number, err)
 	}
-	return fmt.Sprintf("%s (version %d)", changes, v.Number), nil
+	return fmt.Sprintf("version %d: %s", v.Number, changes), nil
 }
 
-// Bind sets the engine the Control applies configs through: the server
-// exists only once the start config (NewControl's) made it.
-func (c *Control) Bind(e Engine) { c.eng = e }
+// Bind sets the engine the Control applies configs through, and where its
+// audit lines go: the server exists only once the start config
+// (NewControl's) made it. Call it before any change.
+func (c *Control) Bind(e Engine, audit func(AuditEntry)) { c.eng, c.opts.Audit = e, audit }
 
 // writer is who asks for a write, and what.
 type writer struct {

@@ -28,8 +28,9 @@ const intentHeader = "X-Loopgate-Admin"
 //   - a request a browser marks as coming from another site or origin
 //     (Sec-Fetch-Site, Origin): 403, code 40303;
 //   - a state change (any method but GET and HEAD) without the
-//     X-Loopgate-Admin header or a JSON body: 403, code 40304. A form
-//     post, or a fetch that needs no preflight, can carry neither.
+//     X-Loopgate-Admin header, a bearer token or a JSON body: 403, code
+//     40304. A form post, or a fetch that needs no preflight, can carry
+//     none of them.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -64,10 +65,16 @@ func (s *Server) refuseUnintended(w http.ResponseWriter) {
 }
 
 // intended reports whether r carries what a page cannot make a browser
-// send without a preflight: the intent header, or a JSON content type
+// send without a preflight: the intent header, a bearer token, or a JSON
+// content type
 // (CORS lets only forms and text/plain through unasked).
 func intended(r *http.Request) bool {
 	if r.Header.Get(intentHeader) != "" {
+		return true
+	}
+	// A bearer token is a header no browser attaches by itself (it does
+	// attach Basic credentials it has cached, so those count for nothing).
+	if scheme, _, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		return true
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))

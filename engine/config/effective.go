@@ -47,7 +47,8 @@ func redact(v any, parent string) {
 	switch n := v.(type) {
 	case map[string]any:
 		for k, child := range n {
-			if _, isString := child.(string); isString && (secretKeys[k] || k == "key" && parent == "api_keys") {
+			// An empty secret is shown: it says that none is set.
+			if str, isString := child.(string); isString && str != "" && (secretKeys[k] || k == "key" && parent == "api_keys") {
 				n[k] = Redacted
 				continue
 			}

@@ -91,6 +91,13 @@ func (s *State) At(current Doc, n uint64) (Doc, error) {
 // Load reads the state file at path. A missing file is an empty state; a
 // file that does not decode is an error, never silently an empty state.
 func Load(path string) (*State, error) {
+	// A crash in WriteAtomic leaves its temporary file; the state is the
+	// old one then, and the file nothing.
+	if stale, err := filepath.Glob(filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+"*.tmp-*")); err == nil {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &State{Format: stateFormat}, nil
