@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -179,7 +180,12 @@ func TestAdminBeyondLoopbackNeedsAToken(t *testing.T) {
 	t.Setenv("LG_TEST_TOKEN", writeToken)
 	g := startProcess(t, "-config", cfg)
 	_, admin := g.serving(t)
-	admin = strings.Replace(admin, "0.0.0.0", "127.0.0.1", 1)
+	_, port, _ := net.SplitHostPort(admin)
+	admin = "127.0.0.1:" + port
+	if c, err := net.Dial("tcp", "[::1]:"+port); err == nil { // 0.0.0.0 binds IPv4 only
+		c.Close()
+		t.Errorf("admin: 0.0.0.0 accepted a connection on [::1]")
+	}
 	if status, _, _ := call(t, admin, "", "GET", "/config", ""); status != 401 {
 		t.Errorf("GET /config without the token: %d", status)
 	}
@@ -452,4 +458,67 @@ func TestAdminStateSurvivesKill9DuringWrites(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Under load on an unchanged route, 100 API writes (and a rollback) fail
+// no request.
+func TestAdminAPIWritesUnderLoadFailNoRequest(t *testing.T) {
+	g := startAPI(t, pathUpstream(t))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var served int
+	var failures []string
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			client := &http.Client{Timeout: 10 * time.Second}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := client.Get("http://" + g.listen + "/base")
+				var body []byte
+				if err == nil {
+					body, _ = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+				mu.Lock()
+				if err != nil || resp.StatusCode != 200 || string(body) != "up:/base" {
+					failures = append(failures, fmt.Sprintf("%v %v %q", err, resp, body))
+				}
+				served++
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range 100 {
+		if status, body, _ := call(t, g.admin, writeToken, "PUT", fmt.Sprintf("/config/routes/w%d", i%10),
+			fmt.Sprintf(`{"path": "/w%d", "upstream": "backend", "response_timeout": "%ds"}`, i%10, 1+i)); status != 200 && status != 201 {
+			t.Fatalf("write %d: %d %v", i, status, body)
+		}
+	}
+	// Version 1 is gone (50 are kept); the oldest kept one has every
+	// w route but w0.
+	_, body, _ := call(t, g.admin, readToken, "GET", "/config/versions", "")
+	vs := body["versions"].([]any)
+	if len(vs) != 50 {
+		t.Fatalf("%d versions kept, want 50", len(vs))
+	}
+	if status, body, _ := call(t, g.admin, writeToken, "POST", "/config/rollback", `{"version": 1}`); status != 404 {
+		t.Fatalf("rollback to a version no longer kept: %d %v", status, body)
+	}
+	oldest := vs[49].(map[string]any)["number"].(float64)
+	if status, body, _ := call(t, g.admin, writeToken, "POST", "/config/rollback", fmt.Sprintf(`{"version": %d}`, int(oldest))); status != 200 {
+		t.Fatalf("rollback: %d %v", status, body)
+	}
+	close(stop)
+	wg.Wait()
+	if len(failures) > 0 {
+		t.Fatalf("%d of %d requests failed across the writes; first: %s", len(failures), served, failures[0])
+	}
+	t.Logf("%d requests served across 100 writes and a rollback", served)
 }
