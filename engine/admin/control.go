@@ -299,7 +299,7 @@ func (c *Control) prepare(d confstore.Doc) (*config.Config, func() error, error)
 	if err != nil {
 		return nil, nil, &invalidError{err}
 	}
-	if fixed := config.Compare(c.cfg, cfg).Fixed; len(fixed) > 0 {
+	if fixed := config.FixedChanges(c.cfg, cfg); len(fixed) > 0 {
 		return nil, nil, &invalidError{fmt.Errorf("%s cannot change while running (restart instead)", strings.Join(fixed, ", "))}
 	}
 	apply, err := c.eng.Prepare(cfg)

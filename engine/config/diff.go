@@ -67,8 +67,23 @@ func Compare(old, next *Config) Diff {
 			d.Settings = append(d.Settings, s.name)
 		}
 	}
+	d.Fixed = FixedChanges(old, next)
+	if len(old.Routes) > 0 && len(next.Routes) == 0 {
+		d.Emptied = append(d.Emptied, "every route ("+strings.Join(names(old.Routes, func(r *Route) string { return r.ID }), ", ")+")")
+	}
+	if len(old.Upstreams) > 0 && len(next.Upstreams) == 0 {
+		d.Emptied = append(d.Emptied, "every upstream ("+strings.Join(names(old.Upstreams, func(u *Upstream) string { return u.Name }), ", ")+")")
+	}
+	return d
+}
+
+// FixedChanges is Compare's Fixed alone: the settings that cannot change
+// while the gateway runs, without comparing every route (which costs a
+// second at 30,000 routes).
+func FixedChanges(old, next *Config) []string {
+	var out []string
 	fixed := func(name string, o, n any) {
-		d.Fixed = appendFixed(d.Fixed, name, reflect.ValueOf(o), reflect.ValueOf(n))
+		out = appendFixed(out, name, reflect.ValueOf(o), reflect.ValueOf(n))
 	}
 	fixed("listen", old.Listen, next.Listen)
 	fixed("loops", old.EventLoops(), next.EventLoops())
@@ -85,13 +100,7 @@ func Compare(old, next *Config) Diff {
 	fixed("access_log", old.AccessLog, next.AccessLog)          // its rings and file are made at start
 	fixed("error_log", old.ErrorLog, next.ErrorLog)             // its file is opened at start
 	fixed("health_checks", old.HealthChecks, next.HealthChecks) // the prober's bounds, set at start
-	if len(old.Routes) > 0 && len(next.Routes) == 0 {
-		d.Emptied = append(d.Emptied, "every route ("+strings.Join(names(old.Routes, func(r *Route) string { return r.ID }), ", ")+")")
-	}
-	if len(old.Upstreams) > 0 && len(next.Upstreams) == 0 {
-		d.Emptied = append(d.Emptied, "every upstream ("+strings.Join(names(old.Upstreams, func(u *Upstream) string { return u.Name }), ", ")+")")
-	}
-	return d
+	return out
 }
 
 // tokenSummary names the tokens and their roles, and says whether a
