@@ -394,7 +394,9 @@ func (s *Server) answerWrite(w http.ResponseWriter, v confstore.Version, err err
 		setVersion(w, v.Number)
 		out := map[string]any{"version": v.Number, "changes": Summary(v.Changes)}
 		if res != nil {
-			out["resource"] = res()
+			if r := res(); r != nil {
+				out["resource"] = r
+			}
 		}
 		writeJSON(w, status, out)
 	case errors.As(err, &stale):

@@ -287,7 +287,7 @@ func (k *Cluster) changeOnce(ctx context.Context, w writer, edit func(d confstor
 	}
 	diff := confstore.Diff(c.cur, next)
 	if len(diff) == 0 {
-		return c.st.Versions[len(c.st.Versions)-1], false, nil
+		return unchanged(c.st), false, nil
 	}
 	cfg, apply, err := c.prepare(next)
 	if err != nil {

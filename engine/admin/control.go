@@ -267,7 +267,7 @@ func (c *Control) change(w writer, edit func(d confstore.Doc) error) (confstore.
 	}
 	diff := confstore.Diff(c.cur, next)
 	if len(diff) == 0 {
-		return c.st.Versions[len(c.st.Versions)-1], nil
+		return unchanged(c.st), nil
 	}
 	cfg, apply, err := c.prepare(next)
 	if err != nil {
@@ -290,6 +290,12 @@ func (c *Control) change(w writer, edit func(d confstore.Doc) error) (confstore.
 	c.cur, c.cfg = next, cfg
 	c.audit(w, from, v)
 	return v, nil
+}
+
+// unchanged is the answer to a write that changes nothing: the latest
+// version, with no changes of its own.
+func unchanged(st *confstore.State) confstore.Version {
+	return confstore.Version{Number: st.Latest()}
 }
 
 // prepare parses and compiles d, refusing what cannot change live. c.mu
