@@ -522,3 +522,56 @@ func TestAdminAPIWritesUnderLoadFailNoRequest(t *testing.T) {
 	}
 	t.Logf("%d requests served across 100 writes and a rollback", served)
 }
+
+// loopgate config get|apply|diff|rollback against a running gateway.
+func TestConfigCommand(t *testing.T) {
+	g := startAPI(t, pathUpstream(t))
+	t.Setenv("LOOPGATE_ADMIN_TOKEN", writeToken)
+	cli := func(args ...string) (int, string, string) {
+		t.Helper()
+		return runCommand(t, append([]string{"config", "-admin", "http://" + g.admin}, args...)...)
+	}
+	file := writeConfig(t, `
+routes:
+  - {id: a, path: /a, upstream: backend}
+  - {id: b, path: /b, upstream: backend}
+`)
+	if code, out, errOut := cli("apply", "-f", file); code != 0 || !strings.Contains(out, `"changes": "routes added a, b"`) || !strings.Contains(out, `"version": 2`) {
+		t.Fatalf("apply: %d %q %q", code, out, errOut)
+	}
+	for _, p := range []string{"/a", "/b", "/base"} {
+		if code, _ := get(t, g.listen, p); code != 200 {
+			t.Fatalf("GET %s after apply: %d", p, code)
+		}
+	}
+	// -prune: the file is the whole set of routes, so base goes.
+	if code, out, errOut := cli("apply", "-prune", "-f", file); code != 0 || !strings.Contains(out, "routes removed base") {
+		t.Fatalf("apply -prune: %d %q %q", code, out, errOut)
+	}
+	if code, _ := get(t, g.listen, "/base"); code != 404 {
+		t.Fatalf("GET /base after apply -prune: %d", code)
+	}
+	if code, out, _ := cli("diff"); code != 0 || !strings.Contains(out, "version 3: 1 change(s)\n- routes base\n") {
+		t.Fatalf("diff: %d %q", code, out)
+	}
+	if code, out, _ := cli("get", "routes/a"); code != 0 || !strings.Contains(out, `"path": "/a"`) {
+		t.Fatalf("get routes/a: %d %q", code, out)
+	}
+	if code, out, errOut := cli("rollback", "1"); code != 0 || !strings.Contains(out, `"version": 4`) {
+		t.Fatalf("rollback: %d %q %q", code, out, errOut)
+	}
+	if code, _ := get(t, g.listen, "/a"); code != 404 {
+		t.Fatalf("GET /a after the rollback: %d", code)
+	}
+	// A refusal: the admin port's message, exit status 1; no token: 401.
+	if code, _, errOut := cli("rollback", "99"); code != 1 || !strings.Contains(errOut, "404: that version is not kept") {
+		t.Fatalf("rollback 99: %d %q", code, errOut)
+	}
+	t.Setenv("LOOPGATE_ADMIN_TOKEN", "")
+	if code, _, errOut := cli("get"); code != 1 || !strings.Contains(errOut, "401: this needs an admin token") {
+		t.Fatalf("get without a token: %d %q", code, errOut)
+	}
+	if code, _, errOut := cli("frobnicate"); code != 2 || !strings.Contains(errOut, `unknown command "frobnicate"`) {
+		t.Fatalf("an unknown command: %d %q", code, errOut)
+	}
+}

@@ -38,6 +38,9 @@ import (
 // supervisor should restart the process); 2 for a command-line mistake
 // (the flag package's convention).
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "config" {
+		os.Exit(configCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	opts, err := parseFlags(os.Args[1:], os.Stderr)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -85,7 +88,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.check, "check", false, "validate the config, print warnings and \"config ok\", and exit")
 	fs.BoolVar(&o.version, "version", false, "print the version and build information, and exit")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: loopgate [-config file] [-loops n] [-pin] [-pidfile file] [-demo-upstream address] [-check | -version]\n")
+		fmt.Fprintf(fs.Output(), "usage: loopgate [-config file] [-loops n] [-pin] [-pidfile file] [-demo-upstream address] [-check | -version]\n"+
+			"       loopgate config [-admin URL] get|diff|rollback|apply ... (loopgate config -h)\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

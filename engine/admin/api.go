@@ -30,6 +30,7 @@ func (s *Server) configAPI(m *http.ServeMux) {
 	m.HandleFunc("GET /config/versions/{n}/diff", s.getDiff)
 	m.HandleFunc("POST /config/rollback", s.postRollback)
 	m.HandleFunc("POST /config/reset", s.postReset)
+	m.HandleFunc("POST /config/apply", s.postApply)
 	for _, kind := range []string{confstore.Routes, confstore.Upstreams} {
 		m.HandleFunc("GET /config/"+kind, s.listResources(kind))
 		m.HandleFunc("POST /config/"+kind, s.writeResource(kind, opCreate))
@@ -166,6 +167,80 @@ func (s *Server) postReset(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := s.control.reset(wr)
+	s.answerWrite(w, v, err, http.StatusOK, nil)
+}
+
+// postApply creates or replaces every route and upstream the body lists,
+// {"routes": [...], "upstreams": [...]}, as one version; with ?prune=1 it
+// also deletes the resources of a listed kind that the body leaves out,
+// so the body becomes the whole set (decK's sync).
+func (s *Server) postApply(w http.ResponseWriter, r *http.Request) {
+	var body map[string]any
+	if !s.decodeDoc(w, r, &body) {
+		return
+	}
+	prune := false
+	if v := r.URL.Query().Get("prune"); v != "" {
+		var err error
+		if prune, err = strconv.ParseBool(v); err != nil {
+			s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("prune=%s: want 1 or 0", v))
+			return
+		}
+	}
+	type res struct {
+		id string
+		v  any
+	}
+	lists := map[string][]res{}
+	for k, v := range body {
+		key := confstore.KeyField(k)
+		if key == "" {
+			s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("%s: apply takes routes and upstreams only", k))
+			return
+		}
+		items, ok := v.([]any)
+		if !ok {
+			s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("%s: want a list", k))
+			return
+		}
+		for i, it := range items {
+			m, _ := it.(map[string]any)
+			id, _ := m[key].(string)
+			if id == "" {
+				s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("%s[%d].%s: required, a string", k, i, key))
+				return
+			}
+			lists[k] = append(lists[k], res{id, m})
+		}
+	}
+	action := "POST /config/apply"
+	if prune {
+		action += "?prune=1"
+	}
+	wr, ok := s.writer(w, r, action)
+	if !ok {
+		return
+	}
+	v, err := s.control.change(wr, func(d confstore.Doc) error {
+		for kind, items := range lists {
+			keep := map[string]bool{}
+			for _, it := range items {
+				keep[it.id] = true
+				confstore.Set(d, kind, it.id, it.v)
+			}
+			if !prune {
+				continue
+			}
+			old, _ := d[kind].([]any)
+			for _, it := range old {
+				m, _ := it.(map[string]any)
+				if id, _ := m[confstore.KeyField(kind)].(string); !keep[id] {
+					confstore.Set(d, kind, id, nil)
+				}
+			}
+		}
+		return nil
+	})
 	s.answerWrite(w, v, err, http.StatusOK, nil)
 }
 
