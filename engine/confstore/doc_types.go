@@ -3,6 +3,7 @@
 package confstore
 
 import (
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -84,8 +85,10 @@ func Parse(data []byte) (Doc, error) {
 	return d, nil
 }
 
-// Marshal encodes d as YAML for config.Parse.
-func Marshal(d Doc) ([]byte, error) { return yaml.Marshal(d) }
+// Marshal encodes d for config.Parse: as JSON, which YAML reads, because
+// encoding/json writes a document of 30,000 routes several times faster
+// than yaml.v3 does.
+func Marshal(d Doc) ([]byte, error) { return json.Marshal(d) }
 
 // Clone copies d deeply.
 func Clone(d Doc) Doc { return cloneValue(d).(map[string]any) }
