@@ -261,6 +261,12 @@ func (k *Cluster) change(w writer, edit func(d confstore.Doc) error) (confstore.
 		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 		v, retry, err := k.changeOnce(ctx, w, edit)
 		cancel()
+		// The first call after Redis came back fails on the connection that
+		// broke (EOF) and rueidis redials for the next: try once more.
+		var unavailable *unavailableError
+		if attempt == 0 && errors.As(err, &unavailable) {
+			retry = true
+		}
 		if !retry || attempt == 4 {
 			return v, err
 		}
