@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,5 +135,23 @@ func TestClusterConfigSync(t *testing.T) {
 	}
 	if code, _ := get(t, c.listen, "/two"); code != 404 {
 		t.Fatalf("a node started later serves the rolled-back /two")
+	}
+
+	// A reload of c's own file changes c alone, and is no cluster version.
+	_, body, _ = call(t, c.admin, readToken, "GET", "/config/versions", "")
+	before := body["latest"]
+	text, _ := os.ReadFile(c.config)
+	os.WriteFile(c.config, append(text, "  - {id: local, path: /local, upstream: backend}\n"...), 0o600)
+	c.cmd.Process.Signal(syscall.SIGHUP)
+	servesWithin(t, c, "/local", 200, 10*time.Second)
+	_, body, _ = call(t, c.admin, readToken, "GET", "/config/versions", "")
+	if body["latest"] != before {
+		t.Errorf("c's file reload made version %v (was %v)", body["latest"], before)
+	}
+	if code, _ := get(t, a.listen, "/local"); code != 404 {
+		t.Errorf("c's file reload reached a")
+	}
+	if code, _ := get(t, c.listen, "/one"); code != 200 {
+		t.Errorf("c lost the cluster's /one on its reload")
 	}
 }

@@ -223,7 +223,9 @@ func (c *Control) Reload(trigger string, o ReloadOptions) (string, error) {
 	if _, rest, ok := strings.Cut(changes, ": "); ok && strings.HasPrefix(changes, "config v") {
 		changes = rest
 	}
-	if len(diff) == 0 {
+	// In cluster mode the versions are the cluster's: a reload of this
+	// node's file changes this node only, and is none of them.
+	if len(diff) == 0 || c.cluster != nil {
 		return fmt.Sprintf("still version %d: %s", c.st.Latest(), changes), nil
 	}
 	v := c.record(confstore.SourceFile, "", trigger, diff)
