@@ -24,8 +24,9 @@ func startClusterNode(t *testing.T, id, redisAddr, up string) *apiGateway {
 	dir := t.TempDir()
 	g := &apiGateway{dir: dir, listen: freeAddr(t), admin: freeAddr(t)}
 	g.config = filepath.Join(dir, "loopgate.yaml")
-	text := apiConfig(g.listen, g.admin, filepath.Join(dir, "state.json"), up, "  cluster: redis\n") +
-		fmt.Sprintf("redis: {addrs: [%q], call_timeout: 250ms}\ncluster: {node_id: %s}\n", redisAddr, id)
+	// The routes come last, so a test can append one.
+	text := fmt.Sprintf("redis: {addrs: [%q], call_timeout: 250ms}\ncluster: {node_id: %s}\n", redisAddr, id) +
+		apiConfig(g.listen, g.admin, filepath.Join(dir, "state.json"), up, "  cluster: redis\n")
 	if err := os.WriteFile(g.config, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
