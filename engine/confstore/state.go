@@ -3,6 +3,7 @@
 package confstore
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -124,6 +125,9 @@ func Decode(data []byte) (*State, error) {
 	// config file's documents decode into (int, not float64), so a
 	// resource read back compares equal to the same resource read from the
 	// config file.
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, errors.New("is empty")
+	}
 	var s State
 	if err := yaml.Unmarshal(data, &s); err != nil {
 		return nil, fmt.Errorf("does not decode: %v", err)
