@@ -287,7 +287,7 @@ func (k *Cluster) changeOnce(ctx context.Context, w writer, edit func(d confstor
 	if w.ifMatch != 0 && w.ifMatch != c.st.Latest() {
 		return v, false, &staleError{w.ifMatch, c.st.Latest()}
 	}
-	next := confstore.Clone(c.cur)
+	next := confstore.Copy(c.cur)
 	if err := edit(next); err != nil {
 		return v, false, err
 	}

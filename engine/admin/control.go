@@ -263,7 +263,7 @@ func (c *Control) change(w writer, edit func(d confstore.Doc) error) (confstore.
 	if w.ifMatch != 0 && w.ifMatch != c.st.Latest() {
 		return confstore.Version{}, &staleError{w.ifMatch, c.st.Latest()}
 	}
-	next := confstore.Clone(c.cur)
+	next := confstore.Copy(c.cur)
 	if err := edit(next); err != nil {
 		return confstore.Version{}, err
 	}
