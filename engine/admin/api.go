@@ -90,24 +90,24 @@ func (s *Server) listVersions(w http.ResponseWriter, _ *http.Request) {
 }
 
 // version finds the version the path names, or answers 400 or 404.
-func (s *Server) version(w http.ResponseWriter, r *http.Request) (*confstore.Version, snapshot, bool) {
+func (s *Server) version(w http.ResponseWriter, r *http.Request) (*confstore.Version, bool) {
 	snap := s.control.read()
 	n, err := strconv.ParseUint(r.PathValue("n"), 10, 64)
 	if err != nil {
 		s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("version %q: want a number", r.PathValue("n")))
-		return nil, snap, false
+		return nil, false
 	}
 	for i := range snap.versions {
 		if snap.versions[i].Number == n {
-			return &snap.versions[i], snap, true
+			return &snap.versions[i], true
 		}
 	}
 	s.fail(w, http.StatusNotFound, 40402, fmt.Sprintf("version %d is not kept (the last %d are)", n, confstore.Keep))
-	return nil, snap, false
+	return nil, false
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
-	v, _, ok := s.version(w, r)
+	v, ok := s.version(w, r)
 	if !ok {
 		return
 	}
@@ -121,7 +121,7 @@ func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getDiff(w http.ResponseWriter, r *http.Request) {
-	v, _, ok := s.version(w, r)
+	v, ok := s.version(w, r)
 	if !ok {
 		return
 	}

@@ -394,13 +394,12 @@ type snapshot struct {
 	cfg      *config.Config
 	latest   uint64
 	versions []confstore.Version
-	overlay  confstore.Overlay
 }
 
 func (c *Control) read() snapshot {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return snapshot{cur: c.cur, cfg: c.cfg, latest: c.st.Latest(), versions: c.st.Versions, overlay: c.st.Overlay}
+	return snapshot{cur: c.cur, cfg: c.cfg, latest: c.st.Latest(), versions: c.st.Versions}
 }
 
 // at is the document of version n.
