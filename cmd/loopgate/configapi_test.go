@@ -168,12 +168,16 @@ func TestAdminAPIRefusesWritesWithoutAWriteToken(t *testing.T) {
 // The admin port beyond loopback with no token does not start, and says
 // why; with a token from an environment variable it does.
 func TestAdminBeyondLoopbackNeedsAToken(t *testing.T) {
-	code, _, stderr := runCommand(t, "-config", writeConfig(t, "listen: 127.0.0.1:0\nadmin: 0.0.0.0:0\nloops: 1\n"))
-	if code != 1 || !strings.Contains(stderr, "which is not loopback, and admin.tokens is empty") {
-		t.Fatalf("exit %d, stderr %q; want 1 and the reason", code, stderr)
+	exposed := writeConfig(t, "listen: 127.0.0.1:0\nadmin: 0.0.0.0:0\nloops: 1\n")
+	for _, args := range [][]string{{"-config", exposed}, {"-config", exposed, "-check"}} {
+		code, _, stderr := runCommand(t, args...)
+		if code != 1 || !strings.Contains(stderr, "is not loopback, and admin.tokens is empty") {
+			t.Fatalf("%v: exit %d, stderr %q; want 1 and the reason", args, code, stderr)
+		}
 	}
+
 	cfg := writeConfig(t, "listen: 127.0.0.1:0\nadmin:\n  address: 0.0.0.0:0\n  tokens: [{name: ops, role: write, token_env: LG_TEST_TOKEN}]\nloops: 1\n")
-	code, _, stderr = runCommand(t, "-config", cfg, "-check")
+	code, _, stderr := runCommand(t, "-config", cfg, "-check")
 	if code != 1 || !strings.Contains(stderr, "admin.tokens[0].token_env: the environment variable LG_TEST_TOKEN is unset or empty") {
 		t.Fatalf("unset token_env: exit %d, stderr %q", code, stderr)
 	}

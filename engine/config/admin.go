@@ -4,6 +4,8 @@ package config
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -131,6 +133,15 @@ func (c *Config) validateAdmin(p *problems) {
 	a := &c.Admin
 	if a.Address == AdminOff {
 		return
+	}
+	// A port without tokens beyond loopback is refused here too, so that
+	// -check says so; a host name is judged once bound (admin.Listen).
+	if host, _, err := net.SplitHostPort(a.Address); err == nil && len(a.Tokens) == 0 {
+		ip, perr := netip.ParseAddr(strings.Trim(host, "[]"))
+		if host == "" || perr == nil && !ip.IsLoopback() {
+			p.add("admin", "%s is not loopback, and admin.tokens is empty: anyone who can reach it could change the config; "+
+				"add a token to admin.tokens (role write for changes), or bind the admin port to 127.0.0.1", a.Address)
+		}
 	}
 	names := map[string]bool{}
 	for i, t := range a.Tokens {

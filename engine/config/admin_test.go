@@ -19,8 +19,9 @@ func TestAdminForms(t *testing.T) {
 		{"admin: 127.0.0.1:9902\n", Admin{Address: "127.0.0.1:9902"}},
 		{"admin: \"off\"\n", Admin{Address: AdminOff}},
 		{"admin: {pprof: true}\n", Admin{Address: "127.0.0.1:9901", Pprof: true}},
-		{"admin:\n  address: 0.0.0.0:9901\n  hosts: [gw-admin.internal, \"[fd00::1]\", 10.0.0.7, Admin.Example.]\n  pprof: false\n",
-			Admin{Address: "0.0.0.0:9901", Hosts: []string{"gw-admin.internal", "[fd00::1]", "10.0.0.7", "Admin.Example."}}},
+		{"admin:\n  address: 0.0.0.0:9901\n  hosts: [gw-admin.internal, \"[fd00::1]\", 10.0.0.7, Admin.Example.]\n  pprof: false\n  tokens: [{name: ops, token: 0123456789abcdef}]\n",
+			Admin{Address: "0.0.0.0:9901", Hosts: []string{"gw-admin.internal", "[fd00::1]", "10.0.0.7", "Admin.Example."},
+				Tokens: []AdminToken{{Name: "ops", Role: RoleRead, Token: "0123456789abcdef"}}}},
 	} {
 		if got := mustParse(t, c.yaml).Admin; !reflect.DeepEqual(got, c.want) {
 			t.Errorf("%q: admin %+v, want %+v", c.yaml, got, c.want)
