@@ -286,8 +286,28 @@ func TestAdminAPIWritesVersionsAndRollback(t *testing.T) {
 	if v := body["version"].(map[string]any); status != 200 || v["action"] != "rollback to 2" || v["changes"] != "routes changed users; upstreams removed other" {
 		t.Fatalf("GET /config/versions/5: %d %v", status, body)
 	}
+	// A route's rate limits on their own: one request, then 429.
+	if status, body, _ = call(t, g.admin, writeToken, "PUT", "/config/routes/users/rate_limits",
+		`{"rate_limits": [{"key": "route", "rate": 0.001, "burst": 1}]}`); status != 200 || body["version"] != 6.0 {
+		t.Fatalf("PUT rate_limits: %d %v", status, body)
+	}
+	if code, _ := get(t, g.listen, "/users"); code != 200 {
+		t.Fatalf("the first request under the new limit: %d", code)
+	}
+	if code, body := get(t, g.listen, "/users"); code != 429 || !strings.Contains(body, "42902") {
+		t.Fatalf("the second request under the new limit: %d %s", code, body)
+	}
+	if status, body, _ = call(t, g.admin, readToken, "GET", "/config/routes/users/rate_limits", ""); status != 200 || len(body["rate_limits"].([]any)) != 1 {
+		t.Fatalf("GET rate_limits: %d %v", status, body)
+	}
+	if status, body, _ = call(t, g.admin, writeToken, "DELETE", "/config/routes/users/rate_limits", ""); status != 200 || body["version"] != 7.0 {
+		t.Fatalf("DELETE rate_limits: %d %v", status, body)
+	}
+	if code, _ := get(t, g.listen, "/users"); code != 200 {
+		t.Fatalf("a request after the limit was deleted: %d", code)
+	}
 	// Deleting.
-	if status, body, _ = call(t, g.admin, writeToken, "DELETE", "/config/routes/users", ""); status != 200 || body["version"] != 6.0 {
+	if status, body, _ = call(t, g.admin, writeToken, "DELETE", "/config/routes/users", ""); status != 200 || body["version"] != 8.0 {
 		t.Fatalf("DELETE: %d %v", status, body)
 	}
 	if code, _ := get(t, g.listen, "/users"); code != 404 {
@@ -473,7 +493,7 @@ func TestAdminAPIWritesUnderLoadFailNoRequest(t *testing.T) {
 	var mu sync.Mutex
 	var served int
 	var failures []string
-	for range 16 {
+	for range 64 { // as wrk -c64: 64 keep-alive connections
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
