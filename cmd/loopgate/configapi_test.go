@@ -599,3 +599,66 @@ routes:
 		t.Fatalf("an unknown command: %d %q", code, errOut)
 	}
 }
+
+// /bans and /revocations take effect on the next request, and need a
+// write token.
+func TestAdminBansAndRevocations(t *testing.T) {
+	dir := t.TempDir()
+	listen, admin := freeAddr(t), freeAddr(t)
+	cfg := apiConfig(listen, admin, filepath.Join(dir, "state.json"), pathUpstream(t), "") +
+		"  - {id: keyed, path: /keyed, upstream: backend, auth: required}\n" +
+		"auth:\n  api_keys: [{key: k-0123456789, consumer: ci}]\n"
+	g := &apiGateway{dir: dir, listen: listen, admin: admin, config: writeConfig(t, cfg)}
+	g.start(t)
+	if status, _, _ := call(t, g.admin, readToken, "POST", "/bans", `{"prefix": "127.0.0.1", "ttl": "10m"}`); status != 403 {
+		t.Fatalf("a ban with a read token: %d", status)
+	}
+	if status, body, _ := call(t, g.admin, writeToken, "POST", "/bans", `{"prefix": "127.0.0.0/8", "ttl": "1h"}`); status != 200 || body["banned"] != "127.0.0.0/8" {
+		t.Fatalf("POST /bans: %d %v", status, body)
+	}
+	if code, body := get(t, g.listen, "/base"); code != 403 || !strings.Contains(body, "40302") {
+		t.Fatalf("a banned client: %d %s", code, body)
+	}
+	if status, body, _ := call(t, g.admin, readToken, "GET", "/bans", ""); status != 200 || len(body["bans"].([]any)) != 1 {
+		t.Fatalf("GET /bans: %d %v", status, body)
+	}
+	if status, body, _ := call(t, g.admin, writeToken, "DELETE", "/bans/127.0.0.0/8", ""); status != 200 {
+		t.Fatalf("DELETE /bans: %d %v", status, body)
+	}
+	if code, _ := get(t, g.listen, "/base"); code != 200 {
+		t.Fatalf("after the unban: %d", code)
+	}
+	if status, _, _ := call(t, g.admin, writeToken, "POST", "/bans", `{"prefix": "not-an-ip", "ttl": "1h"}`); status != 400 {
+		t.Fatalf("a bad prefix: %d", status)
+	}
+	// An API key revoked is refused at once; lifted, it passes again.
+	keyed := func() int {
+		req, _ := http.NewRequest("GET", "http://"+g.listen+"/keyed", nil)
+		req.Header.Set("Authorization", "k-0123456789")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := keyed(); code != 200 {
+		t.Fatalf("the API key before its revocation: %d", code)
+	}
+	if status, body, _ := call(t, g.admin, writeToken, "POST", "/revocations", `{"api_key": "k-0123456789"}`); status != 200 || body["revocations"] != 1.0 {
+		t.Fatalf("POST /revocations: %d %v", status, body)
+	}
+	if code := keyed(); code != 401 {
+		t.Fatalf("a revoked API key: %d", code)
+	}
+	if status, body, _ := call(t, g.admin, writeToken, "DELETE", "/revocations", `{"api_key": "k-0123456789"}`); status != 200 || body["revocations"] != 0.0 {
+		t.Fatalf("DELETE /revocations: %d %v", status, body)
+	}
+	if code := keyed(); code != 200 {
+		t.Fatalf("the API key after the revocation was lifted: %d", code)
+	}
+	waitUntil(t, "the audit lines", g.exited, g.logs, func() bool { return len(logEvents(g.logs.String(), "admin_write")) == 4 })
+	if a := logEvents(g.logs.String(), "admin_write"); a[0]["token"] != "ops" || a[0]["trigger"] != "POST /bans: ban 127.0.0.0/8 for 1h0m0s" {
+		t.Errorf("audit lines %v", a)
+	}
+}

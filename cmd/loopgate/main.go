@@ -29,6 +29,7 @@ import (
 	"github.com/loopgate/loopgate/engine/admin"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/auth"
 	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
@@ -210,7 +211,7 @@ func run(opts *options) error {
 	adminAddr := config.AdminOff
 	if cfg.Admin.Address != config.AdminOff {
 		a, err := admin.Listen(cfg.Admin.Address, srv, reloads, admin.Options{Hosts: cfg.Admin.Hosts, Pprof: cfg.Admin.Pprof,
-			Tokens: adminTokens(cfg), OpenReads: cfg.Admin.OpenReads, Control: control, Runtime: gatewayRuntime{srv},
+			Tokens: adminTokens(cfg), OpenReads: cfg.Admin.OpenReads, Control: control, Runtime: runtimeOf(srv),
 			Audit: func(e admin.AuditEntry) { logAudit(srv, e) }})
 		if err != nil {
 			return err
@@ -371,16 +372,37 @@ func reload(srv *engine.Server, control *admin.Control, o admin.ReloadOptions) (
 	return changes, err
 }
 
-// gatewayRuntime serves the admin API's bans and revocations.
+// gatewayRuntime serves the admin API's bans and revocations: the
+// server's ban list, and the running config version's verifier (its
+// revocations are the server's, so they last across reloads).
 type gatewayRuntime struct{ srv *engine.Server }
 
-func (r gatewayRuntime) Bans() *access.Bans { return r.srv.Bans() }
-func (r gatewayRuntime) Revoke(credential string, until time.Time) {
-	r.srv.Verifier().Revoke(credential, until)
+// runtimeOf is srv's gatewayRuntime, or nil (no /bans, no /revocations)
+// when the build registers no ip_access or no auth filter.
+func runtimeOf(srv *engine.Server) admin.Runtime {
+	_, hasBans := engine.Service[*access.Bans](srv)
+	_, hasAuth := engine.Service[*auth.Verifier](srv)
+	if !hasBans || !hasAuth {
+		return nil
+	}
+	return gatewayRuntime{srv}
 }
-func (r gatewayRuntime) RevokeKey(apiKey string)    { r.srv.Verifier().RevokeKey(apiKey) }
-func (r gatewayRuntime) Unrevoke(credential string) { r.srv.Verifier().Unrevoke(credential) }
-func (r gatewayRuntime) Revocations() int           { return r.srv.Verifier().Revocations() }
+
+func (r gatewayRuntime) Bans() *access.Bans { b, _ := engine.Service[*access.Bans](r.srv); return b }
+
+// verifier is the running version's: a reload makes a new one over the
+// same revocations.
+func (r gatewayRuntime) verifier() *auth.Verifier {
+	v, _ := engine.Service[*auth.Verifier](r.srv)
+	return v
+}
+
+func (r gatewayRuntime) Revoke(credential string, until time.Time) {
+	r.verifier().Revoke(credential, until)
+}
+func (r gatewayRuntime) RevokeKey(apiKey string)    { r.verifier().RevokeKey(apiKey) }
+func (r gatewayRuntime) Unrevoke(credential string) { r.verifier().Unrevoke(credential) }
+func (r gatewayRuntime) Revocations() int           { return r.verifier().Revocations() }
 
 // adminTokens are admin.tokens with their secrets read.
 func adminTokens(cfg *config.Config) []admin.Token {
