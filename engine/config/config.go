@@ -81,6 +81,8 @@ type Config struct {
 
 	HealthChecks HealthChecks `yaml:"health_checks"` // bounds on the active health prober (see HealthChecks)
 
+	WebSocket WebSocket `yaml:"websocket"` // bounds on Upgrade tunnels (see WebSocket)
+
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
 
@@ -213,6 +215,15 @@ type Route struct {
 	// Per-route overrides; default (zero) inherits the upstream's value.
 	ConnectTimeout  Duration `yaml:"connect_timeout"`
 	ResponseTimeout Duration `yaml:"response_timeout"`
+
+	// WebSocket: false refuses WebSocket upgrade requests on the route
+	// (403, code 40303). Default true.
+	WebSocket *bool `yaml:"websocket,omitempty"`
+	// Upgrade lists the Upgrade tokens (RFC 9110 7.8) the route tunnels,
+	// case-insensitive; a request asking for another is refused (403, code
+	// 40303), except h2c, which is served as HTTP/1.1. Default [websocket],
+	// or [] with websocket: false.
+	Upgrade []string `yaml:"upgrade,omitempty"`
 
 	Retry Retry `yaml:"retry"` // the retry policy (see Retry); defaults apply when absent
 	// CircuitBreaker is the route's breaker over the global one (see

@@ -63,6 +63,7 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 		AccessLog:    AccessLog{RingSize: 4096},
 		ErrorLog:     ErrorLog{Path: "stderr", Level: "info"},
 		HealthChecks: HealthChecks{MaxInFlight: 20, Batch: 100},
+		WebSocket:    WebSocket{IdleTimeout: Duration(time.Hour), MaxTunnels: 10000, Buffer: 64 << 10},
 	}
 	wantGlobals := map[string]filters.GlobalConfig{
 		auth.Name:           &auth.Global{Auth: documentedAuth()},
@@ -217,6 +218,7 @@ func TestSampleParses(t *testing.T) {
 		AccessLog:      AccessLog{RingSize: 4096},
 		ErrorLog:       ErrorLog{Path: "stderr", Level: "info"},
 		HealthChecks:   HealthChecks{MaxInFlight: 20, Batch: 100},
+		WebSocket:      WebSocket{IdleTimeout: Duration(time.Hour), MaxTunnels: 10000, Buffer: 64 << 10},
 		Upstreams: []Upstream{{
 			Name:               "users",
 			Nodes:              []Node{{Addr: "10.0.0.1:8080", Weight: 1}, {Addr: "10.0.0.2:8080", Weight: 3}},
@@ -252,6 +254,7 @@ func TestSampleParses(t *testing.T) {
 			ResponseTimeout: Duration(2 * time.Second),        // own override
 			Retry:           defaultRetry,
 			Isolation:       policy.RouteIsolation(nil, nil), // on by default
+			Upgrade:         []string{"websocket"},
 			DisableFilters:  []string{"forwarded"},
 			Limits:          &codec.Limits{MaxURIBytes: 1 << 10, MaxHeaderCount: 20, MaxHeaderBytes: 8 << 10, MaxBodyBytes: 64 << 10},
 		}, {
@@ -260,6 +263,7 @@ func TestSampleParses(t *testing.T) {
 			ResponseTimeout: Duration(30 * time.Second),
 			Retry:           defaultRetry,
 			Isolation:       policy.RouteIsolation(nil, nil), // on by default
+			Upgrade:         []string{"websocket"},
 			Filters:         []string{"ip_access"},
 		}, {
 			ID: "site", Prefix: "/", Upstream: "static", EscapedSlashes: EscapedSlashesReject,
@@ -267,6 +271,7 @@ func TestSampleParses(t *testing.T) {
 			ResponseTimeout: Duration(30 * time.Second),
 			Retry:           defaultRetry,
 			Isolation:       policy.RouteIsolation(nil, nil), // on by default
+			Upgrade:         []string{"websocket"},
 		}},
 	}
 	if !reflect.DeepEqual(withoutFilters(c), want) {
@@ -543,3 +548,29 @@ var defaultOutlier = Outlier{Consecutive: 5, BaseEjection: Duration(30 * time.Se
 
 // defaultSlowStart is an upstream's slow_start when it sets none.
 var defaultSlowStart = Duration(30 * time.Second)
+
+func TestWebSocketOptions(t *testing.T) {
+	const base = "upstreams:\n  - {name: a, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - prefix: /\n    upstream: a"
+	off := mustParse(t, base+"\n    websocket: false\n")
+	if r := off.Routes[0]; r.WebSocketOn() || len(r.Upgrade) != 0 {
+		t.Fatalf("websocket: false: on %v, upgrade %v", r.WebSocketOn(), r.Upgrade)
+	}
+	custom := mustParse(t, base+"\n    upgrade: [WebSocket, my-proto]\n")
+	if got := custom.Routes[0].Upgrade; !reflect.DeepEqual(got, []string{"websocket", "my-proto"}) {
+		t.Fatalf("upgrade = %v, want lower-cased [websocket my-proto]", got)
+	}
+	for _, bad := range []string{
+		"\n    upgrade: [h2c]\n",
+		"\n    upgrade: [\"a b\"]\n",
+		"\n    upgrade: [x, X]\n",
+		"\n    websocket: false\n    upgrade: [websocket]\n",
+	} {
+		if _, err := Parse([]byte(base + bad)); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+	if _, err := Parse([]byte("websocket: {buffer: 1KiB, max_tunnels: 0}\n" + base)); err == nil ||
+		!strings.Contains(err.Error(), "websocket.buffer") {
+		t.Errorf("websocket.buffer 1KiB: err = %v", err)
+	}
+}

@@ -70,6 +70,7 @@ func applyDefaults(c *Config) {
 	setDefault(&c.Timeouts.Suspend, defaultSuspend)
 
 	applyHealthChecksDefaults(&c.HealthChecks)
+	applyWebSocketDefaults(&c.WebSocket)
 	for i := range c.Upstreams {
 		applyUpstreamDefaults(&c.Upstreams[i])
 	}
@@ -80,6 +81,7 @@ func applyDefaults(c *Config) {
 		setDefault(&r.ID, defaultRouteID(i))
 		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
 		r.Retry.Provision()
+		applyRouteUpgradeDefaults(r)
 		r.CircuitBreaker = policy.RouteBreaker(c.CircuitBreaker, r.CircuitBreaker)
 		r.Isolation = policy.RouteIsolation(c.Isolation, r.Isolation)
 		if u := c.findUpstream(r.Upstream); u != nil {

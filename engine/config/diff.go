@@ -24,7 +24,8 @@ type Diff struct {
 	// change of that route.
 	Filters Changes
 	// Settings are the other sections that changed: limits, timeouts,
-	// allow_underscore_headers, trusted_proxies, metrics. They apply live.
+	// allow_underscore_headers, trusted_proxies, metrics, websocket. They
+	// apply live (websocket to tunnels opened afterwards).
 	Settings []string
 	// Fixed are the settings that cannot change while the gateway runs
 	// (listen, loops, pin, pid, admin, access_log, error_log, health_checks), each with
@@ -62,6 +63,7 @@ func Compare(old, next *Config) Diff {
 		{"allow_underscore_headers", old.AllowUnderscoreHeaders, next.AllowUnderscoreHeaders},
 		{"trusted_proxies", old.TrustedProxies, next.TrustedProxies},
 		{"metrics", old.Metrics, next.Metrics},
+		{"websocket", old.WebSocket, next.WebSocket},
 	} {
 		if !reflect.DeepEqual(s.old, s.next) {
 			d.Settings = append(d.Settings, s.name)

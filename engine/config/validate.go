@@ -57,6 +57,7 @@ func (c *Config) problems() problems {
 	}
 	c.validateFilterConfig(&p)
 	c.validateObservability(&p)
+	c.validateWebSocket(&p)
 	c.validateRoutes(&p)
 	return p
 }
@@ -162,6 +163,7 @@ func (c *Config) validateRoutes(p *problems) {
 			p.add(path+".escaped_slashes", "%q: want %q or %q", r.EscapedSlashes, EscapedSlashesReject, EscapedSlashesKeep)
 		}
 		r.Retry.Validate(p.at(path + ".retry"))
+		validateRouteUpgrade(p, path, r)
 		if r.CircuitBreaker != nil {
 			r.CircuitBreaker.Validate(p.at(path + ".circuit_breaker"))
 		}
