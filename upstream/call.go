@@ -9,6 +9,7 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/pool/loopstat"
+	"github.com/panjf2000/gnet/v2"
 )
 
 // Receiver gets a Call's events, always on the call's loop. Each method
@@ -35,6 +36,11 @@ type Options struct {
 	HEAD            bool          // the request is HEAD: the response has no body
 	HasBody         bool          // the request streams a body after its head
 	Retryable       bool          // idempotent and bodiless: may be resent on a fresh connection
+	// Upgrade: the request asked to switch protocols (its Upgrade headers
+	// were forwarded), so a 101 is a final answer: ResponseHead gets it
+	// and the receiver takes the connection with Detach. Without it a 101
+	// fails the call (502, code 50202): no Upgrade was asked for.
+	Upgrade bool
 
 	// Tenant, when set, counts the call against Share: the percent of the
 	// pool's max_conns the tenant's calls may hold at once (waiting,
@@ -300,9 +306,8 @@ func (c *Call) parseHead(buf []byte) int {
 		c.gotBytes = true
 		c.pool.stats.FirstByte.Observe(c.loop.host.Now() - c.started)
 	}
-	if r.Status == 101 { // no Upgrade was forwarded, so none may be accepted
-		c.abort(ErrBadResponse)
-		return 0
+	if r.Status == 101 {
+		return c.switched(r, n)
 	}
 	if r.Status < 200 {
 		if !c.recv.ResponseHead(c, r) {
@@ -320,6 +325,45 @@ func (c *Call) parseHead(buf []byte) int {
 		return 0
 	}
 	return n
+}
+
+// switched handles a 101 Switching Protocols of n head bytes: a call that
+// asked to upgrade hands it to the receiver, which takes the connection
+// (Detach); any other call fails, since no Upgrade was forwarded.
+func (c *Call) switched(r *codec.Response, n int) int {
+	if !c.opts.Upgrade {
+		c.abort(ErrBadResponse)
+		return 0
+	}
+	c.status = r.Status
+	c.setState(Received)
+	if !c.recv.ResponseHead(c, r) || c.conn != nil {
+		if c.conn != nil { // the receiver did not take it: the bytes that follow are not HTTP
+			c.abort(ErrBadResponse)
+		}
+		return 0
+	}
+	return n
+}
+
+// Detach ends the call with its connection switched to another protocol,
+// during ResponseHead for a 101: the connection leaves the pool for good
+// (counted as closed for "upgraded") and the caller owns the returned
+// gnet connection from now on, and must set its Context before the
+// callback returns. The bytes after the 101 head stay in its input
+// buffer; nothing has been read past the head.
+func (c *Call) Detach() gnet.Conn {
+	uc := c.conn
+	c.conn = nil
+	c.timer.Stop()
+	c.leaveShare()
+	c.head.SafeRelease()
+	c.head = nil
+	c.setState(Done)
+	c.report(nil)
+	uc.call = nil
+	uc.detach()
+	return uc.gc
 }
 
 // nextBody takes the next piece of body from buf per the response framing.

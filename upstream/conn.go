@@ -15,7 +15,9 @@ import (
 //	Dialing -> Idle    enrolled after its call gave up (via Pool.release)
 //	Active  -> Idle    its exchange completed cleanly (Pool.release)
 //	Idle    -> Active  a call took it (Pool.acquire)
-//	any     -> Closed
+//	Active  -> Detached  a 101 switched it to another protocol (Call.Detach);
+//	                   it left the pool and this package for good
+//	any but Detached -> Closed
 type connState uint8
 
 const (
@@ -23,9 +25,10 @@ const (
 	connIdle
 	connActive
 	connClosed
+	connDetached
 )
 
-var connStateNames = [...]string{"dialing", "idle", "active", "closed"}
+var connStateNames = [...]string{"dialing", "idle", "active", "closed", "detached"}
 
 func (s connState) String() string { return connStateNames[s] }
 
@@ -94,7 +97,7 @@ func (uc *Conn) reusable() bool {
 
 // Closed is called by the gnet handler from OnClose.
 func (uc *Conn) Closed(err error) {
-	if uc.state == connClosed {
+	if uc.state == connClosed || uc.state == connDetached {
 		return
 	}
 	uc.state = connClosed
@@ -141,7 +144,7 @@ func peerCloseReason(err error) closeReason {
 // the loop; the connection is out of the pool at once. A connection still
 // dialing is not counted: it never carried an exchange.
 func (uc *Conn) closeFor(why closeReason) {
-	if uc.state == connClosed {
+	if uc.state == connClosed || uc.state == connDetached {
 		return
 	}
 	uc.state = connClosed
@@ -160,6 +163,16 @@ func (uc *Conn) closeFor(why closeReason) {
 	case uc.gc != nil:
 		_ = uc.gc.Close()
 	}
+}
+
+// detach takes the connection out of the pool for good, counted as closed
+// for "upgraded": its new owner closes it. Traffic still discards the
+// bytes of the read being handled that the call consumed (the 101 head).
+func (uc *Conn) detach() {
+	uc.state = connDetached
+	uc.timer.Stop()
+	uc.pool.stats.Closes[closeUpgraded].Add(1)
+	uc.pool.remove(uc)
 }
 
 // write hands p to the socket. It returns ErrReset when the connection failed.

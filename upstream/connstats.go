@@ -15,10 +15,11 @@ const (
 	closeError                          // reset, write failure, protocol error, response timeout, bytes while idle
 	closeAborted                        // its call's owner gave up mid-exchange (the client left)
 	closeRetired                        // its node left the config, or the engine stopped
+	closeUpgraded                       // a 101 made it a tunnel: it left the pool (Call.Detach)
 	closeReasons                        // number of reasons
 )
 
-var closeReasonNames = [closeReasons]string{"idle_timeout", "idle_cap", "upstream_close", "error", "aborted", "retired"}
+var closeReasonNames = [closeReasons]string{"idle_timeout", "idle_cap", "upstream_close", "error", "aborted", "retired", "upgraded"}
 
 func (r closeReason) String() string { return closeReasonNames[r] }
 
