@@ -60,6 +60,10 @@ func (ex *exchange) logEnd() {
 	if ex.end.started == 0 {
 		return
 	}
+	if t := ex.upgrade.tunnel; t != nil {
+		ex.keepRecord(t) // the tunnel writes the line at its close
+		return
+	}
 	lg := &ex.loop.log
 	if lg.access != nil {
 		if rec := lg.access.Reserve(); rec != nil {

@@ -25,7 +25,9 @@ import (
 //	WritingResponse -> Idle    the response is complete and the connection stays open
 //	ReadingBody, WaitingUpstream -> Idle   a gateway error was answered (404, 502, ...)
 //	                           and the connection stays open
-//	any -> Closing             the last response is written; close once it is flushed
+//	WaitingUpstream -> Tunnel  the upstream's 101 made the connection a tunnel
+//	                           (tunnel.go): it left HTTP for good
+//	any but Tunnel -> Closing  the last response is written; close once it is flushed
 //	any -> Closed
 type clientState uint8
 
@@ -36,11 +38,12 @@ const (
 	stateReadingBody
 	stateWaitingUpstream
 	stateWritingResponse
+	stateTunnel
 	stateClosing
 	stateClosed
 )
 
-var clientStateNames = [...]string{"idle", "reading-head", "buffering-body", "reading-body", "waiting-upstream", "writing-response", "closing", "closed"}
+var clientStateNames = [...]string{"idle", "reading-head", "buffering-body", "reading-body", "waiting-upstream", "writing-response", "tunnel", "closing", "closed"}
 
 func (s clientState) String() string { return clientStateNames[s] }
 

@@ -131,6 +131,8 @@ type exchange struct {
 	body   reqBody   // the request body on its way upstream (its mode and done first)
 	decode decoders  // its chunked decoders, Reset where they are needed
 
+	upgrade upgradeState // an Upgrade request's tunnel slot and tunnel (upgrade.go); reset by endUpgrade
+
 	call upstream.Call
 
 	// retryAfterBuf holds the Retry-After value of a 55301 while it is

@@ -60,6 +60,9 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 	dst = append(dst, "\r\n"...)
 	drop := clientFields{managed: snap.managed, underscore: !snap.allowUnderscore, expect: ex.body.continueSent}
 	dst = appendEndToEnd(dst, req.Headers, true, edits, &drop)
+	if ex.upgrade.asked { // the one case Upgrade is not hop-by-hop: the tunnel is asked of the upstream
+		dst = ex.appendUpgrade(dst, req.Headers)
+	}
 	if ex.body.dechunk {
 		dst = appendContentLength(dst, ex.body.payload)
 	} else {

@@ -494,6 +494,7 @@ func (l *loop) putExchange(ex *exchange) {
 	ex.endResilience()
 	ex.logEnd()
 	ex.record()
+	ex.endUpgrade()
 	ex.cc, ex.snap, ex.route, ex.chain = nil, nil, nil, nil
 	ex.sub.abort()
 	ex.saved.SafeRelease()

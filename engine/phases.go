@@ -123,6 +123,9 @@ func (ex *exchange) routeRequest() bool {
 		ex.localReply(errEscapedSlash)
 		return false
 	}
+	if req.Upgrade && !ex.admitUpgrade(req) {
+		return false
+	}
 	if ex.body.mode == codec.BodyChunked && ex.route.maxBody > 0 {
 		ex.decode.body.Reset(ex.route.maxBody)
 		ex.body.chunkLimit = ex.route.maxBody
@@ -440,6 +443,7 @@ func (ex *exchange) startCall(p *upstream.Pool, head *pool.Buffer) {
 		HEAD:            ex.head.isHEAD,
 		HasBody:         ex.body.mode != codec.BodyNone,
 		Retryable:       ex.body.mode == codec.BodyNone && ex.head.idempotent,
+		Upgrade:         ex.upgrade.asked,
 		Tenant:          tenant,
 		Share:           share,
 	})

@@ -16,12 +16,18 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	if cc == nil {
 		return false
 	}
+	if r.Status == 101 { // only a call that asked for it gets here (upstream.Options.Upgrade)
+		return ex.switchProtocols(c, r)
+	}
 	if r.Status >= 200 {
 		if ex.route.retry.RetriesStatus(r.Status) && ex.retryAfter(c, failStatus, c.Pool()) {
 			return false
 		}
 		ex.end.upStatus = r.Status
 		ex.dropKeptBody()
+		if ex.upgrade.asked {
+			ex.upgradeRefused(c, r.Status)
+		}
 	}
 	if r.Status < 200 {
 		// Interim responses bypass the spool; an upstream sending them

@@ -70,6 +70,8 @@ type durable struct {
 	metrics  *registry // route, filter and loop metrics, and the upstream nodes
 
 	resilience *policy.Registry // breakers, isolation limiters, retry budgets, outlier ejection, the prober
+
+	tunnels *tunnelRegistry // open tunnels and their series (tunnel_metrics.go)
 }
 
 // New validates nothing itself (config.Parse already did) and prepares a
@@ -79,7 +81,7 @@ func New(cfg *config.Config) (*Server, error) {
 	n := cfg.EventLoops()
 	s := &Server{
 		durable: durable{services: newServices(), metrics: newRegistry(n),
-			resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch)},
+			resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch), tunnels: newTunnelRegistry(n)},
 		pin:    cfg.Pin,
 		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
 	}
@@ -100,6 +102,7 @@ func New(cfg *config.Config) (*Server, error) {
 	}
 	s.metricSet.RegisterMetricsWriter(s.writeResilienceSeries)
 	s.metricSet.RegisterMetricsWriter(s.writeAcceptSeries)
+	s.metricSet.RegisterMetricsWriter(s.writeTunnelSeries)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = newLoop(s, i)
@@ -334,6 +337,11 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		v.loop.leave()
 	case *roundBell:
 		v.ring(c)
+	case *tunnelEnd:
+		l := v.t.loop
+		l.enter()
+		v.traffic()
+		l.leave()
 	case *upstream.Conn:
 		l := v.Loop().Host().(*loop)
 		l.enter()
@@ -364,6 +372,13 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 		v.Loop().Host().(*loop).closed(nil, v, err)
 	case *acceptor:
 		v.closed()
+	case *tunnelEnd:
+		// Not deferred like the others: a tunnel's handlers check its
+		// state after every write, and this may run inside one of them.
+		l := v.t.loop
+		l.enter()
+		v.closed(err)
+		l.leave()
 	}
 	return gnet.None
 }

@@ -52,6 +52,7 @@ type snapshot struct {
 	maxConnections  int64 // max_connections
 	timeouts        clientTimeouts
 	spool           spool.Config
+	tunnel          tunnelSettings // the websocket section
 }
 
 // clientTimeouts are the client-side deadlines (config.Timeouts).
@@ -74,6 +75,7 @@ type route struct {
 	breakerCfg      policy.BreakerSettings
 	isolation       *policy.Limiter // the server's for this route id; nil when the route has none
 	isolationCfg    policy.IsolationSettings
+	tunnel          *routeTunnel // its Upgrade tokens and tunnel series (upgrade.go)
 }
 
 // upstreamDef is one upstream as a snapshot defines it: its nodes (shared
@@ -176,6 +178,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 			MaxFile:   int64(cfg.Limits.MaxTempFileBytes),
 			Dir:       cfg.Limits.TempDir,
 		},
+		tunnel: newTunnelSettings(cfg),
 	}
 	groupIndex := make(map[string]int, len(cfg.Upstreams))
 	for i := range cfg.Upstreams {
@@ -205,7 +208,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain,
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
 			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID),
-			retry: policy.NewRetryPolicy(&r.Retry)}
+			retry: policy.NewRetryPolicy(&r.Retry), tunnel: newRouteTunnel(r, kept.tunnels)}
 		if r.CircuitBreaker.On() {
 			rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), policy.NewBreakerSettings(r.CircuitBreaker)
 		}

@@ -1,0 +1,374 @@
+// tunnel: a client connection and an upstream connection joined after a
+// 101 Switching Protocols, carrying bytes both ways unparsed on their loop,
+// with bounded buffering, an idle deadline and one access line at close.
+
+package engine
+
+import (
+	"time"
+
+	"github.com/loopgate/loopgate/engine/accesslog"
+	"github.com/loopgate/loopgate/pool/loopstat"
+	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+)
+
+// tunnelSide names one end of a tunnel; it indexes tunnel.ends.
+type tunnelSide uint8
+
+const (
+	sideClient tunnelSide = iota
+	sideUpstream
+)
+
+func (s tunnelSide) peer() tunnelSide { return 1 - s }
+
+// tunnelState is where a tunnel is in its life.
+//
+// Transitions, all through tunnel.setState:
+//
+//	Open -> ClientDone      the client closed: what it sent is flushed to the
+//	                        upstream, which then gets a FIN and is closed
+//	Open -> UpstreamDone    the same the other way
+//	Open -> Closing         the gateway ends it (idle timeout, buffer overflow,
+//	                        shutdown): both connections close now
+//	ClientDone, UpstreamDone -> Closing   the flush ended (done or timed out)
+//	Closing -> Closed       gnet reported both connections closed (finish)
+type tunnelState uint8
+
+const (
+	tunnelOpen tunnelState = iota
+	tunnelClientDone
+	tunnelUpstreamDone
+	tunnelClosing
+	tunnelClosed
+)
+
+var tunnelStateNames = [...]string{"open", "client-done", "upstream-done", "closing", "closed"}
+
+func (s tunnelState) String() string { return tunnelStateNames[s] }
+
+// tunnelEndReason is why a tunnel ended: the access line's "end" and a
+// label of loopgate_route_tunnel_closes_total.
+type tunnelEndReason uint8
+
+const (
+	endClientClosed tunnelEndReason = iota
+	endUpstreamClosed
+	endIdleTimeout
+	endOverflow // the fast side kept sending while paused (see traffic)
+	endShutdown
+	tunnelEndReasons
+)
+
+var tunnelEndNames = [tunnelEndReasons]string{"tunnel_client_closed", "tunnel_upstream_closed", "tunnel_idle_timeout", "tunnel_overflow", "tunnel_shutdown"}
+
+func (r tunnelEndReason) String() string { return tunnelEndNames[r] }
+
+// tunnelSettings are the websocket section of one config version. A
+// tunnel keeps the version it opened with for its whole life.
+type tunnelSettings struct {
+	idle       time.Duration // websocket.idle_timeout
+	maxTunnels int64         // websocket.max_tunnels
+	buffer     int           // websocket.buffer: bytes queued per direction before the fast side is paused
+	linger     time.Duration // timeouts.drain: how long a half-closed tunnel may take to flush
+}
+
+// tunnelEnd is one connection of a tunnel, and its gnet Context from the
+// 101 on, so the server hands its events to the tunnel. Owned by the loop.
+type tunnelEnd struct {
+	t      *tunnel
+	side   tunnelSide
+	gc     gnet.Conn
+	paused bool  // its reads are off the poller: its peer's queue is over the buffer
+	gone   bool  // gnet reported it closed
+	bytes  int64 // bytes read from it and handed to the peer
+}
+
+// tunnel joins a client and an upstream connection of one loop. Owned by
+// the loop.
+type tunnel struct {
+	loop  *loop
+	cc    *clientConn // the client's connection; released when the tunnel finishes
+	ends  [2]tunnelEnd
+	state tunnelState
+	end   tunnelEndReason
+	set   *tunnelSettings // the config version the tunnel opened on
+	stats *tunnelShard    // its route's, this loop's
+	epfd  int             // the loop's epoll descriptor, for pausing reads; -1 = pausing unsupported
+
+	idle       wheel.Timer // websocket.idle_timeout, checked against lastActive
+	flow       wheel.Timer // while a side is paused or a flush lingers: each tick
+	lastActive time.Time   // the wheel's time of the last byte either way
+	flushUntil time.Time   // ClientDone/UpstreamDone: close the survivor by then
+	opened     int64       // loopstat.Now at the 101
+	accounted  int64       // what it last added to Server.buffered (see account)
+
+	// rec is the upgrade request's access record, completed and written
+	// at the end; nil when the access log is off.
+	rec *accesslog.Record
+}
+
+// openTunnel joins cc and the detached upstream connection up. The client
+// has its 101; bytes it sent after its upgrade request wait in its input
+// buffer and go to the upstream first, in order; bytes the upstream sent
+// after its 101 wait in the upstream's, and a wake delivers them.
+func openTunnel(l *loop, cc *clientConn, up gnet.Conn, set *tunnelSettings, stats *tunnelShard) *tunnel {
+	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l), opened: loopstat.Now()}
+	t.ends[sideClient] = tunnelEnd{t: t, side: sideClient, gc: cc.gc}
+	t.ends[sideUpstream] = tunnelEnd{t: t, side: sideUpstream, gc: up}
+	cc.gc.SetContext(&t.ends[sideClient])
+	up.SetContext(&t.ends[sideUpstream])
+	cc.setState(stateTunnel)
+	cc.timer.Stop()
+	l.srv.buffered.Add(-cc.accounted) // the tunnel counts the connection's bytes from now on
+	cc.accounted = 0
+	t.idle.Init(t.idleCheck)
+	t.flow.Init(t.flowCheck)
+	t.lastActive = l.wheel.Now()
+	l.wheel.Arm(&t.idle, set.idle)
+	stats.open.Add(1)
+	stats.opened.Add(1)
+	t.traffic(sideClient)
+	_ = up.Wake(nil)
+	return t
+}
+
+func (t *tunnel) setState(s tunnelState) { t.state = s }
+
+// traffic is OnTraffic for end src: its bytes go to the peer's output,
+// whatever the peer's state; past the buffer src stops being read.
+func (e *tunnelEnd) traffic() { e.t.traffic(e.side) }
+
+func (t *tunnel) traffic(src tunnelSide) {
+	in, out := &t.ends[src], &t.ends[src.peer()]
+	buf, _ := in.gc.Peek(-1)
+	if len(buf) == 0 {
+		return
+	}
+	if t.state != tunnelOpen || out.gone {
+		// Nothing can take them: the peer is closed or closing.
+		_, _ = in.gc.Discard(len(buf))
+		return
+	}
+	n := len(buf)
+	// Write before Discard: buf may be a copy gnet returns to its pool at
+	// Discard. A failed write closes the peer at once (OnClose runs inside
+	// it), which the state check after it sees.
+	_, _ = out.gc.Write(buf)
+	_, _ = in.gc.Discard(n)
+	in.bytes += int64(n)
+	t.stats.bytes[src].Add(uint64(n))
+	t.lastActive = t.loop.wheel.Now()
+	if t.state != tunnelOpen {
+		return
+	}
+	if queued := out.gc.OutboundBuffered(); queued > t.set.buffer {
+		// The peer reads slower than src writes. A side paused already got
+		// here because gnet turned its reads back on (it does when it
+		// finishes writing to that side): one read of at most
+		// gnet's read buffer each time. Past overflowAt the peer is not
+		// reading at all while src keeps sending, and the tunnel ends
+		// rather than grow.
+		if queued > overflowAt(t.set.buffer) {
+			t.abort(endOverflow)
+			return
+		}
+		t.pause(in)
+	}
+	t.account()
+}
+
+// overflowAt is the queue past which a tunnel ends: the buffer, plus room
+// for the reads gnet may make while a side is paused.
+func overflowAt(buffer int) int { return 2*buffer + 4*readBufferCap }
+
+// readBufferCap is gnet's read buffer (Run: WithReadBufferCap): the most
+// one read hands over.
+const readBufferCap = 64 << 10
+
+// pause stops reading e until its peer's queue drains (flowCheck). Where
+// the poller cannot be reached (pausing unsupported) the queue grows to
+// overflowAt and the tunnel ends.
+//
+// A side already paused is paused again: gnet turned its reads back on.
+func (t *tunnel) pause(e *tunnelEnd) {
+	if pauseReads(t.epfd, e.gc) && !e.paused {
+		e.paused = true
+		t.loop.wheel.Arm(&t.flow, wheel.DefaultTick)
+	}
+}
+
+// flowCheck runs each tick while a side is paused or a flush lingers.
+// gnet reports no "writable" event, so the peer's queue is polled, as the
+// response spool is.
+func (t *tunnel) flowCheck() {
+	switch t.state {
+	case tunnelOpen:
+		again := false
+		for i := range t.ends {
+			e := &t.ends[i]
+			if !e.paused {
+				continue
+			}
+			if t.ends[e.side.peer()].gc.OutboundBuffered() <= t.set.buffer/2 {
+				e.paused = false
+				resumeReads(t.epfd, e.gc)
+			} else {
+				again = true
+			}
+		}
+		t.account()
+		if again {
+			t.loop.wheel.Arm(&t.flow, wheel.DefaultTick)
+		}
+	case tunnelClientDone, tunnelUpstreamDone:
+		t.flushSurvivor()
+	}
+}
+
+// idleCheck is the idle deadline: the timer is armed once for the whole
+// idle_timeout and re-armed for what is left of it, so traffic costs one
+// clock read, not a timer operation per read.
+func (t *tunnel) idleCheck() {
+	if t.state != tunnelOpen {
+		return
+	}
+	if left := t.set.idle - t.loop.wheel.Now().Sub(t.lastActive); left > 0 {
+		t.loop.wheel.Arm(&t.idle, left)
+		return
+	}
+	t.abort(endIdleTimeout)
+}
+
+// closed is OnClose for end e; err is gnet's (nil: closed locally). The
+// first side to go decides the end; the survivor is flushed and then gets
+// a FIN.
+func (e *tunnelEnd) closed(err error) {
+	t := e.t
+	if e.gone {
+		return
+	}
+	e.gone = true
+	switch {
+	case t.state != tunnelOpen:
+	case err == nil:
+		// Closed by gnet itself while open: the engine is stopping (the
+		// drain deadline passed), and every connection goes.
+		t.abort(endShutdown)
+	default:
+		if e.side == sideClient {
+			t.setState(tunnelClientDone)
+			t.end = endClientClosed
+		} else {
+			t.setState(tunnelUpstreamDone)
+			t.end = endUpstreamClosed
+		}
+		t.idle.Stop()
+		t.flushUntil = t.loop.wheel.Now().Add(t.set.linger)
+		t.flushSurvivor()
+	}
+	if t.ends[0].gone && t.ends[1].gone {
+		t.finish()
+	}
+}
+
+// flushSurvivor closes the connection left once the other side closed,
+// after gnet wrote what was queued for it (gnet's own close writes only
+// what the socket takes at once), or at flushUntil. Its reads are off:
+// what it sends now has nowhere to go. It first gets a FIN (SHUT_WR), so a
+// peer that reads to the end sees an orderly end of stream, as the other
+// side's close was.
+func (t *tunnel) flushSurvivor() {
+	var e *tunnelEnd
+	if t.state == tunnelClientDone {
+		e = &t.ends[sideUpstream]
+	} else {
+		e = &t.ends[sideClient]
+	}
+	if e.gone {
+		return
+	}
+	if !e.paused {
+		e.paused = pauseReads(t.epfd, e.gc)
+	}
+	if e.gc.OutboundBuffered() > 0 && t.loop.wheel.Now().Before(t.flushUntil) {
+		t.account()
+		t.loop.wheel.Arm(&t.flow, wheel.DefaultTick)
+		return
+	}
+	t.setState(tunnelClosing)
+	t.flow.Stop()
+	_ = unix.Shutdown(e.gc.Fd(), unix.SHUT_WR)
+	_ = e.gc.Close()
+}
+
+// abort ends an open tunnel from the gateway's side: both connections
+// close now (gnet writes what their sockets take at once).
+func (t *tunnel) abort(why tunnelEndReason) {
+	if t.state >= tunnelClosing {
+		return
+	}
+	t.end = why
+	t.setState(tunnelClosing)
+	t.idle.Stop()
+	t.flow.Stop()
+	for i := range t.ends {
+		if e := &t.ends[i]; !e.gone {
+			_ = e.gc.Close()
+		}
+	}
+}
+
+// finish runs once both connections are closed: the tunnel is counted out,
+// logged, and its client connection released.
+func (t *tunnel) finish() {
+	t.setState(tunnelClosed)
+	t.idle.Stop()
+	t.flow.Stop()
+	t.account()
+	t.stats.open.Add(-1)
+	t.stats.closes[t.end].Add(1)
+	t.loop.srv.tunnels.open.Add(-1)
+	t.log()
+	t.cc.release()
+}
+
+// account brings the server's buffered-bytes count (max_buffered_bytes)
+// up to date with what the tunnel holds: both connections' unread input
+// and queued output.
+func (t *tunnel) account() {
+	held := int64(0)
+	if t.state != tunnelClosed {
+		for i := range t.ends {
+			if e := &t.ends[i]; !e.gone {
+				held += int64(e.gc.InboundBuffered() + e.gc.OutboundBuffered())
+			}
+		}
+	}
+	if d := held - t.accounted; d != 0 {
+		t.accounted = held
+		t.loop.srv.buffered.Add(d)
+	}
+}
+
+// log writes the tunnel's one access line: the upgrade request as the
+// exchange recorded it, with the tunnel's duration (from the request's
+// first byte to the close), bytes each way and how it ended.
+func (t *tunnel) log() {
+	lg := &t.loop.log
+	if t.rec == nil || lg.access == nil {
+		return
+	}
+	rec := lg.access.Reserve()
+	if rec == nil {
+		return
+	}
+	*rec = *t.rec
+	rec.Duration = loopstat.Now() - rec.Start
+	rec.BytesIn += t.ends[sideClient].bytes
+	rec.BytesOut += t.ends[sideUpstream].bytes
+	rec.End = t.end.String()
+	lg.access.Commit()
+}
