@@ -22,8 +22,8 @@ type tunnelRegistry struct {
 	open    atomic.Int64
 	refused atomic.Uint64
 
-	loops int
-	mu    sync.Mutex // guards routes and byID; never taken by a loop
+	loops  int
+	mu     sync.Mutex // guards routes and byID; never taken by a loop
 	routes []*tunnelMetrics
 	byID   map[string]*tunnelMetrics
 }
