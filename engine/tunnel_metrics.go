@@ -84,7 +84,7 @@ func (s *Server) writeTunnelSeries(w io.Writer) {
 	p := promWriter{b: &b}
 	p.family("loopgate_tunnels_open", "gauge", "Upgrade tunnels open, all routes, with upgrade requests holding a slot of websocket.max_tunnels.")
 	p.gauge("loopgate_tunnels_open", "", reg.open.Load())
-	p.family("loopgate_tunnels_refused_total", "counter", "Upgrade requests answered 503 (code 50304) because websocket.max_tunnels were open.")
+	p.family("loopgate_tunnels_refused_total", "counter", "Upgrade requests answered 503 (code 50305) because websocket.max_tunnels were open.")
 	p.sample("loopgate_tunnels_refused_total", "", reg.refused.Load())
 
 	type sum struct {

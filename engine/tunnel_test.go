@@ -112,8 +112,8 @@ func TestTunnelUpstreamBytesAfter101(t *testing.T) {
 }
 
 // TestUpgradeRefusals: a route with websocket: false, or not listing the
-// token, answers 403/40303; an h2c upgrade is served as HTTP/1.1 without
-// the Upgrade; past max_tunnels 503/50304; an upstream's non-101 answer
+// token, answers 403/40305; an h2c upgrade is served as HTTP/1.1 without
+// the Upgrade; past max_tunnels 503/50305; an upstream's non-101 answer
 // goes to the client as it is, and the connection closes after it.
 func TestUpgradeRefusals(t *testing.T) {
 	var sawUpgrade = make(chan string, 8)
@@ -135,9 +135,9 @@ routes:
 `, plain, switchingUpstream(t, nil))
 
 	resp, body := g.rawExchange(t, upgradeRequest("/off/x"))
-	expectError(t, resp, body, 403, 40303)
+	expectError(t, resp, body, 403, 40305)
 	resp, body = g.rawExchange(t, upgradeRequest("/other/x"))
-	expectError(t, resp, body, 403, 40303)
+	expectError(t, resp, body, 403, 40305)
 
 	h2c := "GET /plain/x HTTP/1.1\r\nHost: a\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQCAAAAAAIAAAAA\r\n\r\n"
 	resp, body = g.rawExchange(t, h2c)
@@ -158,7 +158,7 @@ routes:
 
 	first, _ := openTestTunnel(t, g, upgradeRequest("/"))
 	resp, body = g.rawExchange(t, upgradeRequest("/"))
-	expectError(t, resp, body, 503, 50304)
+	expectError(t, resp, body, 503, 50305)
 	first.Close()
 	waitFor(t, "the tunnel to close", func() bool { return g.srv.Tunnels() == 0 })
 	c2, br2 := openTestTunnel(t, g, upgradeRequest("/"))

@@ -49,9 +49,9 @@ type upgradeState struct {
 }
 
 var (
-	errUpgradeRefused = &codec.Error{Status: 403, Code: 40303, Message: "upgrade to this protocol is not allowed on this route"}
+	errUpgradeRefused = &codec.Error{Status: 403, Code: 40305, Message: "upgrade to this protocol is not allowed on this route"}
 	errUpgradeBody    = &codec.Error{Status: 400, Code: 40001, Message: "an upgrade request must not carry a body"}
-	errTooManyTunnels = &codec.Error{Status: 503, Code: 50304, Message: "too many open tunnels; retry later"}
+	errTooManyTunnels = &codec.Error{Status: 503, Code: 50305, Message: "too many open tunnels; retry later"}
 )
 
 // admitUpgrade decides, once a request is routed, what its Upgrade
@@ -59,9 +59,9 @@ var (
 // does not exist here yet, and a client asking for h2c takes an HTTP/1.1
 // answer, RFC 9113 3.1), as is an Upgrade naming nothing, and the request
 // goes on as plain HTTP/1.1; any other token refuses the request (403,
-// code 40303), as Envoy refuses upgrades a route is not configured for.
+// code 40305), as Envoy refuses upgrades a route is not configured for.
 // A request that may upgrade takes a slot of websocket.max_tunnels (503,
-// code 50304, when none is left) until its exchange ends or the slot
+// code 50305, when none is left) until its exchange ends or the slot
 // passes to its tunnel. It reports false when it answered the request.
 func (ex *exchange) admitUpgrade(req *codec.Request) bool {
 	allowed, refused := false, false

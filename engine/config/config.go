@@ -217,11 +217,11 @@ type Route struct {
 	ResponseTimeout Duration `yaml:"response_timeout"`
 
 	// WebSocket: false refuses WebSocket upgrade requests on the route
-	// (403, code 40303). Default true.
+	// (403, code 40305). Default true.
 	WebSocket *bool `yaml:"websocket,omitempty"`
 	// Upgrade lists the Upgrade tokens (RFC 9110 7.8) the route tunnels,
 	// case-insensitive; a request asking for another is refused (403, code
-	// 40303), except h2c, which is served as HTTP/1.1. Default [websocket],
+	// 40305), except h2c, which is served as HTTP/1.1. Default [websocket],
 	// or [] with websocket: false.
 	Upgrade []string `yaml:"upgrade,omitempty"`
 

@@ -20,7 +20,7 @@ type WebSocket struct {
 	IdleTimeout Duration `yaml:"idle_timeout"`
 
 	// MaxTunnels caps the tunnels open in the process, all loops together.
-	// An upgrade request past it is answered 503, code 50304. Default 10000.
+	// An upgrade request past it is answered 503, code 50305. Default 10000.
 	MaxTunnels int `yaml:"max_tunnels"`
 
 	// Buffer is how many bytes one direction of a tunnel may hold queued
