@@ -95,7 +95,7 @@ func (ex *exchange) fillRecord(rec *accesslog.Record) {
 	rec.BytesIn, rec.BytesOut = end.BytesIn, end.BytesOut
 	rec.Status, rec.Retries, rec.Code, rec.Cut = uint16(end.Status), uint16(end.Retries), uint32(ex.end.errCode), ex.resp.cut
 	rec.Suppressed = 0
-	rec.End, rec.Node, rec.Message = end.Reason.String(), end.Node, ex.end.errMsg
+	rec.End, rec.Node, rec.Message, rec.Event = end.Reason.String(), end.Node, ex.end.errMsg, ""
 	rec.Route = ""
 	if ex.route != nil {
 		rec.Route = ex.route.id

@@ -205,7 +205,7 @@ func (ex *exchange) upgradeRefused(c *upstream.Call, status int) {
 		return
 	}
 	*rec = accesslog.Record{Start: ex.end.started, Duration: now - ex.end.started, Upstream: -1, Status: uint16(status),
-		End: filters.EndServed.String(), Route: ex.route.id, Node: c.Node(), Message: "upstream refused the upgrade",
+		End: filters.EndServed.String(), Route: ex.route.id, Node: c.Node(), Message: "upstream refused the upgrade", Event: accesslog.EventUpgradeRefused,
 		Client: ex.cc.peer, Req: ex.logReq, Suppressed: held}
 	rec.SetRequestID(ex.requestID())
 	lg.errors.Commit()

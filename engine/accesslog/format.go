@@ -85,6 +85,7 @@ const (
 	EventGatewayError          = "gateway_error"           // a 5xx or 408 the gateway answered itself
 	EventUpstreamConnectFailed = "upstream_connect_failed" // the 502 of a failed dial (code 50201)
 	EventResponseCut           = "response_cut"            // the response head went out, then the upstream failed or stalled, or the client's body was bad; the client's connection was closed
+	EventUpgradeRefused        = "upgrade_refused"         // an upstream answered an upgrade request with a final status other than 101
 )
 
 // codeConnectFailed is upstream.ErrConnect's code.
@@ -256,6 +257,8 @@ func (f *formatter) appendError(dst []byte, rec *Record) []byte {
 		e.Event = EventResponseCut
 	case rec.Code == codeConnectFailed:
 		e.Event = EventUpstreamConnectFailed
+	case rec.Event != "":
+		e.Event = rec.Event
 	}
 	f.eline = f.eline[:0]
 	err := encoder.EncodeInto(&f.eline, e, lineOptions)

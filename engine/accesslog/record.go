@@ -57,6 +57,7 @@ type Record struct {
 	Route   string // route id; "" = matched no route
 	Node    string // upstream node address; "" = none was called
 	Message string // the gateway's error message; "" = none
+	Event   string // an error line's event when not implied by Code and Cut (EventUpgradeRefused); "" = implied
 
 	Client netip.Addr
 	Req    Request
