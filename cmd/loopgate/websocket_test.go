@@ -192,10 +192,11 @@ func (rt *rawTunnel) echo(t *testing.T, msg string) {
 	}
 }
 
-// A reload keeps an open tunnel on its config version (websocket.idle_timeout
-// shortened to 200ms by the reload does not close it), while a tunnel
-// opened after it takes the new one; SIGTERM leaves tunnels open until
-// timeouts.drain runs out, then closes them and exits 0.
+// A reload keeps an open tunnel on its config version: opened with
+// websocket.idle_timeout 1s, it is closed after 1s idle although the
+// reload made it 1h, while a tunnel opened after the reload outlives 1s
+// idle. SIGTERM leaves tunnels open until timeouts.drain runs out, then
+// closes them and exits 0.
 func TestTunnelsAcrossReloadAndDrain(t *testing.T) {
 	up := echoUpstream(t)
 	body := `
@@ -206,11 +207,11 @@ upstreams:
 routes:
   - {id: ws, prefix: /, upstream: ws}
 `
-	g := startReloadable(t, fmt.Sprintf(body, "1h")+"%.0s", "")
+	g := startReloadable(t, fmt.Sprintf(body, "1s")+"%.0s", "")
 	old := dialTunnel(t, g.listen)
 	old.echo(t, "before the reload")
 
-	g.rewrite(t, g.head()+fmt.Sprintf(body, "200ms"))
+	g.rewrite(t, g.head()+fmt.Sprintf(body, "1h"))
 	if err := g.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -218,11 +219,15 @@ routes:
 		t.Fatalf("reload: %v", line)
 	}
 	fresh := dialTunnel(t, g.listen)
-	if _, err := fresh.br.ReadByte(); err != io.EOF {
-		t.Fatalf("a tunnel opened after the reload outlived its 200ms idle_timeout: %v", err)
+	fresh.echo(t, "after the reload")
+	freshUsed := time.Now()
+	if _, err := old.br.ReadByte(); err != io.EOF {
+		t.Fatalf("the tunnel opened before the reload, idle past its 1s: %v, want EOF", err)
 	}
-	// The old tunnel has been idle for longer than 200ms by now.
-	old.echo(t, "after the reload, on the old version")
+	// What is under test is a tunnel left idle longer than the old
+	// version's timeout, so the test lets that time pass.
+	time.Sleep(time.Until(freshUsed.Add(1500 * time.Millisecond)))
+	fresh.echo(t, "idle for longer than 1s, on the new version")
 
 	if err := g.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -231,8 +236,8 @@ routes:
 		code, _, err := adminGet(g.admin, "/readyz")
 		return err == nil && code == http.StatusServiceUnavailable
 	})
-	old.echo(t, "during the drain") // not closed before the deadline
-	if _, err := old.br.ReadByte(); err != io.EOF {
+	fresh.echo(t, "during the drain") // not closed before the deadline
+	if _, err := fresh.br.ReadByte(); err != io.EOF {
 		t.Fatalf("tunnel at the drain deadline: %v, want EOF", err)
 	}
 	select {
