@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis bench bench-ab bench-reload bench-isolation bench-idle bench-go fuzz clean
+.PHONY: build run test vet redis bench bench-ab bench-reload bench-isolation bench-idle bench-ws bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -52,6 +52,10 @@ bench-isolation: build
 # Memory cost of 10,000 idle keep-alive client connections.
 bench-idle: build
 	bash bench/idle.sh
+
+# WebSocket echo (CPU per message) and 10,000 idle tunnels, Loopgate vs nginx.
+bench-ws: build
+	bash bench/ws.sh
 
 # Hot-path micro-benchmarks with allocs/op.
 bench-go:

@@ -120,6 +120,11 @@ func openTunnel(l *loop, cc *clientConn, up gnet.Conn, set *tunnelSettings, stat
 	t.ends[sideUpstream] = tunnelEnd{t: t, side: sideUpstream, gc: up}
 	cc.gc.SetContext(&t.ends[sideClient])
 	up.SetContext(&t.ends[sideUpstream])
+	// Tunnels carry interactive traffic (a message, then its answer): no
+	// Nagle delay towards the upstream either, as nginx sets tcp_nodelay
+	// on upgraded connections. A socket dialed on the loop starts without
+	// it (upstream.Conn.writeMore).
+	_ = up.SetNoDelay(true)
 	cc.setState(stateTunnel)
 	cc.timer.Stop()
 	l.srv.buffered.Add(-cc.accounted) // the tunnel counts the connection's bytes from now on

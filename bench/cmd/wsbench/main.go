@@ -1,0 +1,249 @@
+// The wsbench command: the `make bench-ws` tools. An upstream that switches
+// protocols and echoes, a WebSocket echo load over N tunnels, and N idle
+// tunnels with the proxy's RSS growth per tunnel.
+//
+//	wsbench -mode upstream -listen 127.0.0.1:9000
+//	wsbench -mode echo -addr 127.0.0.1:8080 -c 64 -d 10s
+//	wsbench -mode idle -addr 127.0.0.1:8080 -n 10000 -pid 1234
+//
+// The proxies under test never parse WebSocket frames, so the upstream
+// echoes bytes as they come, and the echo client sends one masked 32-byte
+// text frame per round trip, as a browser would, and reads 32 bytes back.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+func main() {
+	mode := flag.String("mode", "", "upstream, echo or idle")
+	listen := flag.String("listen", "", "upstream: address to listen on")
+	addr := flag.String("addr", "", "echo, idle: the proxy's address, host:port on loopback")
+	conns := flag.Int("c", 64, "echo: tunnels sending at once")
+	dur := flag.Duration("d", 10*time.Second, "echo: how long to send")
+	count := flag.Int("n", 10000, "idle: tunnels to open")
+	pid := flag.Int("pid", 0, "idle: the process whose RSS is read (nginx: its worker)")
+	flag.Parse()
+	switch *mode {
+	case "upstream":
+		upstream(*listen)
+	case "echo":
+		checkLoopback(*addr)
+		echo(*addr, *conns, *dur)
+	case "idle":
+		checkLoopback(*addr)
+		idle(*addr, *count, *pid)
+	default:
+		flag.Usage()
+		os.Exit(2)
+	}
+}
+
+func checkLoopback(addr string) {
+	host, _, err := net.SplitHostPort(addr)
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() {
+		fatal(fmt.Errorf("-addr %q must be a loopback host:port", addr))
+	}
+}
+
+// upstream answers each connection's upgrade request with a 101 and echoes
+// what follows.
+func upstream(listen string) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		fatal(err)
+	}
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			fatal(err)
+		}
+		go func() {
+			defer c.Close()
+			br := bufio.NewReaderSize(c, 4096)
+			req, err := http.ReadRequest(br)
+			if err != nil {
+				return
+			}
+			if !strings.EqualFold(req.Header.Get("Upgrade"), "websocket") {
+				// A health probe (the bench's wait_ready): a plain 200.
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 12\r\nConnection: close\r\n\r\nhello world\n")
+				return
+			}
+			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
+				"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+			buf := make([]byte, 4096)
+			for {
+				n, err := br.Read(buf)
+				if n > 0 {
+					if _, err := c.Write(buf[:n]); err != nil {
+						return
+					}
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
+const upgradeRequest = "GET /ws HTTP/1.1\r\nHost: bench\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+
+// openTunnel dials addr and upgrades; the returned reader holds what
+// followed the 101.
+func openTunnel(addr string) (net.Conn, *bufio.Reader, error) {
+	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.WriteString(c, upgradeRequest); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	br := bufio.NewReaderSize(c, 512)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		c.Close()
+		return nil, nil, fmt.Errorf("status %d", resp.StatusCode)
+	}
+	c.SetDeadline(time.Time{})
+	return c, br, nil
+}
+
+// frame is a masked 26-byte text message: 6 header bytes and 26 payload
+// bytes, 32 on the wire.
+var frame = func() []byte {
+	payload := []byte("abcdefghijklmnopqrstuvwxyz")
+	f := []byte{0x81, 0x80 | byte(len(payload)), 1, 2, 3, 4}
+	for i, b := range payload {
+		f = append(f, b^f[2+i%4])
+	}
+	return f
+}()
+
+// echo runs c tunnels for d, each sending a frame and waiting for its echo,
+// and prints the round trips made.
+func echo(addr string, c int, d time.Duration) {
+	var total atomic.Int64
+	var wg sync.WaitGroup
+	stop := time.Now().Add(d)
+	errs := make(chan error, c)
+	for range c {
+		conn, br, err := openTunnel(addr)
+		if err != nil {
+			fatal(err)
+		}
+		wg.Go(func() {
+			defer conn.Close()
+			got := make([]byte, len(frame))
+			n := int64(0)
+			for time.Now().Before(stop) {
+				if _, err := conn.Write(frame); err != nil {
+					errs <- err
+					break
+				}
+				if _, err := io.ReadFull(br, got); err != nil {
+					errs <- err
+					break
+				}
+				n++
+			}
+			total.Add(n)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		fatal(err)
+	}
+	fmt.Println(total.Load())
+}
+
+// idle opens n tunnels and reports the RSS growth of pid per tunnel.
+func idle(addr string, n, pid int) {
+	if pid <= 0 {
+		fatal(fmt.Errorf("-pid is required"))
+	}
+	warm, _, err := openTunnel(addr)
+	if err != nil {
+		fatal(fmt.Errorf("warm-up tunnel: %w", err))
+	}
+	warm.Close()
+	time.Sleep(time.Second) // let the proxy finish the warm-up before the baseline
+	before := rss(pid)
+	var mu sync.Mutex // guards open and failed
+	var open []net.Conn
+	failed := 0
+	next := make(chan struct{})
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range 100 {
+		wg.Go(func() {
+			for range next {
+				c, _, err := openTunnel(addr)
+				mu.Lock()
+				if err != nil {
+					failed++
+				} else {
+					open = append(open, c)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for range n {
+		next <- struct{}{}
+	}
+	close(next)
+	wg.Wait()
+	took := time.Since(start)
+	time.Sleep(time.Second)
+	after := rss(pid)
+	for _, c := range open {
+		c.Close()
+	}
+	per := float64(after-before) / float64(max(len(open), 1))
+	fmt.Printf("%d %d %.1f %d %d %.0f\n", len(open), failed, took.Seconds(), before, after, per)
+}
+
+// rss reads VmRSS of pid in bytes.
+func rss(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				fatal(err)
+			}
+			return kb * 1024
+		}
+	}
+	fatal(fmt.Errorf("no VmRSS for %d", pid))
+	return 0
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "wsbench:", err)
+	os.Exit(1)
+}
