@@ -12,6 +12,8 @@
 #   WS_SECONDS    length of one echo run (default 10)
 #   WS_ROUNDS     echo runs per proxy, alternating (default 3)
 #   WS_IDLE       idle tunnels (default 10000)
+#   WS_FLOOD_MIB  MiB pushed through one tunnel to an upstream reading 1 MiB/s
+#                 (default 64; the issue's figure is 1024, which takes 17 minutes)
 #   LOOPGATE_BIN  gateway binary (default bin/loopgate, built by `make build`)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,6 +23,7 @@ CONNS=${WS_CONNS:-64}
 SECONDS_PER_RUN=${WS_SECONDS:-10}
 ROUNDS=${WS_ROUNDS:-3}
 IDLE=${WS_IDLE:-10000}
+FLOOD=${WS_FLOOD_MIB:-64}
 LOOPGATE_BIN=${LOOPGATE_BIN:-$ROOT/bin/loopgate}
 OUT=$ROOT/bench/out
 [[ -x $LOOPGATE_BIN ]] || { log "${LOOPGATE_BIN#"$ROOT"/} missing; run \`make build\` first"; exit 1; }
@@ -107,6 +110,10 @@ main() {
 	local lgi ngi
 	lgi=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode idle -addr "127.0.0.1:${ports[1]}" -n "$IDLE" -pid "$lg")
 	ngi=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode idle -addr "127.0.0.1:${ports[2]}" -n "$IDLE" -pid "$worker")
+	log "pushing $FLOOD MiB through one tunnel each to a 1 MiB/s reader"
+	local lgf ngf
+	lgf=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode flood -addr "127.0.0.1:${ports[1]}" -mib "$FLOOD" -pid "$lg")
+	ngf=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode flood -addr "127.0.0.1:${ports[2]}" -mib "$FLOOD" -pid "$worker")
 	mkdir -p "$OUT"
 	{
 		echo "WebSocket tunnels, $(date -u '+%Y-%m-%d %H:%M UTC'): kernel $(uname -r), $CONNS tunnels, ${SECONDS_PER_RUN}s runs," \
@@ -127,6 +134,13 @@ main() {
 		echo "| loopgate | $open | $failed | $((before >> 20)) MiB | $((after >> 20)) MiB | $per B |"
 		read -r open failed _ before after per <<<"$ngi"
 		echo "| nginx (worker) | $open | $failed | $((before >> 20)) MiB | $((after >> 20)) MiB | $per B |"
+		echo
+		echo "| proxy | $FLOOD MiB to a 1 MiB/s reader: seconds | RSS before | peak RSS | growth |"
+		echo "|---|---|---|---|---|"
+		read -r secs before peak <<<"$lgf"
+		echo "| loopgate | $secs | $((before >> 10)) KiB | $((peak >> 10)) KiB | $(((peak - before) >> 10)) KiB |"
+		read -r secs before peak <<<"$ngf"
+		echo "| nginx (worker) | $secs | $((before >> 10)) KiB | $((peak >> 10)) KiB | $(((peak - before) >> 10)) KiB |"
 	} | tee "$OUT/ws.md"
 }
 

@@ -5,6 +5,11 @@
 //	wsbench -mode upstream -listen 127.0.0.1:9000
 //	wsbench -mode echo -addr 127.0.0.1:8080 -c 64 -d 10s
 //	wsbench -mode idle -addr 127.0.0.1:8080 -n 10000 -pid 1234
+//	wsbench -mode flood -addr 127.0.0.1:8080 -mib 64 -rate 1048576 -pid 1234
+//
+// In flood mode the client pushes -mib MiB as fast as the proxy takes them
+// through a tunnel whose upstream reads -rate bytes a second, and reports
+// the proxy's peak RSS growth: what a slow reader costs the proxy.
 //
 // The proxies under test never parse WebSocket frames, so the upstream
 // echoes bytes as they come, and the echo client sends one masked 32-byte
@@ -33,7 +38,9 @@ func main() {
 	conns := flag.Int("c", 64, "echo: tunnels sending at once")
 	dur := flag.Duration("d", 10*time.Second, "echo: how long to send")
 	count := flag.Int("n", 10000, "idle: tunnels to open")
-	pid := flag.Int("pid", 0, "idle: the process whose RSS is read (nginx: its worker)")
+	pid := flag.Int("pid", 0, "idle, flood: the process whose RSS is read (nginx: its worker)")
+	mib := flag.Int("mib", 64, "flood: MiB to push")
+	rate := flag.Int("rate", 1<<20, "flood: bytes a second the upstream reads")
 	flag.Parse()
 	switch *mode {
 	case "upstream":
@@ -44,6 +51,9 @@ func main() {
 	case "idle":
 		checkLoopback(*addr)
 		idle(*addr, *count, *pid)
+	case "flood":
+		checkLoopback(*addr)
+		flood(*addr, *mib, *rate, *pid)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -83,6 +93,10 @@ func upstream(listen string) {
 			}
 			io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"+
 				"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+			if r, err := strconv.Atoi(req.URL.Query().Get("rate")); err == nil && r > 0 {
+				slowReader(br, r)
+				return
+			}
 			buf := make([]byte, 4096)
 			for {
 				n, err := br.Read(buf)
@@ -99,18 +113,73 @@ func upstream(listen string) {
 	}
 }
 
+// slowReader reads r at rate bytes a second, in tenths of a second.
+func slowReader(r io.Reader, rate int) {
+	buf := make([]byte, max(rate/10, 1))
+	for {
+		start := time.Now()
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return
+		}
+		time.Sleep(time.Until(start.Add(100 * time.Millisecond)))
+	}
+}
+
+// flood pushes mib MiB into a tunnel to an upstream reading rate bytes a
+// second and prints "seconds rss_before peak_rss".
+func flood(addr string, mib, rate, pid int) {
+	if pid <= 0 {
+		fatal(fmt.Errorf("-pid is required"))
+	}
+	before := rss(pid)
+	c, _, err := openTunnelPath(addr, "/flood?rate="+strconv.Itoa(rate))
+	if err != nil {
+		fatal(err)
+	}
+	defer c.Close()
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		buf := make([]byte, 64<<10)
+		for sent := 0; sent < mib<<20; sent += len(buf) {
+			if _, err := c.Write(buf); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	peak := before
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				fatal(err)
+			}
+			fmt.Printf("%.1f %d %d\n", time.Since(start).Seconds(), before, max(peak, rss(pid)))
+			return
+		case <-tick.C:
+			peak = max(peak, rss(pid))
+		}
+	}
+}
+
 const upgradeRequest = "GET /ws HTTP/1.1\r\nHost: bench\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
 	"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
 
 // openTunnel dials addr and upgrades; the returned reader holds what
 // followed the 101.
-func openTunnel(addr string) (net.Conn, *bufio.Reader, error) {
+func openTunnel(addr string) (net.Conn, *bufio.Reader, error) { return openTunnelPath(addr, "/ws") }
+
+func openTunnelPath(addr, path string) (net.Conn, *bufio.Reader, error) {
 	c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 	if err != nil {
 		return nil, nil, err
 	}
 	c.SetDeadline(time.Now().Add(20 * time.Second))
-	if _, err := io.WriteString(c, upgradeRequest); err != nil {
+	if _, err := io.WriteString(c, strings.Replace(upgradeRequest, "/ws", path, 1)); err != nil {
 		c.Close()
 		return nil, nil, err
 	}
