@@ -70,8 +70,9 @@ func startWSServer(t *testing.T) string {
 }
 
 // Text and binary messages from 1 byte to 16 MiB, fragmented messages,
-// ping/pong, the close handshake from either side, and an upstream that
-// refuses the upgrade, between node-ws and python3-websockets through the
+// ping/pong, the close handshake from either side, a frame fed one byte
+// at a time, a frame sent behind the upgrade request before the 101, and
+// an upstream that refuses the upgrade, between node-ws and python3-websockets through the
 // gateway; each tunnel then has its access line.
 func TestWebSocketPeersThroughBinary(t *testing.T) {
 	needPeers(t)
@@ -91,7 +92,7 @@ routes:
 	if err != nil {
 		t.Fatalf("ws_client.js: %v\n%s\ngateway output:\n%s", err, out, g.logs)
 	}
-	for _, c := range []string{"messages", "fragmented", "pingPong", "serverClose", "refused"} {
+	for _, c := range []string{"messages", "fragmented", "pingPong", "serverClose", "byteByByte", "pipelined", "refused"} {
 		if !strings.Contains(string(out), "ok "+c+"\n") {
 			t.Errorf("case %s did not pass:\n%s", c, out)
 		}
@@ -101,11 +102,11 @@ routes:
 	waitUntil(t, "the tunnels to close", g.exited, g.logs, func() bool {
 		_, body, err := adminGet(admin, "/metrics")
 		return err == nil && strings.Contains(body, "\nloopgate_tunnels_open 0\n") &&
-			strings.Contains(body, `loopgate_route_tunnels_total{route="ws"} 4`)
+			strings.Contains(body, `loopgate_route_tunnels_total{route="ws"} 6`)
 	})
 	waitUntil(t, "the access lines", g.exited, g.logs, func() bool {
 		b, _ := os.ReadFile(logPath)
-		return strings.Count(string(b), "\n") >= 5
+		return strings.Count(string(b), "\n") >= 7
 	})
 	b, _ := os.ReadFile(logPath)
 	tunnels, big := 0, false
@@ -122,8 +123,8 @@ routes:
 			big = big || m["bytes_in"].(float64) > 2*(16<<20)
 		}
 	}
-	if tunnels != 4 || !big {
-		t.Errorf("%d tunnel lines (want 4), one carrying the 16 MiB messages: %v\n%s", tunnels, big, b)
+	if tunnels != 6 || !big {
+		t.Errorf("%d tunnel lines (want 6), one carrying the 16 MiB messages: %v\n%s", tunnels, big, b)
 	}
 	if !strings.Contains(g.logs.String(), `"event":"upgrade_refused"`) {
 		t.Errorf("no upgrade_refused error line:\n%s", g.logs)

@@ -4,7 +4,52 @@
 // one line per case, "ok <case>" or "FAIL <case>: <why>"; exits 1 on a failure.
 'use strict';
 const WebSocket = require('ws');
+const net = require('net');
 const base = process.argv[2];
+
+// A raw client for what a WebSocket library never does: frames written
+// one byte at a time, and a frame sent in the same write as the upgrade
+// request, before the 101.
+function rawFrame(text) {
+  const payload = Buffer.from(text);
+  const mask = Buffer.from([7, 1, 4, 2]);
+  const head = Buffer.from([0x81, 0x80 | payload.length]);
+  const body = Buffer.alloc(payload.length);
+  for (let i = 0; i < payload.length; i++) body[i] = payload[i] ^ mask[i % 4];
+  return Buffer.concat([head, mask, body]);
+}
+
+function rawSession(firstWrite, afterUpgrade) {
+  const { hostname, port } = new URL(base);
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ host: hostname, port: Number(port) });
+    let buf = Buffer.alloc(0);
+    let upgraded = false;
+    s.setTimeout(20000, () => { s.destroy(); reject(new Error('timeout')); });
+    s.on('error', reject);
+    s.on('connect', () => s.write(firstWrite));
+    s.on('data', async (d) => {
+      buf = Buffer.concat([buf, d]);
+      if (!upgraded) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = buf.subarray(0, end).toString();
+        if (!head.startsWith('HTTP/1.1 101')) { s.destroy(); reject(new Error(head.split('\r\n')[0])); return; }
+        upgraded = true;
+        buf = buf.subarray(end + 4);
+        if (afterUpgrade) await afterUpgrade(s);
+      }
+      // An unmasked text frame of less than 126 bytes: 2 header bytes.
+      if (buf.length >= 2 && buf.length >= 2 + (buf[1] & 0x7f)) {
+        s.destroy();
+        resolve(buf.subarray(2, 2 + (buf[1] & 0x7f)).toString());
+      }
+    });
+  });
+}
+
+const handshake = 'GET /echo HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n' +
+  'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n';
 
 function open(path) {
   return new Promise((resolve, reject) => {
@@ -71,6 +116,20 @@ const cases = {
     ws.send('server-close');
     const c = await closed(ws);
     if (c.code !== 4000 || c.reason !== 'bye') throw new Error(`close ${c.code} ${c.reason}`);
+  },
+  async byteByByte() {
+    const frame = rawFrame('one byte at a time');
+    const got = await rawSession(handshake, async (s) => {
+      for (const b of frame) {
+        s.write(Buffer.from([b]));
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    });
+    if (got !== 'one byte at a time') throw new Error('got ' + got);
+  },
+  async pipelined() {
+    const got = await rawSession(Buffer.concat([Buffer.from(handshake), rawFrame('sent before the 101')]));
+    if (got !== 'sent before the 101') throw new Error('got ' + got);
   },
   async refused() {
     try {
