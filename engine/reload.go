@@ -32,7 +32,8 @@ type Compiled struct {
 // exists; Server.Compile saves the second compile.
 func Compile(cfg *config.Config) (*Compiled, error) {
 	n := cfg.EventLoops()
-	scratch := durable{services: newServices(), metrics: newRegistry(n), resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch)}
+	scratch := durable{services: newServices(), metrics: newRegistry(n), resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch),
+		tunnels: newTunnelRegistry(n)}
 	// A cluster rate limit dials Redis while it compiles; this copy of it
 	// serves nothing.
 	defer scratch.services.close()

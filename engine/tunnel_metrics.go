@@ -4,7 +4,6 @@
 package engine
 
 import (
-	"bytes"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -80,8 +79,7 @@ func (s *Server) writeTunnelSeries(w io.Writer) {
 	routes := append([]*tunnelMetrics(nil), reg.routes...)
 	reg.mu.Unlock()
 
-	var b bytes.Buffer
-	p := promWriter{b: &b}
+	p := newPromWriter(w)
 	p.family("loopgate_tunnels_open", "gauge", "Upgrade tunnels open, all routes, with upgrade requests holding a slot of websocket.max_tunnels.")
 	p.gauge("loopgate_tunnels_open", "", reg.open.Load())
 	p.family("loopgate_tunnels_refused_total", "counter", "Upgrade requests answered 503 (code 50305) because websocket.max_tunnels were open.")
@@ -93,20 +91,28 @@ func (s *Server) writeTunnelSeries(w io.Writer) {
 		bytes  [2]uint64
 		closes [tunnelEndReasons]uint64
 	}
-	sums := make([]sum, len(routes))
-	for i, m := range routes {
+	var sums []sum // only routes that had a tunnel: most have none
+	opened := routes[:0]
+	for _, m := range routes {
+		var s sum
 		for j := range m.shards {
 			sh := &m.shards[j]
-			sums[i].open += sh.open.Load()
-			sums[i].opened += sh.opened.Load()
+			s.open += sh.open.Load()
+			s.opened += sh.opened.Load()
 			for d := range sh.bytes {
-				sums[i].bytes[d] += sh.bytes[d].Load()
+				s.bytes[d] += sh.bytes[d].Load()
 			}
 			for r := range sh.closes {
-				sums[i].closes[r] += sh.closes[r].Load()
+				s.closes[r] += sh.closes[r].Load()
 			}
 		}
+		if s.opened == 0 {
+			continue // a route that never had a tunnel writes no tunnel series
+		}
+		opened = append(opened, m)
+		sums = append(sums, s)
 	}
+	routes = opened
 	p.family("loopgate_route_tunnels_open", "gauge", "Upgrade tunnels open on the route.")
 	for i, m := range routes {
 		p.gauge("loopgate_route_tunnels_open", p.labels("route", m.id), sums[i].open)
@@ -126,5 +132,4 @@ func (s *Server) writeTunnelSeries(w io.Writer) {
 			p.sample("loopgate_route_tunnel_closes_total", p.labels("route", m.id, "reason", tunnelEndReason(r).String()), n)
 		}
 	}
-	_, _ = w.Write(b.Bytes())
 }

@@ -241,18 +241,29 @@ func TestTunnelHalfClose(t *testing.T) {
 		t.Fatalf("upstream read %d bytes %q..., want %d", len(s), s[max(0, len(s)-10):], len(want))
 	}
 
+	// The upstream's 8 MiB and its close arrive while the client reads
+	// nothing: the gateway holds them (the buffer allows 16 MiB), and must
+	// flush them all before closing the client, not just what the socket
+	// takes at once.
+	const size = 8 << 20
+	upDone := make(chan struct{})
 	down := startRawUpstream(t, func(c net.Conn) {
+		defer close(upDone)
 		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
 			return
 		}
 		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
-		c.Write(bytes.Repeat([]byte("y"), 1<<20))
+		c.Write(bytes.Repeat([]byte("y"), size))
 	})
-	g2 := startGateway(t, oneRoute, down)
+	g2 := startGateway(t, "websocket: {buffer: 16MiB}\n"+oneRoute, down)
 	_, br := openTestTunnel(t, g2, upgradeRequest("/"))
+	<-upDone
+	waitFor(t, "the gateway to read the upstream's bytes", func() bool {
+		return g2.srv.BufferedBytes() > 1<<20 || g2.srv.Tunnels() == 0
+	})
 	b, err := io.ReadAll(br)
-	if err != nil || len(b) != 1<<20 {
-		t.Fatalf("client read %d bytes, %v; want %d then EOF", len(b), err, 1<<20)
+	if err != nil || len(b) != size {
+		t.Fatalf("client read %d bytes, %v; want %d then EOF", len(b), err, size)
 	}
 	waitFor(t, "the tunnel to close", func() bool { return g2.srv.Tunnels() == 0 && g2.srv.Clients() == 0 })
 }
