@@ -335,14 +335,14 @@ routes:
 	c := g.client(t)
 	const size = 40 << 20
 	fmt.Fprintf(c, "POST /stall HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n", size)
-	go func() {
+	go func(c *rawClient) { // c is reassigned below while this may still run
 		chunk := make([]byte, 64<<10)
 		for sent := 0; sent < size; sent += len(chunk) {
 			if _, err := c.Write(chunk); err != nil {
 				return
 			}
 		}
-	}()
+	}(c)
 	readHead(c)
 	expectClosed(c, "stalled upload")
 

@@ -75,7 +75,7 @@ type route struct {
 	breakerCfg      policy.BreakerSettings
 	isolation       *policy.Limiter // the server's for this route id; nil when the route has none
 	isolationCfg    policy.IsolationSettings
-	tunnel          *routeTunnel // its Upgrade tokens and tunnel series (upgrade.go)
+	tunnel          routeTunnel // its Upgrade tokens and tunnel series (upgrade.go)
 }
 
 // upstreamDef is one upstream as a snapshot defines it: its nodes (shared

@@ -19,8 +19,8 @@ type routeTunnel struct {
 	metrics *tunnelMetrics
 }
 
-func newRouteTunnel(r *config.Route, reg *tunnelRegistry) *routeTunnel {
-	return &routeTunnel{tokens: r.Upgrade, metrics: reg.route(r.ID)}
+func newRouteTunnel(r *config.Route, reg *tunnelRegistry) routeTunnel {
+	return routeTunnel{tokens: r.Upgrade, metrics: reg.route(r.ID)}
 }
 
 // allows reports whether the route tunnels protocol p, a token of an
@@ -174,7 +174,7 @@ func (ex *exchange) switchProtocols(c *upstream.Call, r *codec.Response) bool {
 	}
 	up := c.Detach()
 	cc.ex = nil
-	ex.upgrade.tunnel = openTunnel(l, cc, up, &ex.snap.tunnel, &ex.route.tunnel.metrics.shards[l.index])
+	ex.upgrade.tunnel = openTunnel(l, cc, up, &ex.snap.tunnel, ex.route.tunnel.metrics.shard(l.index))
 	l.putExchange(ex)
 	return true
 }
