@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 // upgradeRequest is a WebSocket-style upgrade request for path.
@@ -279,4 +281,44 @@ func TestTunnelIdleTimeout(t *testing.T) {
 		t.Fatalf("idle tunnel: %v, want EOF", err)
 	}
 	waitFor(t, "the tunnel to close", func() bool { return g.srv.Tunnels() == 0 })
+}
+
+// A message through a tunnel, both ways, allocates nothing in the whole
+// process (the gateway, the echoing upstream and the client here).
+func TestTunnelAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
+	up := startRawUpstream(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		buf := make([]byte, 4096)
+		for {
+			n, err := br.Read(buf)
+			if err != nil {
+				return
+			}
+			if _, err := c.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+	})
+	g := startGateway(t, oneRoute, up)
+	c, br := openTestTunnel(t, g, upgradeRequest("/"))
+	msg, got := []byte("a 32-byte message, there & back."), make([]byte, 32)
+	roundTrip := func() {
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(br, got); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 1000; i++ {
+		roundTrip()
+	}
+	if n := testing.AllocsPerRun(2000, roundTrip); n != 0 {
+		t.Errorf("%v allocations per message", n)
+	}
 }
