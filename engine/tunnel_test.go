@@ -322,3 +322,29 @@ func TestTunnelAllocs(t *testing.T) {
 		t.Errorf("%v allocations per message", n)
 	}
 }
+
+// The route's filters run on the upgrade request as on any request: a
+// rate limit counts each new tunnel, and a request header edit reaches
+// the upstream with the Upgrade.
+func TestUpgradeRunsFilters(t *testing.T) {
+	heads := make(chan *http.Request, 4)
+	g := startGateway(t, `
+upstreams:
+  - {name: ws, nodes: ["%s"]}
+routes:
+  - id: ws
+    prefix: /
+    upstream: ws
+    rate_limits: [{key: ip, rate: 0.1, burst: 2}]
+    request_headers: {set: {X-Via-Gateway: "yes"}}
+`, switchingUpstream(t, heads))
+	for i := 0; i < 2; i++ {
+		c, _ := openTestTunnel(t, g, upgradeRequest("/"))
+		if h := (<-heads).Header; h.Get("X-Via-Gateway") != "yes" || h.Get("Upgrade") != "websocket" {
+			t.Fatalf("upstream got %v", h)
+		}
+		c.Close()
+	}
+	resp, body := g.rawExchange(t, upgradeRequest("/"))
+	expectError(t, resp, body, 429, 42902)
+}
