@@ -154,7 +154,7 @@ func (s *Server) Run() error {
 		// wait out the TIME_WAIT of connections the last process closed.
 		gnet.WithReuseAddr(true),
 		gnet.WithTCPNoDelay(gnet.TCPNoDelay),
-		gnet.WithReadBufferCap(64<<10),
+		gnet.WithReadBufferCap(readBufferCap),
 		gnet.WithLogger(gnetLogger{}),
 		gnet.WithTicker(true), // OnTick: one call, once every loop exists
 	)

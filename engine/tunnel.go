@@ -189,8 +189,8 @@ func (t *tunnel) traffic(src tunnelSide) {
 // for the reads gnet may make while a side is paused.
 func overflowAt(buffer int) int { return 2*buffer + 4*readBufferCap }
 
-// readBufferCap is gnet's read buffer (Run: WithReadBufferCap): the most
-// one read hands over.
+// readBufferCap is gnet's read buffer (Server.Run sets it): the most one
+// read hands over.
 const readBufferCap = 64 << 10
 
 // pause stops reading e until its peer's queue drains (flowCheck). Where

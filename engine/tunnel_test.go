@@ -158,6 +158,13 @@ routes:
 		t.Fatalf("connection after a refused upgrade: %v, want EOF", err)
 	}
 
+	// A 101 to a request that did not ask to upgrade (a plain GET, or an
+	// h2c upgrade served as HTTP/1.1) fails as before: 502.
+	resp, body = g.rawExchange(t, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
+	expectError(t, resp, body, 502, 50202)
+	resp, body = g.rawExchange(t, strings.Replace(h2c, "/plain/", "/", 1))
+	expectError(t, resp, body, 502, 50202)
+
 	first, _ := openTestTunnel(t, g, upgradeRequest("/"))
 	resp, body = g.rawExchange(t, upgradeRequest("/"))
 	expectError(t, resp, body, 503, 50305)
