@@ -81,8 +81,8 @@ echo_run() {
 }
 
 main() {
-	# A tunnel costs the proxy two descriptors; gnet stops its engine when
-	# accept fails for want of one, so the idle run stays under the limit.
+	# A tunnel costs the proxy two descriptors; past the limit accept
+	# pauses and the run would measure refused tunnels, so it stays under.
 	ulimit -n $((2 * IDLE + 4096)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 	local fds
 	fds=$(ulimit -n)
