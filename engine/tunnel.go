@@ -102,7 +102,6 @@ type tunnel struct {
 	flow       wheel.Timer // while a side is paused or a flush lingers: each tick
 	lastActive time.Time   // the wheel's time of the last byte either way
 	flushUntil time.Time   // ClientDone/UpstreamDone: close the survivor by then
-	opened     int64       // loopstat.Now at the 101
 	accounted  int64       // what it last added to Server.buffered (see account)
 
 	// rec is the upgrade request's access record, completed and written
@@ -115,7 +114,7 @@ type tunnel struct {
 // buffer and go to the upstream first, in order; bytes the upstream sent
 // after its 101 wait in the upstream's, and a wake delivers them.
 func openTunnel(l *loop, cc *clientConn, up gnet.Conn, set *tunnelSettings, stats *tunnelShard) *tunnel {
-	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l), opened: loopstat.Now()}
+	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l)}
 	t.ends[sideClient] = tunnelEnd{t: t, side: sideClient, gc: cc.gc}
 	t.ends[sideUpstream] = tunnelEnd{t: t, side: sideUpstream, gc: up}
 	cc.gc.SetContext(&t.ends[sideClient])
@@ -142,8 +141,9 @@ func openTunnel(l *loop, cc *clientConn, up gnet.Conn, set *tunnelSettings, stat
 
 func (t *tunnel) setState(s tunnelState) { t.state = s }
 
-// traffic is OnTraffic for end src: its bytes go to the peer's output,
-// whatever the peer's state; past the buffer src stops being read.
+// traffic is OnTraffic for end e: its bytes go to the peer's output while
+// the tunnel is open (and are dropped once it is not); past the buffer e
+// stops being read.
 func (e *tunnelEnd) traffic() { e.t.traffic(e.side) }
 
 func (t *tunnel) traffic(src tunnelSide) {
