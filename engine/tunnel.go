@@ -30,10 +30,12 @@ func (s tunnelSide) peer() tunnelSide { return 1 - s }
 //
 //	Open -> ClientDone      the client closed: what it sent is flushed to the
 //	                        upstream, which then gets a FIN and is closed
+//	                        once it closes too (flushSurvivor)
 //	Open -> UpstreamDone    the same the other way
 //	Open -> Closing         the gateway ends it (idle timeout, buffer overflow,
 //	                        shutdown): both connections close now
-//	ClientDone, UpstreamDone -> Closing   the flush ended (done or timed out)
+//	ClientDone, UpstreamDone -> Closing   flushUntil passed (timeouts.drain)
+//	ClientDone, UpstreamDone -> Closed    the survivor closed its side too
 //	Closing -> Closed       gnet reported both connections closed (finish)
 type tunnelState uint8
 
@@ -102,6 +104,7 @@ type tunnel struct {
 	flow       wheel.Timer // while a side is paused or a flush lingers: each tick
 	lastActive time.Time   // the wheel's time of the last byte either way
 	flushUntil time.Time   // ClientDone/UpstreamDone: close the survivor by then
+	finSent    bool        // ClientDone/UpstreamDone: the survivor got its FIN
 	accounted  int64       // what it last added to Server.buffered (see account)
 
 	// rec is the upgrade request's access record, completed and written
@@ -279,12 +282,14 @@ func (e *tunnelEnd) closed(err error) {
 	}
 }
 
-// flushSurvivor closes the connection left once the other side closed,
-// after gnet wrote what was queued for it (gnet's own close writes only
-// what the socket takes at once), or at flushUntil. Its reads are off:
-// what it sends now has nowhere to go. It first gets a FIN (SHUT_WR), so a
-// peer that reads to the end sees an orderly end of stream, as the other
-// side's close was.
+// flushSurvivor ends the connection left once the other side closed, as
+// nginx's lingering close does. First gnet writes what was queued for it
+// (gnet's own close writes only what the socket takes at once); then it
+// gets a FIN (SHUT_WR), the other side's end of stream passed on; then it
+// stays open, read and its bytes dropped (they have nowhere to go), until
+// it closes its side too. Closing a socket with unread input sends a reset,
+// which can destroy data still in flight to it, hence the reading. All of
+// it within flushUntil; past it the connection is closed as it is.
 func (t *tunnel) flushSurvivor() {
 	var e *tunnelEnd
 	if t.state == tunnelClientDone {
@@ -295,17 +300,27 @@ func (t *tunnel) flushSurvivor() {
 	if e.gone {
 		return
 	}
-	if !e.paused {
-		e.paused = pauseReads(t.epfd, e.gc)
+	if e.paused { // it paused for the side that left; what it sends is read and dropped now
+		e.paused = false
+		resumeReads(t.epfd, e.gc)
 	}
-	if e.gc.OutboundBuffered() > 0 && t.loop.wheel.Now().Before(t.flushUntil) {
+	inTime := t.loop.wheel.Now().Before(t.flushUntil)
+	if !t.finSent {
+		if e.gc.OutboundBuffered() > 0 && inTime {
+			t.account()
+			t.loop.wheel.Arm(&t.flow, wheel.DefaultTick)
+			return
+		}
+		t.finSent = true
+		_ = unix.Shutdown(e.gc.Fd(), unix.SHUT_WR)
+	}
+	if inTime {
 		t.account()
-		t.loop.wheel.Arm(&t.flow, wheel.DefaultTick)
+		t.loop.wheel.Arm(&t.flow, wheel.DefaultTick) // until its own close (closed) or flushUntil
 		return
 	}
 	t.setState(tunnelClosing)
 	t.flow.Stop()
-	_ = unix.Shutdown(e.gc.Fd(), unix.SHUT_WR)
 	_ = e.gc.Close()
 }
 

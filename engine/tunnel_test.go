@@ -265,7 +265,7 @@ func TestTunnelHalfClose(t *testing.T) {
 		c.Write(bytes.Repeat([]byte("y"), size))
 	})
 	g2 := startGateway(t, "websocket: {buffer: 16MiB}\n"+oneRoute, down)
-	_, br := openTestTunnel(t, g2, upgradeRequest("/"))
+	c2, br := openTestTunnel(t, g2, upgradeRequest("/"))
 	<-upDone
 	waitFor(t, "the gateway to read the upstream's bytes", func() bool {
 		return g2.srv.BufferedBytes() > 1<<20 || g2.srv.Tunnels() == 0
@@ -274,6 +274,11 @@ func TestTunnelHalfClose(t *testing.T) {
 	if err != nil || len(b) != size {
 		t.Fatalf("client read %d bytes, %v; want %d then EOF", len(b), err, size)
 	}
+	// The gateway waits for the client's own close (a lingering close).
+	if g2.srv.Tunnels() != 1 {
+		t.Fatalf("%d tunnels open after the FIN, want the one waiting for the client's close", g2.srv.Tunnels())
+	}
+	c2.Close()
 	waitFor(t, "the tunnel to close", func() bool { return g2.srv.Tunnels() == 0 && g2.srv.Clients() == 0 })
 }
 
