@@ -337,11 +337,6 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		v.loop.leave()
 	case *roundBell:
 		v.ring(c)
-	case *tunnelEnd:
-		l := v.t.loop
-		l.enter()
-		v.traffic()
-		l.leave()
 	case *upstream.Conn:
 		l := v.Loop().Host().(*loop)
 		l.enter()
@@ -357,6 +352,11 @@ func (s *Server) OnTraffic(c gnet.Conn) gnet.Action {
 		v.l.enter()
 		v.ready(c)
 		v.l.leave()
+	case *tunnelEnd:
+		l := v.t.loop
+		l.enter()
+		v.traffic()
+		l.leave()
 	}
 	return gnet.None
 }
