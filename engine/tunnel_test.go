@@ -129,12 +129,14 @@ websocket: {max_tunnels: 1}
 upstreams:
   - {name: plain, nodes: ["%s"]}
   - {name: ws, nodes: ["%s"]}
+  - {name: dead, nodes: ["%s"]}
 routes:
+  - {id: dead, prefix: /dead/, upstream: dead}
   - {id: off, prefix: /off/, upstream: ws, websocket: false}
   - {id: other, prefix: /other/, upstream: ws, upgrade: [my-proto]}
   - {id: plain, prefix: /plain/, upstream: plain}
   - {id: ws, prefix: /, upstream: ws}
-`, plain, switchingUpstream(t, nil))
+`, plain, switchingUpstream(t, nil), closedPort(t))
 
 	resp, body := g.rawExchange(t, upgradeRequest("/off/x"))
 	expectError(t, resp, body, 403, 40305)
@@ -156,6 +158,14 @@ routes:
 	}
 	if _, err := br.ReadByte(); err != io.EOF {
 		t.Fatalf("connection after a refused upgrade: %v, want EOF", err)
+	}
+
+	// Every upgrade request that did not become a tunnel gave its slot
+	// back (max_tunnels is 1): refused by the upstream, or failed.
+	resp, body = g.rawExchange(t, upgradeRequest("/dead/x"))
+	expectError(t, resp, body, 502, 50201)
+	if n := g.srv.Tunnels(); n != 0 {
+		t.Fatalf("%d tunnel slots held after refusals and a failure", n)
 	}
 
 	// A 101 to a request that did not ask to upgrade (a plain GET, or an
