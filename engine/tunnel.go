@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/engine/accesslog"
-	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 )

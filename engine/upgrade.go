@@ -8,8 +8,8 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/config"
-	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 )
 
