@@ -20,12 +20,16 @@ test: vet redis
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run Allocs $$(grep -rlE --include='*_test.go' '^func Test[[:alnum:]_]*Allocs' . | xargs -r dirname | sort -u)
 
-# The cluster rate-limit tests (filters/ratelimit/cluster) start a real
-# redis-server, and the metrics tests run promtool (Debian's prometheus
-# package) on the /metrics page; install them when missing (Debian/Ubuntu,
-# as root). If that cannot be done those tests skip themselves.
+# The real peers the tests use, installed when missing (Debian/Ubuntu, as
+# root): redis-server for the cluster rate-limit and config-sync tests,
+# promtool (Debian's prometheus package) for the /metrics page, and a
+# WebSocket server and client (python3-websockets, node-ws) for the
+# tunnel tests. If that cannot be done those tests skip themselves.
+TEST_PACKAGES = redis-server prometheus python3-websockets node-ws
+
 redis:
-	@(command -v redis-server && command -v promtool) >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server prometheus) || true
+	@(command -v redis-server && command -v promtool && /usr/bin/python3 -c 'import websockets' && test -d /usr/share/nodejs/ws) >/dev/null 2>&1 || \
+		(apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(TEST_PACKAGES)) || true
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
