@@ -107,7 +107,9 @@ func (ex *exchange) fillRecord(rec *accesslog.Record) {
 		rec.Client = ex.log.client
 	}
 	rec.SetFilters(nil, nil)
+	rec.SetTraceID(nil)
 	if ex.chain != nil {
+		rec.SetTraceID(ex.fx.TraceID)
 		rec.Client = ex.fx.ClientIP // trusted_proxies applied
 		// The filters that ran are a prefix of the chain; the rest have
 		// zero times (logEnd clears them after each request).

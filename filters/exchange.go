@@ -19,6 +19,7 @@ type Exchange struct {
 	// (Own) in its request phase.
 	Req       *codec.Request
 	RequestID []byte     // the request's ID (from X-Request-Id or generated)
+	TraceID   []byte     // the W3C trace id, 32 hex digits, set by trace_context; nil = none
 	Peer      netip.Addr // the TCP peer
 	ClientIP  netip.Addr // the client as trusted proxies report it (see RealIP)
 	RouteID   string
@@ -279,6 +280,7 @@ func (x *Exchange) Park() Ticket {
 // parks it (Park); nil when nothing can.
 func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop int, parker Parker) {
 	x.Req, x.RequestID, x.Peer, x.ClientIP = req, id, peer, peer
+	x.TraceID = nil
 	x.RouteID = ""
 	x.Loop = loop
 	x.Identity = Identity{}

@@ -30,13 +30,14 @@ const (
 	fieldRetries
 	fieldEnd
 	fieldFilters
+	fieldTraceID
 	fieldCount
 )
 
 // fieldNames are the fields' names, by field; config.AccessLogFields lists
 // the same names for validation.
 var fieldNames = [fieldCount]string{"time", "request_id", "client_ip", "method", "path", "path_truncated", "status",
-	"code", "route", "upstream", "bytes_in", "bytes_out", "duration_us", "upstream_us", "retries", "end", "filters"}
+	"code", "route", "upstream", "bytes_in", "bytes_out", "duration_us", "upstream_us", "retries", "end", "filters", "trace_id"}
 
 // fieldsOf maps names to fields, in order; unknown names are skipped
 // (config validation refuses them).
@@ -69,6 +70,8 @@ func (f *formatter) appendFields(dst []byte, rec *Record, fs []field) []byte {
 			dst = appendJSONString(dst, f.time(&f.ets, rec.Start))
 		case fieldRequestID:
 			dst = appendJSONString(dst, view(rec.id[:rec.idLen]))
+		case fieldTraceID:
+			dst = appendJSONString(dst, view(rec.trace[:rec.traceLen]))
 		case fieldClientIP:
 			dst = appendJSONString(dst, client(&f.eip, rec))
 		case fieldMethod:

@@ -18,6 +18,7 @@ import (
 type accessLine struct {
 	Time          string       `json:"time"` // the request's first byte, UTC
 	RequestID     string       `json:"request_id"`
+	TraceID       string       `json:"trace_id,omitempty"` // the W3C trace id (trace_context)
 	ClientIP      string       `json:"client_ip"`
 	Method        string       `json:"method"`
 	Path          string       `json:"path"` // as the client sent it, without the query
@@ -52,6 +53,7 @@ type Event struct {
 	Status     int    `json:"status,omitempty"`
 	Code       int    `json:"code,omitempty"`
 	RequestID  string `json:"request_id,omitempty"`
+	TraceID    string `json:"trace_id,omitempty"`
 	ClientIP   string `json:"client_ip,omitempty"`
 	Method     string `json:"method,omitempty"`
 	Path       string `json:"path,omitempty"`
@@ -183,6 +185,7 @@ func (f *formatter) appendAccess(dst []byte, r *Ring, n int) []byte {
 		a := &f.batch[i]
 		a.Time = f.time(&f.ts[i], rec.Start)
 		a.RequestID = view(rec.id[:rec.idLen])
+		a.TraceID = view(rec.trace[:rec.traceLen])
 		a.ClientIP = client(&f.ip[i], rec)
 		a.Method = view(rec.Req.method[:rec.Req.methodLen])
 		a.Path = view(rec.Req.path[:rec.Req.pathLen])
@@ -249,7 +252,7 @@ func (f *formatter) appendError(dst []byte, rec *Record) []byte {
 	e := &f.ev
 	*e = Event{Time: f.time(&f.ets, rec.Start+rec.Duration), Level: LevelError, Event: EventGatewayError,
 		Message: rec.Message, Status: int(rec.Status), Code: int(rec.Code),
-		RequestID: view(rec.id[:rec.idLen]), ClientIP: client(&f.eip, rec),
+		RequestID: view(rec.id[:rec.idLen]), TraceID: view(rec.trace[:rec.traceLen]), ClientIP: client(&f.eip, rec),
 		Method: view(rec.Req.method[:rec.Req.methodLen]), Path: view(rec.Req.path[:rec.Req.pathLen]),
 		Route: rec.Route, Upstream: rec.Node, Suppressed: rec.Suppressed}
 	switch {

@@ -13,6 +13,7 @@ const (
 	MaxMethod    = 16  // longer methods are cut
 	MaxPath      = 256 // longer paths are cut and flagged (path_truncated)
 	MaxRequestID = 128 // the request_id filter keeps at most 128 characters
+	MaxTraceID   = 32  // a W3C trace id's hex digits
 )
 
 // Request is the part of a Record copied from the request head while the
@@ -68,12 +69,17 @@ type Record struct {
 	Self    [filters.MaxChain]uint32
 	Filters uint8
 
-	id    [MaxRequestID]byte
-	idLen uint8
+	id       [MaxRequestID]byte
+	idLen    uint8
+	trace    [MaxTraceID]byte
+	traceLen uint8
 }
 
 // SetRequestID copies the request ID (bounded).
 func (r *Record) SetRequestID(id []byte) { r.idLen = uint8(copy(r.id[:], id)) }
+
+// SetTraceID copies the trace id (bounded); nil = none.
+func (r *Record) SetTraceID(id []byte) { r.traceLen = uint8(copy(r.trace[:], id)) }
 
 // SetFilters copies the self time of each filter of chain from timings.
 func (r *Record) SetFilters(chain *filters.Chain, timings *[filters.MaxChain]filters.Timing) {

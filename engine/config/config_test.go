@@ -69,6 +69,8 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 		auth.Name:           &auth.Global{Auth: documentedAuth()},
 		access.NameIPAccess: &access.IPLists{},
 		limiter.Name:        documentedRateLimit(),
+
+		transform.NameTraceContext: &transform.TraceContextGlobal{}, // off
 	}
 	if got := Default(); !reflect.DeepEqual(withoutFilters(got), want) || !reflect.DeepEqual(got.filterGlobals, wantGlobals) {
 		t.Fatalf("Default() =\n%+v\nwant\n%+v", got, want)

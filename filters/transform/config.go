@@ -17,12 +17,22 @@ const (
 	NameGray      = "gray"
 	NameHash      = "hash"
 	NameForwarded = "forwarded"
+
+	NameTraceContext = "trace_context"
 )
 
 func init() {
 	filters.Register(filters.Registration{
 		Name: NameRequestID, Order: 100, Default: true,
 		New: func(b *filters.Build) (filters.Filter, error) { return NewRequestID(b.Order), nil },
+	})
+	filters.Register(filters.Registration{
+		// The global section turns it on for every route (traceRoute's
+		// EnabledBy), as a global ip_allow turns on ip_access.
+		Name: NameTraceContext, Order: 110,
+		Global: func() filters.GlobalConfig { return new(TraceContextGlobal) },
+		Route:  func() filters.RouteConfig { return new(traceRoute) },
+		New:    newTraceContext,
 	})
 	filters.Register(filters.Registration{
 		Name: NameHeaders, Order: 400, NeedsRoute: true,
@@ -121,6 +131,74 @@ type Hash struct {
 	Header string `yaml:"header"` // hash this request header
 	Cookie string `yaml:"cookie"` // or this cookie
 	User   bool   `yaml:"user"`   // or the authenticated subject
+}
+
+// TraceContextGlobal is the trace_context filter's top-level key.
+type TraceContextGlobal struct {
+	TraceContext *TraceContext `yaml:"trace_context,omitempty"` // default none: traceparent passes untouched, no trace id is logged
+}
+
+// TraceContext propagates W3C Trace Context: a valid traceparent and its
+// tracestate are kept, a malformed or missing one is replaced by a new
+// trace, and the trace id is logged.
+type TraceContext struct {
+	// SamplePercent is the share (0-100) of the traces the gateway starts
+	// that it marks sampled (flag 01). A client's valid traceparent keeps
+	// its own flag. Default 100, as Envoy's random_sampling.
+	SamplePercent *int `yaml:"sample_percent"`
+	// DyeHeader names a request header (a gray or test tag) echoed on the
+	// response; it goes upstream as every header does. Default "" = none.
+	DyeHeader string `yaml:"dye_header"`
+}
+
+var _ filters.GlobalConfig = (*TraceContextGlobal)(nil)
+
+// Provision defaults sample_percent to 100.
+func (g *TraceContextGlobal) Provision() {
+	if g.TraceContext != nil && g.TraceContext.SamplePercent == nil {
+		p := 100
+		g.TraceContext.SamplePercent = &p
+	}
+}
+
+// Validate bounds sample_percent and checks dye_header is a field name.
+func (g *TraceContextGlobal) Validate(c *filters.Check) {
+	t := g.TraceContext
+	if t == nil {
+		return
+	}
+	if p := *t.SamplePercent; p < 0 || p > 100 {
+		c.Add("trace_context.sample_percent", "must be 0 to 100, got %d", p)
+	}
+	if t.DyeHeader != "" {
+		c.EditableHeader("trace_context.dye_header", t.DyeHeader)
+	}
+}
+
+// traceRoute is trace_context's route config: it owns no route key, and
+// exists so that the global section enables the filter on every route.
+type traceRoute struct{}
+
+var _ filters.RouteConfig = (*traceRoute)(nil)
+
+func (*traceRoute) Provision()              {}
+func (*traceRoute) Validate(*filters.Check) {}
+
+// EnabledBy: the global trace_context section.
+func (*traceRoute) EnabledBy(global filters.GlobalConfig) string {
+	if g, _ := global.(*TraceContextGlobal); g != nil && g.TraceContext != nil {
+		return "the global trace_context section, which applies to every route"
+	}
+	return ""
+}
+
+// newTraceContext builds the filter when the trace_context section is set.
+func newTraceContext(b *filters.Build) (filters.Filter, error) {
+	g, _ := b.Global.(*TraceContextGlobal)
+	if g == nil || g.TraceContext == nil {
+		return nil, nil
+	}
+	return NewTraceContext(b.Order, g.TraceContext), nil
 }
 
 var (
