@@ -510,6 +510,8 @@ func TestProxyAllocs(t *testing.T) {
 		{"access log", accessLogTo(filepath.Join(t.TempDir(), "access.log")) + oneRoute},
 		{"access log format", "access_log: {path: " + filepath.Join(t.TempDir(), "f.log") +
 			", format: \"$time $request_id $client_ip $method $path $status $route $upstream $duration_us $filters\"}\n" + oneRoute},
+		{"trace context", "trace_context: {}\naccess_log: {path: " + filepath.Join(t.TempDir(), "t.log") +
+			", format: \"$request_id $trace_id $status\"}\n" + oneRoute},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			roundTrip := keepAliveClient(t, tc.config, benchRequest)
