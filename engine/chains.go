@@ -56,6 +56,7 @@ func (b *chainBuilder) build(f *filters.Registration, r *config.Route) *filters.
 	}
 	if r != nil {
 		fb.RouteID, fb.Config, fb.Shared = r.ID, r.FilterConfig(f.Name), b.shared[f.Name]
+		fb.Nodes = b.cfg.NodeAddrs(r.Upstream)
 	}
 	return fb
 }

@@ -75,8 +75,8 @@ func (ex *exchange) shouldRetry(kind failureKind, exclude *upstream.NodeSet) boo
 // response is abandoned first. On the call's loop, from its CallFailed or
 // ResponseHead.
 func (ex *exchange) retryAfter(c *upstream.Call, kind failureKind, failed *upstream.Pool) bool {
-	if kind == failFinal {
-		return false // before the exclusion is worked out: the common case
+	if kind == failFinal || ex.chain != nil && ex.fx.Upstream.Node > 0 {
+		return false // before the exclusion is worked out: the common case; a directed request stays on its node
 	}
 	exclude := ex.retry.group.Exclude(ex.retry.tried, failed)
 	avoid := exclude.Union(ex.retry.group.Unavailable())

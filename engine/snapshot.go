@@ -111,15 +111,22 @@ func (d *upstreamDef) on(l *loop) *upstream.Group { return d.loops[l.index] }
 func (ex *exchange) pickNode() *upstream.Pool {
 	def := ex.route.upstream
 	var hashKey []byte
+	node := 0
 	if ex.chain != nil {
 		if g := ex.fx.Upstream.Group; g >= 0 {
 			def = ex.snap.upstreams[g]
 		}
-		hashKey = ex.fx.Upstream.HashKey
+		hashKey, node = ex.fx.Upstream.HashKey, ex.fx.Upstream.Node
 	}
 	g := def.on(ex.loop)
 	ex.retry.group, ex.retry.upDef = g, def
 	if g.AllDown() {
+		return nil
+	}
+	if node > 0 { // direct_node: that node or none, as health allows
+		if pools, out := g.Pools(), g.Unavailable(); node <= len(pools) && !out.Has(node-1) {
+			return pools[node-1]
+		}
 		return nil
 	}
 	if hashKey != nil {

@@ -27,6 +27,10 @@ type Build struct {
 	// send a request to (Exchange.Upstream.Group, Exchange.Sub).
 	Upstream func(name string) (group int, ok bool)
 
+	// Nodes are the addresses of the route's own upstream's nodes, in
+	// config order (Exchange.Upstream.Node indexes them); nil in Prepare.
+	Nodes []string
+
 	// Globals returns another filter's top-level config, or nil:
 	// external_auth reads auth's.
 	Globals func(filter string) GlobalConfig

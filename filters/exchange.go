@@ -115,6 +115,10 @@ func (id *Identity) HasRole(role string) bool {
 type UpstreamEdits struct {
 	Group   int    // upstream group index; -1 = the route's own
 	HashKey []byte // non-nil: pick the node by consistent hash of this key
+	// Node, when not 0, is the 1-based index of the node of the route's
+	// own upstream to call (direct_node), instead of the balancer's pick;
+	// health still applies, and the request is not retried elsewhere.
+	Node int
 }
 
 // HeaderEdits are changes to a head, applied by the engine as it writes it.

@@ -356,3 +356,18 @@ func (c *Config) findUpstream(name string) *Upstream {
 	}
 	return nil
 }
+
+// NodeAddrs returns the addresses of the named upstream's nodes, in
+// order; nil for an unknown name.
+func (c *Config) NodeAddrs(upstream string) []string {
+	for i := range c.Upstreams {
+		if u := &c.Upstreams[i]; u.Name == upstream {
+			addrs := make([]string, len(u.Nodes))
+			for j, n := range u.Nodes {
+				addrs[j] = n.Addr
+			}
+			return addrs
+		}
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ package transform
 
 import (
 	"fmt"
+	"net/netip"
 	"regexp"
 
 	"github.com/loopgate/loopgate/filters"
@@ -19,6 +20,7 @@ const (
 	NameForwarded = "forwarded"
 
 	NameTraceContext = "trace_context"
+	NameDirectNode   = "direct_node"
 )
 
 func init() {
@@ -52,6 +54,13 @@ func init() {
 		Name: NameGray, Order: 600, NeedsRoute: true,
 		Route: func() filters.RouteConfig { return new(GrayRoute) },
 		New:   newGray,
+	})
+	filters.Register(filters.Registration{
+		// After gray, which it overrides, and after auth, whose roles
+		// allow_roles reads.
+		Name: NameDirectNode, Order: 640, NeedsRoute: true,
+		Route: func() filters.RouteConfig { return new(DirectNodeRoute) },
+		New:   newDirectNode,
 	})
 	filters.Register(filters.Registration{
 		Name: NameHash, Order: 700, NeedsRoute: true,
@@ -173,6 +182,62 @@ func (g *TraceContextGlobal) Validate(c *filters.Check) {
 	if t.DyeHeader != "" {
 		c.EditableHeader("trace_context.dye_header", t.DyeHeader)
 	}
+}
+
+// DirectNodeRoute is the direct_node filter's route key.
+type DirectNodeRoute struct {
+	DirectNode *DirectNode `yaml:"direct_node,omitempty"` // default none: no client chooses a node
+}
+
+// DirectNode lets allowed clients send a request to one named node of the
+// route's upstream. At least one of AllowCIDRs and AllowRoles is required.
+type DirectNode struct {
+	Header     string   `yaml:"header"`      // carries the node's address as configured ("10.0.0.1:8080"); default X-Loopgate-Node
+	AllowCIDRs []string `yaml:"allow_cidrs"` // client IPs (as trusted_proxies report them) that may choose; default none
+	AllowRoles []string `yaml:"allow_roles"` // identity roles that may choose (auth or external_auth must run first); default none
+
+	cidrs []netip.Prefix // parsed by Validate
+}
+
+var _ filters.RouteConfig = (*DirectNodeRoute)(nil)
+
+// Provision defaults direct_node.header to X-Loopgate-Node.
+func (d *DirectNodeRoute) Provision() {
+	if d.DirectNode != nil {
+		filters.SetDefault(&d.DirectNode.Header, "X-Loopgate-Node")
+	}
+}
+
+// Validate checks the header and parses allow_cidrs; a section that allows
+// nobody is refused, since it would only turn every use into a 403.
+func (d *DirectNodeRoute) Validate(c *filters.Check) {
+	n := d.DirectNode
+	if n == nil {
+		return
+	}
+	c.EditableHeader("direct_node.header", n.Header)
+	n.cidrs = c.Prefixes("direct_node.allow_cidrs", n.AllowCIDRs)
+	if len(n.AllowCIDRs)+len(n.AllowRoles) == 0 {
+		c.Add("direct_node", "allows nobody: set allow_cidrs or allow_roles")
+	}
+}
+
+// EnabledBy: the direct_node section.
+func (d *DirectNodeRoute) EnabledBy(filters.GlobalConfig) string {
+	if d.DirectNode != nil {
+		return "direct_node"
+	}
+	return ""
+}
+
+// newDirectNode builds a route's direct_node filter over its upstream's
+// nodes.
+func newDirectNode(b *filters.Build) (filters.Filter, error) {
+	d := b.Config.(*DirectNodeRoute).DirectNode
+	if d == nil {
+		return nil, nil
+	}
+	return NewDirectNode(b.Order, d, b.Nodes), nil
 }
 
 // traceRoute is trace_context's route config: it owns no route key, and

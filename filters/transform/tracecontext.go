@@ -6,7 +6,6 @@ package transform
 import (
 	"math/rand/v2"
 
-	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -40,7 +39,8 @@ func NewTraceContext(order int, c *TraceContext) filters.Filter {
 // logs. It does not allocate once the exchange's arena and edit lists have
 // grown.
 func (f *traceContext) Request(x *filters.Exchange) filters.Verdict {
-	if v, ok := singleHeader(x.Req.Headers, "traceparent"); ok && validTraceparent(v) {
+	// Several traceparent fields are an invalid one (§3.2.2).
+	if v, n := x.Req.Headers.Only("traceparent"); n == 1 && validTraceparent(v) {
 		x.TraceID = x.Own(v[3 : 3+TraceIDLen])
 	} else {
 		var tp [traceparentLen]byte
@@ -89,21 +89,6 @@ func putHex(dst []byte, v uint64) {
 }
 
 const hexDigit = "0123456789abcdef"
-
-// singleHeader returns the value of name when the head has exactly one
-// field of that name: W3C Trace Context §3.2.2 treats several traceparent
-// fields as an invalid one.
-func singleHeader(h codec.Headers, name string) ([]byte, bool) {
-	var v []byte
-	n := 0
-	for i := range h {
-		if codec.EqualFold(h[i].Name, name) {
-			v = h[i].Value
-			n++
-		}
-	}
-	return v, n == 1
-}
 
 // validTraceparent applies W3C Trace Context §3.2.2 to v, byte by byte:
 // version, trace id, parent id and flags are lower-case hex; version ff and
