@@ -220,6 +220,9 @@ func (d *DirectNodeRoute) Validate(c *filters.Check) {
 	if len(n.AllowCIDRs)+len(n.AllowRoles) == 0 {
 		c.Add("direct_node", "allows nobody: set allow_cidrs or allow_roles")
 	}
+	if len(n.AllowRoles) > 0 && c.Route != nil && !c.Route.Runs("auth") && !c.Route.Runs("external_auth") {
+		c.Add("direct_node.allow_roles", "no identity to read roles from: the route runs neither auth nor external_auth")
+	}
 }
 
 // EnabledBy: the direct_node section.

@@ -17,12 +17,17 @@ func TestDirectNodeConfig(t *testing.T) {
 	}{
 		{DirectNode{AllowCIDRs: []string{"10.0.0.0/8"}}, ""},
 		{DirectNode{AllowRoles: []string{"sre"}}, ""},
+		{DirectNode{AllowRoles: []string{"sre"}, AllowCIDRs: []string{"10.0.0.0/8"}}, "routes[0].direct_node.allow_roles: no identity"},
 		{DirectNode{}, "routes[0].direct_node: allows nobody"},
 		{DirectNode{AllowCIDRs: []string{"10.0.0.0/33"}}, "routes[0].direct_node.allow_cidrs[0]"},
 		{DirectNode{Header: "Transfer-Encoding", AllowRoles: []string{"sre"}}, "routes[0].direct_node.header"},
 	} {
 		r := &DirectNodeRoute{DirectNode: &tc.cfg}
-		p := filterstest.Check(r, &filterstest.Env{Upstreams: []string{"main"}}, &filters.RouteInfo{ID: "r", Upstream: "main"})
+		chain := []string{"auth", "direct_node"}
+		if strings.HasSuffix(tc.want, "no identity") {
+			chain = chain[1:]
+		}
+		p := filterstest.Check(r, &filterstest.Env{Upstreams: []string{"main"}}, &filters.RouteInfo{ID: "r", Upstream: "main", Chain: chain})
 		if tc.want == "" && len(p) > 0 || tc.want != "" && (len(p) != 1 || !strings.HasPrefix(p[0], tc.want)) {
 			t.Errorf("%+v: problems %q, want %q", tc.cfg, p, tc.want)
 		}
@@ -33,7 +38,10 @@ func TestDirectNodeConfig(t *testing.T) {
 }
 
 func TestDirectNodeRequest(t *testing.T) {
-	r := checked(t, &DirectNodeRoute{DirectNode: &DirectNode{AllowCIDRs: []string{"192.0.2.0/24"}, AllowRoles: []string{"sre"}}})
+	r := &DirectNodeRoute{DirectNode: &DirectNode{AllowCIDRs: []string{"192.0.2.0/24"}, AllowRoles: []string{"sre"}}}
+	if p := filterstest.Check(r, &filterstest.Env{}, &filters.RouteInfo{ID: "r", Chain: []string{"auth", "direct_node"}}); len(p) > 0 {
+		t.Fatal(p)
+	}
 	f := NewDirectNode(640, r.DirectNode, []string{"10.0.0.1:80", "10.0.0.2:80"})
 	for _, tc := range []struct {
 		name, peer, role string

@@ -1,8 +1,11 @@
 // Package transform holds the filters that change what the upstream sees
-// or where the request goes: request IDs, forwarding headers, static header
-// edits, path rewrites, canary (gray) routing and consistent-hash keys.
+// or where the request goes: request IDs, W3C trace context, forwarding
+// headers, static header edits, path rewrites, canary (gray) routing,
+// directed nodes and consistent-hash keys.
 //
-// None of them rejects a request. Each writes only to the Exchange:
+// None of them rejects a request, except hash and direct_node for a
+// repeated header, and direct_node for a client that may not choose a node
+// or names none of the upstream's. Each writes only to the Exchange:
 // header changes are queued in x.ReqEdits and x.RespEdits for the engine
 // to apply as it writes a head, a rewritten path goes in x.Path, and
 // routing choices in x.Upstream. Values a filter builds (an X-Forwarded-For
@@ -11,8 +14,9 @@
 //
 // Each registers itself (config.go) with its name, default order and the
 // route keys it owns: headers owns request_headers and response_headers,
-// rewrite, gray and hash their own sections; request_id and forwarded have
-// no config. engine/config decodes those keys into this package's types
+// rewrite, gray, hash and direct_node their own sections; trace_context
+// the top-level trace_context section; request_id and forwarded have no
+// config. engine/config decodes those keys into this package's types
 // and runs their Validate, which checks each section once and keeps what
 // it compiled (header edits in order, the normalised strip prefix, the
 // regex); the engine then builds each route's filters through the
