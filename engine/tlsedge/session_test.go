@@ -1,0 +1,423 @@
+package tlsedge_test
+
+import (
+	"bytes"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopgate/loopgate/engine/tlsedge"
+	"github.com/loopgate/loopgate/engine/tlsedge/tlstest"
+)
+
+func newRunner(conc, queued int, timeout time.Duration) *tlsedge.Runner {
+	return tlsedge.NewRunner(tlsedge.RunnerOptions{MaxConcurrent: conc, MaxQueued: queued, Timeout: timeout})
+}
+
+// serverFixture is an echo server with one certificate for "example.test".
+func serverFixture(t *testing.T, o tlsedge.ServerOptions, r *tlsedge.Runner, leaves ...*tlstest.Leaf) (*echoServer, *tlstest.CA) {
+	t.Helper()
+	ca := tlstest.NewCA(t, "test CA")
+	if len(leaves) == 0 {
+		leaves = []*tlstest.Leaf{ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test"}})}
+	}
+	files := make([]tlsedge.CertFile, len(leaves))
+	for i, l := range leaves {
+		files[i] = tlsedge.CertFile{Cert: l.CertFile, Key: l.KeyFile}
+	}
+	certs, err := tlsedge.LoadCertificates(files, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &tlsedge.ServerState{Certs: certs, ClientCAs: ca.Pool()}
+	if o.MinVersion == 0 {
+		o.MinVersion = tls.VersionTLS12
+	}
+	e := &echoServer{cfg: tlsedge.NewServerConfig(o, func() *tlsedge.ServerState { return st }), runner: r}
+	startEcho(t, e)
+	return e, ca
+}
+
+func dialTLS(t *testing.T, addr string, cfg *tls.Config, wrap func(net.Conn) net.Conn) (*tls.Conn, error) {
+	t.Helper()
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		raw = wrap(raw)
+	}
+	c := tls.Client(raw, cfg)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := c.Handshake(); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, nil
+}
+
+func roundTrip(t *testing.T, c *tls.Conn, msg []byte) {
+	t.Helper()
+	if _, err := c.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, len(msg))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, msg) {
+		t.Fatalf("echo differs: %d bytes back, first %q", len(got), got[:min(len(got), 32)])
+	}
+}
+
+func TestEchoBothVersions(t *testing.T) {
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: many records each way
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		c, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MinVersion: v, MaxVersion: v}, nil)
+		if err != nil {
+			t.Fatalf("version %x: %v", v, err)
+		}
+		st := c.ConnectionState()
+		if st.Version != v || st.NegotiatedProtocol != "" {
+			t.Fatalf("version %x, alpn %q", st.Version, st.NegotiatedProtocol)
+		}
+		roundTrip(t, c, []byte("hello"))
+		roundTrip(t, c, big)
+	}
+	// ALPN: http/1.1 is chosen when offered.
+	c, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", NextProtos: []string{"h2", "http/1.1"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
+		t.Fatalf("alpn %q", p)
+	}
+	if s := e.runner.Stats(); s.OK != 3 || s.TLS12 != 1 || s.TLS13 != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// The client sends every byte in its own segment, its hello included, and
+// records arrive split at every byte.
+func TestHandshakeAndRecordsByteByByte(t *testing.T) {
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		c, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MaxVersion: v},
+			func(c net.Conn) net.Conn { return byteConn{c} })
+		if err != nil {
+			t.Fatalf("version %x: %v", v, err)
+		}
+		roundTrip(t, c, []byte("split at every byte"))
+		roundTrip(t, c, bytes.Repeat([]byte{'x'}, 3000))
+	}
+}
+
+// Records merged: many writes land in one gnet read, and each comes back.
+func TestRecordsMerged(t *testing.T) {
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	c, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want bytes.Buffer
+	for i := range 200 {
+		msg := []byte(strings.Repeat(string(rune('a'+i%26)), i+1))
+		want.Write(msg)
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := make([]byte, want.Len())
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatal("merged records came back different")
+	}
+}
+
+func TestHandshakeTimeout(t *testing.T) {
+	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 200*time.Millisecond))
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Half a record header: the handshake waits for the rest, which never comes.
+	if _, err := c.Write([]byte{0x16, 0x03}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("want the server to close, got %v", err)
+	}
+	waitFor(t, "the timeout counted", func() bool { return e.runner.Stats().TimedOut == 1 })
+	if res := e.handshakeResults(); len(res) != 1 || !errors.Is(res[0], tlsedge.ErrHandshakeTimeout) {
+		t.Fatalf("results %v", res)
+	}
+}
+
+func TestBadClientHello(t *testing.T) {
+	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	c, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(c); err != nil {
+		t.Fatalf("want the server to close, got %v", err)
+	}
+	waitFor(t, "the failure counted", func() bool { return e.runner.Stats().Failed == 1 })
+}
+
+// A flood of handshakes that never finish takes the slots and the queue;
+// past them connections are refused at once, and an established
+// connection keeps being served.
+func TestHandshakeFloodIsCapped(t *testing.T) {
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(2, 2, 30*time.Second))
+	good, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stalled []net.Conn
+	defer func() {
+		for _, c := range stalled {
+			c.Close()
+		}
+	}()
+	for range 4 {
+		c, err := net.Dial("tcp", e.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, c)
+		_, _ = c.Write([]byte{0x16})
+	}
+	waitFor(t, "2 running and 2 waiting", func() bool {
+		s := e.runner.Stats()
+		return s.Active == 2 && s.Waiting == 2
+	})
+	extra, err := net.Dial("tcp", e.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(extra); err != nil {
+		t.Fatalf("want the fifth to be closed, got %v", err)
+	}
+	if s := e.runner.Stats(); s.Refused != 1 {
+		t.Fatalf("refused %d", s.Refused)
+	}
+	roundTrip(t, good, []byte("still served"))
+	// Closing a stalled connection frees its slot for a new handshake.
+	stalled[0].Close()
+	waitFor(t, "a slot freed", func() bool { return e.runner.Stats().Waiting == 1 })
+}
+
+func TestSNIChoosesCertificate(t *testing.T) {
+	ca := tlstest.NewCA(t, "sni CA")
+	def := ca.Leaf(tlstest.LeafOptions{Names: []string{"default.test"}})
+	wild := ca.Leaf(tlstest.LeafOptions{Names: []string{"*.example.test"}})
+	exact := ca.Leaf(tlstest.LeafOptions{Names: []string{"api.example.test"}})
+	files := []tlsedge.CertFile{{def.CertFile, def.KeyFile}, {wild.CertFile, wild.KeyFile}, {exact.CertFile, exact.KeyFile}}
+	certs, err := tlsedge.LoadCertificates(files, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &tlsedge.ServerState{Certs: certs}
+	e := &echoServer{cfg: tlsedge.NewServerConfig(tlsedge.ServerOptions{MinVersion: tls.VersionTLS12}, func() *tlsedge.ServerState { return st }),
+		runner: newRunner(4, 4, 10*time.Second)}
+	startEcho(t, e)
+	for sni, want := range map[string]string{
+		"api.example.test": "api.example.test", "API.Example.Test.": "api.example.test",
+		"www.example.test": "*.example.test", "a.b.example.test": "default.test", "other.test": "default.test", "": "default.test",
+	} {
+		c, err := dialTLS(t, e.addr, &tls.Config{ServerName: sni, InsecureSkipVerify: true}, nil)
+		if err != nil {
+			t.Fatalf("%q: %v", sni, err)
+		}
+		if got := c.ConnectionState().PeerCertificates[0].DNSNames[0]; got != want {
+			t.Errorf("SNI %q got %q, want %q", sni, got, want)
+		}
+		c.Close()
+	}
+}
+
+// An ECDSA and an RSA certificate for one name: each client gets one it
+// can use.
+func TestECDSAAndRSAForOneName(t *testing.T) {
+	ca := tlstest.NewCA(t, "kinds CA")
+	ec := ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test"}})
+	rsa := ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test"}, RSA: true})
+	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second), ec, rsa)
+	rsaOnly := &tls.Config{InsecureSkipVerify: true, ServerName: "example.test", MaxVersion: tls.VersionTLS12,
+		CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}}
+	c, err := dialTLS(t, e.addr, rsaOnly, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alg := c.ConnectionState().PeerCertificates[0].PublicKeyAlgorithm.String(); alg != "RSA" {
+		t.Fatalf("RSA-only client got %s", alg)
+	}
+	c, err = dialTLS(t, e.addr, &tls.Config{InsecureSkipVerify: true, ServerName: "example.test"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alg := c.ConnectionState().PeerCertificates[0].PublicKeyAlgorithm.String(); alg != "ECDSA" {
+		t.Fatalf("modern client got %s", alg)
+	}
+}
+
+func TestResumption(t *testing.T) {
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		cfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MaxVersion: v, ClientSessionCache: tls.NewLRUClientSessionCache(4)}
+		for i := range 2 {
+			c, err := dialTLS(t, e.addr, cfg, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A TLS 1.3 ticket arrives after the handshake: read once.
+			roundTrip(t, c, []byte("ping"))
+			if resumed := c.ConnectionState().DidResume; resumed != (i == 1) {
+				t.Fatalf("version %x connection %d: resumed %v", v, i, resumed)
+			}
+			c.Close()
+		}
+	}
+	if s := e.runner.Stats(); s.Resumed != 2 {
+		t.Fatalf("resumed %d, want 2", s.Resumed)
+	}
+}
+
+// TLS 1.0 and 1.1 and weak suites are refused.
+func TestOldVersionsRefused(t *testing.T) {
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	if _, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}, nil); err == nil {
+		t.Fatal("TLS 1.1 was accepted")
+	}
+	cbc := &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MaxVersion: tls.VersionTLS12,
+		CipherSuites: []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA}}
+	if _, err := dialTLS(t, e.addr, cbc, nil); err == nil {
+		t.Fatal("a CBC-SHA1 suite was accepted")
+	}
+	e13, ca13 := serverFixture(t, tlsedge.ServerOptions{MinVersion: tls.VersionTLS13}, newRunner(4, 4, 10*time.Second))
+	if _, err := dialTLS(t, e13.addr, &tls.Config{RootCAs: ca13.Pool(), ServerName: "example.test", MaxVersion: tls.VersionTLS12}, nil); err == nil {
+		t.Fatal("min_version 1.3 accepted TLS 1.2")
+	}
+}
+
+func TestMutualTLS(t *testing.T) {
+	for _, mode := range []tlsedge.ClientAuth{tlsedge.ClientAuthRequire, tlsedge.ClientAuthOptional} {
+		e, ca := serverFixture(t, tlsedge.ServerOptions{ClientAuth: mode}, newRunner(4, 4, 10*time.Second))
+		good := ca.Leaf(tlstest.LeafOptions{Names: []string{"alice"}, Client: true})
+		stranger := tlstest.NewCA(t, "other CA").Leaf(tlstest.LeafOptions{Names: []string{"mallory"}, Client: true})
+		base := func() *tls.Config { return &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"} }
+
+		cfg := base()
+		cfg.Certificates = []tls.Certificate{good.TLS}
+		c, err := dialTLS(t, e.addr, cfg, nil)
+		if err != nil {
+			t.Fatalf("mode %d, good cert: %v", mode, err)
+		}
+		roundTrip(t, c, []byte("hi"))
+		e.mu.Lock()
+		subject := e.states[len(e.states)-1].PeerCertificates[0].Subject.CommonName
+		e.mu.Unlock()
+		if subject != "alice" {
+			t.Fatalf("subject %q", subject)
+		}
+
+		cfg = base()
+		cfg.Certificates = []tls.Certificate{stranger.TLS}
+		if c, err := dialTLS(t, e.addr, cfg, nil); err == nil {
+			// TLS 1.3: the client learns of the refusal on its first read.
+			_, _ = c.Write([]byte("x"))
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Fatalf("mode %d: a certificate of another CA was accepted", mode)
+			}
+		}
+
+		c, err = dialTLS(t, e.addr, base(), nil)
+		if mode == tlsedge.ClientAuthOptional {
+			if err != nil {
+				t.Fatalf("optional, no cert: %v", err)
+			}
+			roundTrip(t, c, []byte("anonymous"))
+		} else if err == nil {
+			_, _ = c.Write([]byte("x"))
+			if _, err := c.Read(make([]byte, 1)); err == nil {
+				t.Fatal("require: a client without a certificate was served")
+			}
+		}
+	}
+}
+
+// The gnet side as the TLS client (an upstream connection): the peer is a
+// Go TLS server; verification is on, and a server whose certificate does
+// not verify is refused.
+func TestClientSide(t *testing.T) {
+	ca := tlstest.NewCA(t, "upstream CA")
+	leaf := ca.Leaf(tlstest.LeafOptions{Names: []string{"upstream.test"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			raw, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				c := tls.Server(raw, &tls.Config{Certificates: []tls.Certificate{leaf.TLS}})
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	for _, tc := range []struct {
+		name string
+		cfg  *tls.Config
+		ok   bool
+	}{
+		{"verified", tlsedge.NewClientConfig(tlsedge.ClientOptions{ServerName: "upstream.test", RootCAs: ca.Pool()}), true},
+		{"system roots refuse a private CA", tlsedge.NewClientConfig(tlsedge.ClientOptions{ServerName: "upstream.test"}), false},
+		{"wrong name", tlsedge.NewClientConfig(tlsedge.ClientOptions{ServerName: "other.test", RootCAs: ca.Pool()}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := &echoServer{client: tc.cfg, runner: newRunner(4, 4, 10*time.Second)}
+			startEcho(t, e)
+			// The gnet server accepts our dial and runs the client side; we
+			// splice that connection to the Go TLS server.
+			raw, err := net.Dial("tcp", e.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer raw.Close()
+			up, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer up.Close()
+			go func() { _, _ = io.Copy(up, raw) }()
+			go func() { _, _ = io.Copy(raw, up) }()
+			waitFor(t, "the handshake's end", func() bool { return len(e.handshakeResults()) == 1 })
+			if err := e.handshakeResults()[0]; (err == nil) != tc.ok {
+				t.Fatalf("handshake: %v", err)
+			}
+		})
+	}
+}
