@@ -178,8 +178,14 @@ func (c *Config) validateAdmin(p *problems) {
 	// Problems with the address are reported as "admin", the shorthand's
 	// path, whichever form it was written in.
 	p.addr("admin", a.Address, addrRules{emptyHost: true, portZero: true})
-	if a.Address == c.Listen && !strings.HasSuffix(c.Listen, ":0") { // two port 0s get two ports
-		p.add("admin", "same address as listen %q", c.Listen)
+	for _, l := range c.ClientListeners() {
+		if a.Address == l.Address && !strings.HasSuffix(l.Address, ":0") { // two port 0s get two ports
+			if len(c.Listeners) == 0 {
+				p.add("admin", "same address as listen %q", l.Address)
+			} else {
+				p.add("admin", "same address as the client listener %q", l.Address)
+			}
+		}
 	}
 	for i, h := range a.Hosts {
 		// The Host header grammar, so that every name listed can match.

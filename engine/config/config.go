@@ -36,11 +36,17 @@ const (
 
 // Config is the whole gateway configuration.
 type Config struct {
-	Listen   string   `yaml:"listen"` // client listener "host:port"; default "127.0.0.1:8080"; port 0 picks a free port
-	Admin    Admin    `yaml:"admin"`  // admin listener: "host:port" (default "127.0.0.1:9901"), "off", or a mapping (see Admin)
-	Loops    int      `yaml:"loops"`  // event loops; default 0 = one per CPU (runtime.NumCPU())
-	Pin      bool     `yaml:"pin"`    // lock each event loop to an OS thread pinned to CPU (loop index mod NumCPU; Linux); default false
-	Pid      string   `yaml:"pid"`    // pidfile path, written at start and removed at exit; the -pidfile flag overrides it; default "" = none
+	Listen string `yaml:"listen"` // client listener "host:port"; default "127.0.0.1:8080"; port 0 picks a free port; the shorthand for listeners: [{address: ...}]
+
+	// Listeners are the client listeners, plain or HTTPS (see Listener).
+	// Default: one plain listener on listen.
+	Listeners []Listener `yaml:"listeners,omitempty"`
+	TLS       TLS        `yaml:"tls"` // bounds on handshakes, for every HTTPS listener (see TLS)
+
+	Admin    Admin    `yaml:"admin"` // admin listener: "host:port" (default "127.0.0.1:9901"), "off", or a mapping (see Admin)
+	Loops    int      `yaml:"loops"` // event loops; default 0 = one per CPU (runtime.NumCPU())
+	Pin      bool     `yaml:"pin"`   // lock each event loop to an OS thread pinned to CPU (loop index mod NumCPU; Linux); default false
+	Pid      string   `yaml:"pid"`   // pidfile path, written at start and removed at exit; the -pidfile flag overrides it; default "" = none
 	Limits   Limits   `yaml:"limits"`
 	Timeouts Timeouts `yaml:"timeouts"`
 
@@ -160,6 +166,9 @@ type Timeouts struct {
 	// (external auth, a cluster rate limit) before it is answered 504, code
 	// 50401. Default 5s.
 	Suspend Duration `yaml:"suspend"`
+	// TLSHandshake bounds a TLS handshake, from accept to its end; a client
+	// that has not finished by then is disconnected. Default 10s.
+	TLSHandshake Duration `yaml:"tls_handshake"`
 }
 
 // Upstream is a named group of backend nodes and how to reach them.

@@ -44,7 +44,7 @@ const (
 // route naming an unknown upstream keeps zeros for Validate to report the
 // upstream, not the timeouts.
 func applyDefaults(c *Config) {
-	setDefault(&c.Listen, defaultListen)
+	applyListenerDefaults(c)
 	setDefault(&c.Admin.Address, defaultAdmin)
 	for i := range c.Admin.Tokens {
 		setDefault(&c.Admin.Tokens[i].Role, RoleRead)

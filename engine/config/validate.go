@@ -34,6 +34,7 @@ func (c *Config) Validate() error {
 func (c *Config) problems() problems {
 	var p problems
 	p.addr("listen", c.Listen, addrRules{emptyHost: true, portZero: true})
+	c.validateListeners(&p)
 	c.validateAdmin(&p)
 	if c.Loops < 0 {
 		p.add("loops", "%d is negative; 0 means one per CPU", c.Loops)

@@ -26,7 +26,7 @@ type echoServer struct {
 	booted  chan struct{}
 
 	mu      sync.Mutex
-	results []error        // HandshakeDone's answers, in order
+	results []error // HandshakeDone's answers, in order
 	states  []tls.ConnectionState
 }
 
@@ -120,7 +120,9 @@ func startEcho(t *testing.T, e *echoServer) {
 	ln.Close()
 	e.booted = make(chan struct{})
 	done := make(chan error, 1)
-	go func() { done <- gnet.Run(e, "tcp://"+e.addr, gnet.WithNumEventLoop(1), gnet.WithTCPNoDelay(gnet.TCPNoDelay)) }()
+	go func() {
+		done <- gnet.Run(e, "tcp://"+e.addr, gnet.WithNumEventLoop(1), gnet.WithTCPNoDelay(gnet.TCPNoDelay))
+	}()
 	select {
 	case <-e.booted:
 	case err := <-done:

@@ -1,0 +1,216 @@
+// Listeners and TLS: the addresses clients connect to, HTTPS on them, and
+// the bounds on handshakes.
+
+package config
+
+import (
+	"fmt"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// TLS versions accepted in ListenerTLS.MinVersion.
+const (
+	TLS12 = "1.2"
+	TLS13 = "1.3"
+)
+
+// ClientAuth.Mode values.
+const (
+	ClientAuthRequire  = "require"  // a client without a verified certificate fails the handshake
+	ClientAuthOptional = "optional" // a certificate is asked for; one sent must verify
+)
+
+// Listener is one address the gateway accepts clients on.
+type Listener struct {
+	// Address is "host:port"; required. As for listen, an empty host
+	// binds every address and port 0 picks a free port.
+	Address string `yaml:"address"`
+	// TLS makes the listener HTTPS. Default absent: plain HTTP.
+	TLS *ListenerTLS `yaml:"tls,omitempty"`
+}
+
+// ListenerTLS is an HTTPS listener's settings. The files are read when the
+// config is loaded and again on every reload (SIGHUP, POST /reload): new
+// handshakes use what was read last, open connections keep what they
+// negotiated. min_version and client_auth.mode cannot change on a reload.
+type ListenerTLS struct {
+	// Certificates are the listener's certificates, each a PEM chain (leaf
+	// first, then intermediates) and its PEM key (RSA, ECDSA or Ed25519).
+	// SNI picks one: a certificate whose DNS names include the name
+	// exactly, else one with a wildcard covering it, else the first; among
+	// several for one name, the first the client supports (an ECDSA one
+	// listed before an RSA one serves modern clients ECDSA and old ones
+	// RSA). At least one is required.
+	Certificates []Certificate `yaml:"certificates"`
+
+	// MinVersion is the oldest TLS version accepted: "1.2" (default) or
+	// "1.3". TLS 1.0 and 1.1 are never accepted.
+	MinVersion string `yaml:"min_version"`
+
+	// ClientAuth asks clients for certificates (mutual TLS). Default
+	// absent: none are asked for.
+	ClientAuth *ClientAuth `yaml:"client_auth,omitempty"`
+}
+
+// Certificate is one certificate chain file and its key file.
+type Certificate struct {
+	Cert string `yaml:"cert"` // PEM certificate chain, leaf first; required
+	Key  string `yaml:"key"`  // PEM private key; required
+}
+
+// ClientAuth is mutual TLS on a listener.
+type ClientAuth struct {
+	CA   string `yaml:"ca"`   // PEM file of the CAs client certificates must chain to; required
+	Mode string `yaml:"mode"` // "require" (default) or "optional"
+}
+
+// TLS bounds the handshakes of every HTTPS listener together.
+type TLS struct {
+	// HandshakeWorkers is how many handshakes may compute at once. A
+	// handshake waiting for its peer holds no worker. The rest of the
+	// CPUs stay with the event loops, so a flood of handshakes cannot
+	// starve established connections. Default 0 = half the CPUs
+	// (GOMAXPROCS), at least 1.
+	HandshakeWorkers int `yaml:"handshake_workers"`
+	// MaxHandshakes is how many handshakes may be in progress, computing or
+	// waiting. Past it a new HTTPS connection is closed at once and counted.
+	// Default 10000.
+	MaxHandshakes int `yaml:"max_handshakes"`
+}
+
+// Workers returns handshake_workers with its default applied.
+func (t *TLS) Workers() int {
+	if t.HandshakeWorkers > 0 {
+		return t.HandshakeWorkers
+	}
+	return max(1, runtime.GOMAXPROCS(0)/2)
+}
+
+const (
+	defaultMaxHandshakes = 10000
+	defaultTLSHandshake  = Duration(10 * time.Second)
+)
+
+// ClientListeners returns the client listeners: listeners, or one plain
+// listener on listen when listeners is not set.
+func (c *Config) ClientListeners() []Listener {
+	if len(c.Listeners) == 0 {
+		return []Listener{{Address: c.Listen}}
+	}
+	return c.Listeners
+}
+
+// HasTLS reports whether any listener serves HTTPS.
+func (c *Config) HasTLS() bool {
+	for _, l := range c.Listeners {
+		if l.TLS != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// applyListenerDefaults makes listen the shorthand for one plain listener,
+// and fills each listener's defaults.
+func applyListenerDefaults(c *Config) {
+	if len(c.Listeners) == 0 {
+		setDefault(&c.Listen, defaultListen)
+	} else {
+		setDefault(&c.Listen, c.Listeners[0].Address)
+	}
+	for i := range c.Listeners {
+		if t := c.Listeners[i].TLS; t != nil {
+			setDefault(&t.MinVersion, TLS12)
+			if t.ClientAuth != nil {
+				setDefault(&t.ClientAuth.Mode, ClientAuthRequire)
+			}
+		}
+	}
+	setDefault(&c.TLS.MaxHandshakes, defaultMaxHandshakes)
+	setDefault(&c.Timeouts.TLSHandshake, defaultTLSHandshake)
+}
+
+func (c *Config) validateListeners(p *problems) {
+	if len(c.Listeners) > 0 && c.Listen != c.Listeners[0].Address {
+		p.add("listen", "%q is set beside listeners; listen is the shorthand for one plain listener: list it under listeners instead", c.Listen)
+	}
+	seen := make(map[string]int, len(c.Listeners))
+	for i := range c.Listeners {
+		l := &c.Listeners[i]
+		path := fmt.Sprintf("listeners[%d]", i)
+		p.addr(path+".address", l.Address, addrRules{emptyHost: true, portZero: true})
+		if j, dup := seen[l.Address]; dup && !strings.HasSuffix(l.Address, ":0") {
+			p.add(path+".address", "duplicate address %q (also listeners[%d])", l.Address, j)
+		} else {
+			seen[l.Address] = i
+		}
+		if l.TLS != nil {
+			validateListenerTLS(p, path+".tls", l.TLS)
+		}
+	}
+	if c.TLS.HandshakeWorkers < 0 {
+		p.add("tls.handshake_workers", "%d is negative; 0 means half the CPUs", c.TLS.HandshakeWorkers)
+	}
+	positive(p, "tls.max_handshakes", c.TLS.MaxHandshakes)
+	positive(p, "timeouts.tls_handshake", c.Timeouts.TLSHandshake)
+}
+
+func validateListenerTLS(p *problems, path string, t *ListenerTLS) {
+	if len(t.Certificates) == 0 {
+		p.add(path+".certificates", "at least one {cert, key} is required")
+	}
+	for i, cert := range t.Certificates {
+		cp := fmt.Sprintf("%s.certificates[%d]", path, i)
+		if cert.Cert == "" {
+			p.add(cp+".cert", "missing")
+		}
+		if cert.Key == "" {
+			p.add(cp+".key", "missing")
+		}
+	}
+	switch t.MinVersion {
+	case TLS12, TLS13:
+	default:
+		p.add(path+".min_version", "unknown version %q (want %q or %q; TLS 1.0 and 1.1 are insecure)", t.MinVersion, TLS12, TLS13)
+	}
+	if a := t.ClientAuth; a != nil {
+		if a.CA == "" {
+			p.add(path+".client_auth.ca", "missing: client certificates are verified against it")
+		}
+		switch a.Mode {
+		case ClientAuthRequire, ClientAuthOptional:
+		default:
+			p.add(path+".client_auth.mode", "unknown mode %q (want %q or %q)", a.Mode, ClientAuthRequire, ClientAuthOptional)
+		}
+	}
+}
+
+// fixedListeners lists what a reload cannot change about the listeners:
+// their addresses, whether each serves HTTPS, its min_version and its
+// client_auth mode. Certificates and CA files reload.
+func fixedListeners(old, next *Config) []string {
+	shape := func(c *Config) []string {
+		out := make([]string, len(c.ClientListeners()))
+		for i, l := range c.ClientListeners() {
+			out[i] = l.Address
+			if t := l.TLS; t != nil {
+				out[i] += " tls " + t.MinVersion
+				if t.ClientAuth != nil {
+					out[i] += " client_auth " + t.ClientAuth.Mode
+				}
+			}
+		}
+		return out
+	}
+	o, n := fmt.Sprint(shape(old)), fmt.Sprint(shape(next))
+	var d []string
+	if o != n && (len(old.Listeners) > 0 || len(next.Listeners) > 0) { // else listen names the change
+		d = append(d, "listeners "+o+" -> "+n)
+	}
+	if old.TLS != next.TLS {
+		d = append(d, fmt.Sprintf("tls %+v -> %+v", old.TLS, next.TLS))
+	}
+	return d
+}
