@@ -20,6 +20,7 @@ type echoServer struct {
 	cfg     *tls.Config // server side, or nil: the gnet side is the TLS client
 	client  *tls.Config
 	runner  *tlsedge.Runner
+	timeout time.Duration
 	scratch tlsedge.Scratch // one loop
 	addr    string
 	eng     gnet.Engine
@@ -86,7 +87,11 @@ func (e *echoServer) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 		c.s = tlsedge.NewClient(e.client, gc, gc.LocalAddr(), gc.RemoteAddr(), post, c, e.runner, &e.scratch)
 	}
 	gc.SetContext(c)
-	if err := c.s.Start(); err != nil {
+	timeout := e.timeout
+	if timeout == 0 {
+		timeout = 10 * time.Second
+	}
+	if err := c.s.Start(timeout); err != nil {
 		e.mu.Lock()
 		e.results = append(e.results, err)
 		e.mu.Unlock()

@@ -9,18 +9,18 @@ import (
 	"time"
 )
 
-// Runner runs the handshakes of every Session given to it: at most
-// MaxConcurrent at once, so a flood of handshakes takes at most that many
-// CPUs' worth of goroutines from the loops; at most MaxQueued more wait
-// for a slot (each a parked goroutine and its Session); past that, new
-// connections are refused at once. Every handshake ends within Timeout of
-// its Start, queueing included. Safe for concurrent use.
+// Runner runs the handshakes of every Session given to it. At most Workers
+// compute at once, so a flood of handshakes takes at most that many CPUs
+// from the loops; a handshake waiting for its peer's next flight gives its
+// worker back, so peers that stall hold no worker. At most MaxPending are
+// in progress (computing, waiting for a worker or for their peer: each a
+// parked goroutine and its Session); past that, new connections are
+// refused at once. Safe for concurrent use.
 type Runner struct {
 	slots     chan struct{}
-	timeout   time.Duration
 	maxAdmit  int64
-	admitted  atomic.Int64 // running and waiting
-	active    atomic.Int64 // running
+	admitted  atomic.Int64 // in progress
+	active    atomic.Int64 // holding a worker
 	histogram histogram
 
 	ok, failed, timedOut, refused, resumed atomic.Uint64
@@ -29,15 +29,13 @@ type Runner struct {
 
 // RunnerOptions bound a Runner.
 type RunnerOptions struct {
-	MaxConcurrent int           // handshakes running at once; > 0
-	MaxQueued     int           // handshakes waiting for a slot; >= 0
-	Timeout       time.Duration // from Start to the end; > 0
+	Workers    int // handshakes computing at once; > 0
+	MaxPending int // handshakes in progress; >= Workers
 }
 
 // NewRunner returns a Runner with o's bounds.
 func NewRunner(o RunnerOptions) *Runner {
-	return &Runner{slots: make(chan struct{}, o.MaxConcurrent), timeout: o.Timeout,
-		maxAdmit: int64(o.MaxConcurrent + o.MaxQueued)}
+	return &Runner{slots: make(chan struct{}, o.Workers), maxAdmit: int64(o.MaxPending)}
 }
 
 func (r *Runner) admit() bool {
@@ -77,7 +75,7 @@ type Stats struct {
 	OK, Failed, TimedOut, Refused uint64 // handshakes by result
 	TLS12, TLS13                  uint64 // successful handshakes by version
 	Resumed                       uint64 // successful handshakes that resumed a session
-	Active, Waiting               int64  // handshakes running, and waiting for a slot
+	Active, Pending               int64  // handshakes computing, and in progress in all
 	Durations                     HistogramSnapshot
 }
 
@@ -87,7 +85,7 @@ func (r *Runner) Stats() Stats {
 	return Stats{
 		OK: r.ok.Load(), Failed: r.failed.Load(), TimedOut: r.timedOut.Load(), Refused: r.refused.Load(),
 		TLS12: r.tls12.Load(), TLS13: r.tls13.Load(), Resumed: r.resumed.Load(),
-		Active: active, Waiting: max(r.admitted.Load()-active, 0),
+		Active: active, Pending: r.admitted.Load(),
 		Durations: r.histogram.snapshot(),
 	}
 }

@@ -150,12 +150,12 @@ func newSession(tr Transport, local, remote net.Addr, post Post, h Handler, r *R
 	return s
 }
 
-// Start begins the handshake. ErrHandshakeRefused means the Runner has
-// as many handshakes running and waiting as it takes; the caller closes
-// the connection.
-func (s *Session) Start() error {
+// Start begins the handshake, which must end within timeout.
+// ErrHandshakeRefused means the Runner has as many handshakes in progress
+// as it takes; the caller closes the connection.
+func (s *Session) Start(timeout time.Duration) error {
 	s.started = time.Now()
-	s.deadline = s.started.Add(s.r.timeout)
+	s.deadline = s.started.Add(timeout)
 	if !s.r.admit() {
 		s.phase = phaseFailed
 		return ErrHandshakeRefused
@@ -164,27 +164,44 @@ func (s *Session) Start() error {
 	return nil
 }
 
-// handshake runs on its own goroutine: it waits for a slot, runs the
-// handshake, and posts the end.
+// handshake runs on its own goroutine: it runs the handshake, holding a
+// worker while it computes, and posts the end.
 func (s *Session) handshake() {
 	r := s.r
 	defer r.leave()
 	t := time.NewTimer(time.Until(s.deadline))
 	defer t.Stop()
 	s.pipe.expire = t.C
-	var err error
-	select {
-	case r.slots <- struct{}{}:
-		r.active.Add(1)
+	err := s.work()
+	if err == nil {
 		err = s.conn.Handshake()
-		r.active.Add(-1)
-		<-r.slots
-	case <-s.cancel:
-		err = net.ErrClosed
-	case <-t.C:
-		err = ErrHandshakeTimeout
+		s.rest()
 	}
 	s.send(event{out: s.pipe.takeOut(), done: true, err: err})
+}
+
+// work takes a worker, or fails when the handshake is given up or its
+// time is up first.
+func (s *Session) work() error {
+	select {
+	case s.r.slots <- struct{}{}:
+		s.r.active.Add(1)
+		s.pipe.working = true
+		return nil
+	case <-s.cancel:
+		return net.ErrClosed
+	case <-s.pipe.expire:
+		return ErrHandshakeTimeout
+	}
+}
+
+// rest gives the worker back, if the handshake holds one.
+func (s *Session) rest() {
+	if s.pipe.working {
+		s.pipe.working = false
+		s.r.active.Add(-1)
+		<-s.r.slots
+	}
 }
 
 // send posts ev to the loop; false when the loop gave the handshake up.
@@ -419,6 +436,8 @@ type pipe struct {
 	out []byte
 	// expire fires at the handshake deadline; the goroutine's.
 	expire <-chan time.Time
+	// working: the handshake holds one of the Runner's workers; the goroutine's.
+	working bool
 
 	onLoop   bool // set by the loop once the handshake is done; read by Read and Write
 	batching bool // loop: a Session.Write is collecting records in scratch
@@ -435,15 +454,25 @@ func (p *pipe) Read(b []byte) (int, error) {
 			_, _ = p.s.tr.Discard(n)
 			return n, nil
 		}
+		// Waiting for the peer, the worker is free for another handshake.
+		p.s.rest()
+		var err error
 		if !p.s.send(event{out: p.takeOut(), want: true}) {
-			return 0, net.ErrClosed
+			err = net.ErrClosed
+		} else {
+			select {
+			case p.chunk = <-p.s.in:
+			case <-p.s.cancel:
+				err = net.ErrClosed
+			case <-p.expire:
+				err = ErrHandshakeTimeout
+			}
 		}
-		select {
-		case p.chunk = <-p.s.in:
-		case <-p.s.cancel:
-			return 0, net.ErrClosed
-		case <-p.expire:
-			return 0, ErrHandshakeTimeout
+		if err == nil {
+			err = p.s.work()
+		}
+		if err != nil {
+			return 0, err
 		}
 	}
 	n := copy(b, p.chunk)

@@ -14,11 +14,14 @@ import (
 	"github.com/loopgate/loopgate/engine/tlsedge/tlstest"
 )
 
-func newRunner(conc, queued int, timeout time.Duration) *tlsedge.Runner {
-	return tlsedge.NewRunner(tlsedge.RunnerOptions{MaxConcurrent: conc, MaxQueued: queued, Timeout: timeout})
+func newRunner(workers, pending int) *tlsedge.Runner {
+	return tlsedge.NewRunner(tlsedge.RunnerOptions{Workers: workers, MaxPending: pending})
 }
 
 // serverFixture is an echo server with one certificate for "example.test".
+// fixtureTimeout is the handshake timeout of serverFixture's servers.
+var fixtureTimeout = 10 * time.Second
+
 func serverFixture(t *testing.T, o tlsedge.ServerOptions, r *tlsedge.Runner, leaves ...*tlstest.Leaf) (*echoServer, *tlstest.CA) {
 	t.Helper()
 	ca := tlstest.NewCA(t, "test CA")
@@ -37,7 +40,7 @@ func serverFixture(t *testing.T, o tlsedge.ServerOptions, r *tlsedge.Runner, lea
 	if o.MinVersion == 0 {
 		o.MinVersion = tls.VersionTLS12
 	}
-	e := &echoServer{cfg: tlsedge.NewServerConfig(o, func() *tlsedge.ServerState { return st }), runner: r}
+	e := &echoServer{cfg: tlsedge.NewServerConfig(o, func() *tlsedge.ServerState { return st }), runner: r, timeout: fixtureTimeout}
 	startEcho(t, e)
 	return e, ca
 }
@@ -76,7 +79,7 @@ func roundTrip(t *testing.T, c *tls.Conn, msg []byte) {
 }
 
 func TestEchoBothVersions(t *testing.T) {
-	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4))
 	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB: many records each way
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		c, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MinVersion: v, MaxVersion: v}, nil)
@@ -106,7 +109,7 @@ func TestEchoBothVersions(t *testing.T) {
 // The client sends every byte in its own segment, its hello included, and
 // records arrive split at every byte.
 func TestHandshakeAndRecordsByteByByte(t *testing.T) {
-	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4))
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		c, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MaxVersion: v},
 			func(c net.Conn) net.Conn { return byteConn{c} })
@@ -120,7 +123,7 @@ func TestHandshakeAndRecordsByteByByte(t *testing.T) {
 
 // Records merged: many writes land in one gnet read, and each comes back.
 func TestRecordsMerged(t *testing.T) {
-	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4))
 	c, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +146,9 @@ func TestRecordsMerged(t *testing.T) {
 }
 
 func TestHandshakeTimeout(t *testing.T) {
-	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 200*time.Millisecond))
+	fixtureTimeout = 200 * time.Millisecond
+	defer func() { fixtureTimeout = 10 * time.Second }()
+	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4))
 	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +169,7 @@ func TestHandshakeTimeout(t *testing.T) {
 }
 
 func TestBadClientHello(t *testing.T) {
-	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4))
 	c, err := net.Dial("tcp", e.addr)
 	if err != nil {
 		t.Fatal(err)
@@ -180,11 +185,12 @@ func TestBadClientHello(t *testing.T) {
 	waitFor(t, "the failure counted", func() bool { return e.runner.Stats().Failed == 1 })
 }
 
-// A flood of handshakes that never finish takes the slots and the queue;
-// past them connections are refused at once, and an established
-// connection keeps being served.
+// A flood of handshakes that never finish fills MaxPending; past it
+// connections are refused at once, and an established connection keeps
+// being served. Stalled peers hold no worker: with one worker, a new
+// client still completes its handshake.
 func TestHandshakeFloodIsCapped(t *testing.T) {
-	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(2, 2, 30*time.Second))
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(1, 5))
 	good, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -203,26 +209,43 @@ func TestHandshakeFloodIsCapped(t *testing.T) {
 		stalled = append(stalled, c)
 		_, _ = c.Write([]byte{0x16})
 	}
-	waitFor(t, "2 running and 2 waiting", func() bool {
+	waitFor(t, "4 handshakes pending, none computing", func() bool {
 		s := e.runner.Stats()
-		return s.Active == 2 && s.Waiting == 2
+		return s.Pending == 4 && s.Active == 0
 	})
-	extra, err := net.Dial("tcp", e.addr)
+	// The fifth pending handshake: it completes on the one worker.
+	other, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"}, nil)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("a handshake behind 4 stalled ones: %v", err)
 	}
+	roundTrip(t, other, []byte("through"))
+	other.Close()
+	stalled = append(stalled, mustDial(t, e.addr))
+	_, _ = stalled[len(stalled)-1].Write([]byte{0x16})
+	waitFor(t, "5 pending", func() bool { return e.runner.Stats().Pending == 5 })
+
+	extra := mustDial(t, e.addr)
 	defer extra.Close()
 	_ = extra.SetReadDeadline(time.Now().Add(10 * time.Second))
 	if _, err := io.ReadAll(extra); err != nil {
-		t.Fatalf("want the fifth to be closed, got %v", err)
+		t.Fatalf("want the sixth to be closed, got %v", err)
 	}
 	if s := e.runner.Stats(); s.Refused != 1 {
 		t.Fatalf("refused %d", s.Refused)
 	}
 	roundTrip(t, good, []byte("still served"))
-	// Closing a stalled connection frees its slot for a new handshake.
+	// Closing a stalled connection ends its handshake.
 	stalled[0].Close()
-	waitFor(t, "a slot freed", func() bool { return e.runner.Stats().Waiting == 1 })
+	waitFor(t, "a handshake ended", func() bool { return e.runner.Stats().Pending == 4 })
+}
+
+func mustDial(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func TestSNIChoosesCertificate(t *testing.T) {
@@ -237,7 +260,7 @@ func TestSNIChoosesCertificate(t *testing.T) {
 	}
 	st := &tlsedge.ServerState{Certs: certs}
 	e := &echoServer{cfg: tlsedge.NewServerConfig(tlsedge.ServerOptions{MinVersion: tls.VersionTLS12}, func() *tlsedge.ServerState { return st }),
-		runner: newRunner(4, 4, 10*time.Second)}
+		runner: newRunner(4, 4)}
 	startEcho(t, e)
 	for sni, want := range map[string]string{
 		"api.example.test": "api.example.test", "API.Example.Test.": "api.example.test",
@@ -260,7 +283,7 @@ func TestECDSAAndRSAForOneName(t *testing.T) {
 	ca := tlstest.NewCA(t, "kinds CA")
 	ec := ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test"}})
 	rsa := ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test"}, RSA: true})
-	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second), ec, rsa)
+	e, _ := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4), ec, rsa)
 	rsaOnly := &tls.Config{InsecureSkipVerify: true, ServerName: "example.test", MaxVersion: tls.VersionTLS12,
 		CipherSuites: []uint16{tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256}}
 	c, err := dialTLS(t, e.addr, rsaOnly, nil)
@@ -280,7 +303,7 @@ func TestECDSAAndRSAForOneName(t *testing.T) {
 }
 
 func TestResumption(t *testing.T) {
-	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4))
 	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
 		cfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MaxVersion: v, ClientSessionCache: tls.NewLRUClientSessionCache(4)}
 		for i := range 2 {
@@ -303,7 +326,7 @@ func TestResumption(t *testing.T) {
 
 // TLS 1.0 and 1.1 and weak suites are refused.
 func TestOldVersionsRefused(t *testing.T) {
-	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4, 10*time.Second))
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4))
 	if _, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}, nil); err == nil {
 		t.Fatal("TLS 1.1 was accepted")
 	}
@@ -312,7 +335,7 @@ func TestOldVersionsRefused(t *testing.T) {
 	if _, err := dialTLS(t, e.addr, cbc, nil); err == nil {
 		t.Fatal("a CBC-SHA1 suite was accepted")
 	}
-	e13, ca13 := serverFixture(t, tlsedge.ServerOptions{MinVersion: tls.VersionTLS13}, newRunner(4, 4, 10*time.Second))
+	e13, ca13 := serverFixture(t, tlsedge.ServerOptions{MinVersion: tls.VersionTLS13}, newRunner(4, 4))
 	if _, err := dialTLS(t, e13.addr, &tls.Config{RootCAs: ca13.Pool(), ServerName: "example.test", MaxVersion: tls.VersionTLS12}, nil); err == nil {
 		t.Fatal("min_version 1.3 accepted TLS 1.2")
 	}
@@ -320,7 +343,7 @@ func TestOldVersionsRefused(t *testing.T) {
 
 func TestMutualTLS(t *testing.T) {
 	for _, mode := range []tlsedge.ClientAuth{tlsedge.ClientAuthRequire, tlsedge.ClientAuthOptional} {
-		e, ca := serverFixture(t, tlsedge.ServerOptions{ClientAuth: mode}, newRunner(4, 4, 10*time.Second))
+		e, ca := serverFixture(t, tlsedge.ServerOptions{ClientAuth: mode}, newRunner(4, 4))
 		good := ca.Leaf(tlstest.LeafOptions{Names: []string{"alice"}, Client: true})
 		stranger := tlstest.NewCA(t, "other CA").Leaf(tlstest.LeafOptions{Names: []string{"mallory"}, Client: true})
 		base := func() *tls.Config { return &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"} }
@@ -398,7 +421,7 @@ func TestClientSide(t *testing.T) {
 		{"wrong name", tlsedge.NewClientConfig(tlsedge.ClientOptions{ServerName: "other.test", RootCAs: ca.Pool()}), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := &echoServer{client: tc.cfg, runner: newRunner(4, 4, 10*time.Second)}
+			e := &echoServer{client: tc.cfg, runner: newRunner(4, 4)}
 			startEcho(t, e)
 			// The gnet server accepts our dial and runs the client side; we
 			// splice that connection to the Go TLS server.
