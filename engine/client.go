@@ -8,6 +8,7 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/spool"
+	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/panjf2000/gnet/v2"
@@ -76,6 +77,11 @@ type clientConn struct {
 	// from a request's first byte.
 	headStart int64
 
+	// tls is the connection's TLS session on an HTTPS listener, nil on a
+	// plain one (see clientio.go); tlsSink is it as the spool's sink.
+	tls     *tlsedge.Session
+	tlsSink tlsSink
+
 	prev, next *clientConn // loop.clients
 }
 
@@ -89,6 +95,12 @@ func (cc *clientConn) idle(d time.Duration) {
 
 // traffic is OnTraffic: new bytes from the client.
 func (cc *clientConn) traffic() {
+	if t := cc.tls; t != nil {
+		t.Traffic()
+		if !t.Established() {
+			return // the handshake took the bytes, or failed and closed
+		}
+	}
 	switch cc.state {
 	case stateIdle, stateReadingHead:
 		cc.serve()
@@ -109,7 +121,13 @@ func (cc *clientConn) traffic() {
 	// current exchange pile up here: pipelined requests, or a body the
 	// upstream is taking slowly (bounded by max_body_bytes). Past the cap
 	// the connection is cut.
-	if cc.state != stateClosed && cc.gc.InboundBuffered() > cc.inboundCap() {
+	if cc.state != stateClosed && cc.inbound() > cc.inboundCap() {
+		cc.close()
+		return
+	}
+	// A TLS record that does not decrypt, or the client's close_notify,
+	// ends the connection as a TCP close does on a plain one.
+	if t := cc.tls; t != nil && cc.state != stateClosed && t.ReadErr() != nil {
 		cc.close()
 		return
 	}
@@ -126,7 +144,7 @@ func (cc *clientConn) traffic() {
 func (cc *clientConn) account() {
 	held := int64(0)
 	if cc.state != stateClosed {
-		held = int64(cc.gc.InboundBuffered())
+		held = int64(cc.inbound())
 		if ex := cc.ex; ex != nil {
 			held += int64(cc.gc.OutboundBuffered())
 			if ex.retry.attached {
@@ -166,7 +184,7 @@ func (cc *clientConn) serve() {
 	cc.serving = true
 	defer func() { cc.serving = false }()
 	for cc.state == stateIdle || cc.state == stateReadingHead {
-		buf, _ := cc.gc.Peek(-1)
+		buf := cc.peek(-1)
 		if len(buf) == 0 {
 			return
 		}
@@ -304,7 +322,7 @@ func (cc *clientConn) write(p []byte) bool {
 	if cc.peerGone || cc.state == stateClosed {
 		return false
 	}
-	if _, err := cc.gc.Write(p); err != nil || cc.peerGone {
+	if err := cc.send(p); err != nil || cc.peerGone {
 		cc.closeSoon()
 		return false
 	}
@@ -322,7 +340,7 @@ func (cc *clientConn) writeBody(p []byte) bool {
 	}
 	l := cc.loop
 	was := cc.spool.Pending()
-	if err := cc.spool.Write(cc.gc, p, cc.spoolConfig(), l.spoolBuf); err != nil || cc.peerGone {
+	if err := cc.spool.Write(cc.sink(), p, cc.spoolConfig(), l.spoolBuf); err != nil || cc.peerGone {
 		cc.closeSoon()
 		return false
 	}
@@ -372,6 +390,9 @@ func (cc *clientConn) close() {
 	if cc.state == stateClosed {
 		return
 	}
+	if cc.tls != nil {
+		cc.tls.Close(true) // close_notify, as nginx sends
+	}
 	cc.release()
 	_ = cc.gc.Close()
 }
@@ -388,6 +409,9 @@ func (cc *clientConn) release() {
 	cc.setState(stateClosed)
 	cc.timer.Stop()
 	cc.spool.Reset()
+	if cc.tls != nil {
+		cc.tls.Close(false) // a handshake still running is given up
+	}
 	if cc.headPending {
 		cc.headPending = false
 		cc.loop.pendingHead = nil

@@ -7,6 +7,8 @@ import (
 	"log"
 	"strconv"
 	"syscall"
+
+	"github.com/panjf2000/gnet/v2"
 )
 
 // closeListeners makes the kernel refuse new connections (connection
@@ -39,9 +41,16 @@ func (s *Server) closeListeners() {
 	if eng == nil {
 		return
 	}
-	fd, err := eng.Dup()
+	for _, addr := range s.edge.addrs {
+		s.closeListener(eng, addr)
+	}
+}
+
+// closeListener replaces the listening sockets of one address.
+func (s *Server) closeListener(eng *gnet.Engine, listen string) {
+	fd, err := eng.DupListener("tcp", listen)
 	if err != nil {
-		log.Printf("engine: drain: cannot find the listener: %v", err)
+		log.Printf("engine: drain: cannot find the listener %s: %v", listen, err)
 		return
 	}
 	sa, err := syscall.Getsockname(fd)

@@ -76,6 +76,7 @@ type loop struct {
 	stats loopStats // written by the loop, read by WriteMetrics
 	inbox inbox     // resumes of parked exchanges, from any goroutine (inbox.go)
 	log   loopLog   // this loop's end of the access and error logs
+	tls   loopTLS   // this loop's part in its clients' TLS sessions (tls.go)
 }
 
 type closeEvent struct {
@@ -94,6 +95,7 @@ func (l *loop) eventLoop() gnet.EventLoop {
 // newLoop prepares the slot for loop index of s; start runs it.
 func newLoop(s *Server, index int) *loop {
 	l := &loop{srv: s, index: index}
+	l.initTLS()
 	l.refresh = gnet.RunnableFunc(func(context.Context) error {
 		l.enter()
 		l.current()
@@ -363,8 +365,10 @@ func (l *loop) handleClose(ev closeEvent) {
 	}
 }
 
-// accept sets up a new client connection.
-func (l *loop) accept(c gnet.Conn) {
+// accept sets up a new client connection. It reports false when the
+// connection is refused (an HTTPS one past tls.max_handshakes); the caller
+// closes it.
+func (l *loop) accept(c gnet.Conn) bool {
 	cc := &clientConn{gc: c, loop: l}
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		cc.peer, _ = netip.AddrFromSlice(ta.IP)
@@ -378,8 +382,16 @@ func (l *loop) accept(c gnet.Conn) {
 	l.clients.push(cc)
 	l.srv.clients.Add(1)
 	l.stats.conns.Add(1)
+	if cfg := l.srv.edge.configFor(c); cfg != nil {
+		if !cc.startTLS(cfg) {
+			cc.release()
+			return false
+		}
+		return true
+	}
 	cc.idle(l.current().timeouts.headerRead)
 	cc.headClock = true
+	return true
 }
 
 // takeOut returns loop.out emptied for a new head or error body. A head
@@ -406,7 +418,7 @@ func (l *loop) pumpSpools() {
 			continue
 		}
 		before := cc.spool.Sent()
-		if err := cc.spool.Pump(cc.gc, cc.spoolConfig(), l.spoolBuf); err != nil {
+		if err := cc.spool.Pump(cc.sink(), cc.spoolConfig(), l.spoolBuf); err != nil {
 			cc.close()
 			continue
 		}
@@ -440,7 +452,7 @@ func (l *loop) pumpSpools() {
 func (l *loop) drain() {
 	for cc := l.clients.head.next; cc != &l.clients.head; {
 		next := cc.next
-		if cc.state == stateIdle && cc.gc.InboundBuffered() == 0 {
+		if cc.state == stateIdle && cc.inbound() == 0 {
 			cc.close()
 		} else {
 			cc.closeAfter = true

@@ -225,7 +225,7 @@ func (ex *exchange) save() {
 		return
 	}
 	cc := ex.cc
-	head, _ := cc.gc.Peek(ex.head.headLen)
+	head := cc.peek(ex.head.headLen)
 	path, host := ex.fx.Req.Path, ex.fx.Req.Host
 	ex.saved = pool.Get(len(head) + len(path) + len(host))
 	ex.saved.B = append(ex.saved.B, head...)
@@ -270,7 +270,7 @@ func (ex *exchange) phaseExpired() {
 func (ex *exchange) discardHead() {
 	if !ex.head.gone {
 		ex.head.gone = true
-		_, _ = ex.cc.gc.Discard(ex.head.headLen)
+		ex.cc.discard(ex.head.headLen)
 	}
 }
 
@@ -331,7 +331,7 @@ func (ex *exchange) wantsBuffer(req *codec.Request, limit int64) bool {
 // It also reports false when the body was malformed and answered.
 func (ex *exchange) bufferBody() bool {
 	cc, l, b := ex.cc, ex.loop, &ex.body
-	buf, _ := cc.gc.Peek(-1)
+	buf := cc.peek(-1)
 	if !ex.head.gone {
 		buf = buf[ex.head.headLen:]
 	}

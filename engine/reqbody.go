@@ -42,7 +42,7 @@ func (ex *exchange) pumpBody() {
 			return
 		}
 		b.stalled = false
-		buf, _ := cc.gc.Peek(-1)
+		buf := cc.peek(-1)
 		buf = buf[b.kept:] // a body kept for a replay stays in the input
 		if len(buf) == 0 {
 			return
@@ -97,7 +97,7 @@ func (ex *exchange) pumpBody() {
 		if b.keep {
 			b.kept += take
 		} else {
-			_, _ = cc.gc.Discard(take)
+			cc.discard(take)
 		}
 		ex.end.bytesIn += int64(take)
 		if !sent {
@@ -172,6 +172,6 @@ func (ex *exchange) dropKeptBody() {
 func (ex *exchange) discardKept() {
 	b := &ex.body
 	b.keep = false
-	_, _ = ex.cc.gc.Discard(b.kept)
+	ex.cc.discard(b.kept)
 	b.kept = 0
 }

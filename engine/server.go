@@ -39,7 +39,7 @@ type Server struct {
 	pin       bool       // pin: fixed at New, like listen and loops (see config.Compare)
 
 	loops    []*loop // one slot per gnet loop, claimed on first use
-	addr     string  // gnet protocol address
+	edge     *edge   // the client listeners, plain and HTTPS (tls.go)
 	eng      atomic.Pointer[gnet.Engine]
 	booted   chan struct{} // closed once every loop accepts (installAcceptors)
 	stopped  chan struct{} // closed when Run returns
@@ -89,11 +89,9 @@ func New(cfg *config.Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	listen, err := resolveListen(cfg.Listen)
-	if err != nil {
+	if s.edge, err = newEdge(s, cfg); err != nil {
 		return nil, err
 	}
-	s.addr = "tcp://" + listen
 	snap.activate(s.resilience.Prober())
 	s.state.Store(&state{version: 1, cfg: cfg, snap: snap})
 	s.metricSet.RegisterMetricsWriter(s.writeSeries)
@@ -103,6 +101,7 @@ func New(cfg *config.Config) (*Server, error) {
 	s.metricSet.RegisterMetricsWriter(s.writeResilienceSeries)
 	s.metricSet.RegisterMetricsWriter(s.writeAcceptSeries)
 	s.metricSet.RegisterMetricsWriter(s.writeTunnelSeries)
+	s.metricSet.RegisterMetricsWriter(s.writeTLSSeries)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = newLoop(s, i)
@@ -145,7 +144,11 @@ func (s *Server) Run() error {
 	defer close(stop)
 	go s.returnMemory(stop)
 	go s.resilience.Prober().Run(stop)
-	err := gnet.Run(s, s.addr,
+	addrs := make([]string, len(s.edge.addrs))
+	for i, a := range s.edge.addrs {
+		addrs[i] = "tcp://" + a
+	}
+	err := gnet.Rotate(s, addrs,
 		gnet.WithMulticore(true),
 		gnet.WithNumEventLoop(len(s.loops)),
 		gnet.WithLockOSThread(s.pin),
@@ -317,8 +320,11 @@ func (s *Server) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		return nil, gnet.Close
 	}
 	l.enter()
-	l.accept(c)
+	ok := l.accept(c)
 	l.leave()
+	if !ok {
+		return nil, gnet.Close
+	}
 	// Shutdown drains only loops it has seen; a loop claimed by this very
 	// connection while Shutdown began would never close it. The drain
 	// check after accepting closes that window.
@@ -400,14 +406,18 @@ func (s *Server) loopOf(el gnet.EventLoop) *loop {
 	panic("engine: more gnet loops than configured")
 }
 
-// Addr returns the address the listener is bound to (useful with port 0).
-// Valid after Ready is closed.
+// Addrs returns the client listeners' addresses, in config order, with
+// port 0 resolved to the port bound.
+func (s *Server) Addrs() []string { return append([]string(nil), s.edge.addrs...) }
+
+// Addr returns the address the first listener is bound to (useful with
+// port 0). Valid after Ready is closed.
 func (s *Server) Addr() (net.Addr, error) {
 	eng := s.eng.Load()
 	if eng == nil {
 		return nil, errors.New("engine: not running")
 	}
-	fd, err := eng.Dup()
+	fd, err := eng.DupListener("tcp", s.edge.addrs[0])
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/engine/spool"
+	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/upstream"
 )
@@ -53,11 +54,17 @@ type snapshot struct {
 	timeouts        clientTimeouts
 	spool           spool.Config
 	tunnel          tunnelSettings // the websocket section
+
+	// tls holds each HTTPS listener's certificates and client CAs, read
+	// from their files when this version was compiled; indexed like
+	// config.ClientListeners, nil for a plain listener (tls.go).
+	tls []*tlsedge.ServerState
 }
 
 // clientTimeouts are the client-side deadlines (config.Timeouts).
 type clientTimeouts struct {
 	headerRead, idle, drain, suspend time.Duration
+	tlsHandshake                     time.Duration
 }
 
 // route is a compiled route: where it goes and its timeouts.
@@ -179,6 +186,8 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 			idle:       time.Duration(cfg.Timeouts.Idle),
 			drain:      time.Duration(cfg.Timeouts.Drain),
 			suspend:    time.Duration(cfg.Timeouts.Suspend),
+
+			tlsHandshake: time.Duration(cfg.Timeouts.TLSHandshake),
 		},
 		spool: spool.Config{
 			HighWater: int(cfg.Limits.MaxConnBuffer),
@@ -186,6 +195,9 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 			Dir:       cfg.Limits.TempDir,
 		},
 		tunnel: newTunnelSettings(cfg),
+	}
+	if s.tls, err = compileTLS(cfg); err != nil {
+		errs = append(errs, err)
 	}
 	groupIndex := make(map[string]int, len(cfg.Upstreams))
 	for i := range cfg.Upstreams {

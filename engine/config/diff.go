@@ -88,7 +88,7 @@ func FixedChanges(old, next *Config) []string {
 		out = appendFixed(out, name, reflect.ValueOf(o), reflect.ValueOf(n))
 	}
 	fixed("listen", old.Listen, next.Listen)
-	d.Fixed = append(d.Fixed, fixedListeners(old, next)...)
+	out = append(out, fixedListeners(old, next)...)
 	fixed("loops", old.EventLoops(), next.EventLoops())
 	fixed("pin", old.Pin, next.Pin)
 	fixed("pid", old.Pid, next.Pid) // written at start

@@ -1,0 +1,347 @@
+// HTTPS listeners through the whole gateway: real TLS clients, a real
+// upstream, certificates made in the test.
+
+package engine_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/loopgate/loopgate/engine"
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/tlsedge/tlstest"
+)
+
+// tlsGateway is a gateway with a plain listener (addrs[0]) and an HTTPS
+// one (addrs[1]) whose certificate is leaf.
+type tlsGateway struct {
+	srv   *engine.Server
+	plain string
+	https string
+	ca    *tlstest.CA
+	leaf  *tlstest.Leaf
+	yaml  string
+}
+
+// echoUpstream answers every request with its method, path and body.
+func echoUpstream(t *testing.T) string {
+	return startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.Header().Set("X-Path", r.URL.Path)
+		if r.URL.Path == "/big" {
+			_, _ = w.Write(bytes.Repeat([]byte("0123456789abcdef"), 1<<18)) // 4 MiB
+			return
+		}
+		fmt.Fprintf(w, "%s %s %d:", r.Method, r.URL.Path, len(body))
+		_, _ = w.Write(body)
+	}))
+}
+
+// startTLSGateway runs a gateway; extraTLS is added to the HTTPS
+// listener's tls section, extra at the top level.
+func startTLSGateway(t *testing.T, extraTLS, extra string) *tlsGateway {
+	t.Helper()
+	g := &tlsGateway{ca: tlstest.NewCA(t, "gateway test CA")}
+	g.leaf = g.ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test", "127.0.0.1"}})
+	up := echoUpstream(t)
+	g.yaml = fmt.Sprintf(`admin: "off"
+loops: 2
+listeners:
+  - address: 127.0.0.1:0
+  - address: 127.0.0.1:0
+    tls:
+      certificates:
+        - {cert: %s, key: %s}
+%s
+%s
+upstreams:
+  - name: u
+    nodes: [%s]
+routes:
+  - prefix: /
+    upstream: u
+`, g.leaf.CertFile, g.leaf.KeyFile, extraTLS, extra, up)
+	cfg, err := config.Parse([]byte(g.yaml))
+	if err != nil {
+		t.Fatalf("config: %v\n%s", err, g.yaml)
+	}
+	if g.srv, err = engine.New(cfg); err != nil {
+		t.Fatal(err)
+	}
+	engine.ServeForTest(t, g.srv)
+	addrs := g.srv.Addrs()
+	g.plain, g.https = addrs[0], addrs[1]
+	return g
+}
+
+func (g *tlsGateway) clientConfig() *tls.Config {
+	return &tls.Config{RootCAs: g.ca.Pool(), ServerName: "example.test"}
+}
+
+func (g *tlsGateway) httpClient(cfg *tls.Config) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+}
+
+func TestHTTPSAndPlainListeners(t *testing.T) {
+	g := startTLSGateway(t, "", "")
+	for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		cfg := g.clientConfig()
+		cfg.MaxVersion = v
+		client := g.httpClient(cfg)
+		for i := range 3 { // one keep-alive connection
+			resp, err := client.Post("https://"+g.https+"/echo", "text/plain", strings.NewReader(fmt.Sprint("body ", i)))
+			if err != nil {
+				t.Fatalf("version %x: %v", v, err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if want := fmt.Sprintf("POST /echo 6:body %d", i); string(body) != want || resp.TLS.Version != v {
+				t.Fatalf("got %q over %x, want %q over %x", body, resp.TLS.Version, want, v)
+			}
+		}
+		// A body of many records each way, and a response that outgrows
+		// max_conn_buffer's share in memory.
+		big := bytes.Repeat([]byte("x"), 1<<20)
+		resp, err := client.Post("https://"+g.https+"/up", "text/plain", bytes.NewReader(big))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.HasSuffix(body, big) || !bytes.HasPrefix(body, []byte("POST /up 1048576:")) {
+			t.Fatalf("1 MiB body: got %d bytes", len(body))
+		}
+		resp, err = client.Get("https://" + g.https + "/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if len(body) != 4<<20 {
+			t.Fatalf("4 MiB response: got %d bytes", len(body))
+		}
+		client.CloseIdleConnections()
+	}
+	if f := fetch("http://" + g.plain + "/plain"); f.err != nil || string(f.body) != "GET /plain 0:" {
+		t.Fatalf("plain listener: %v %q", f.err, f.body)
+	}
+	// Plain HTTP on the HTTPS port is not served.
+	c, err := net.DialTimeout("tcp", g.https, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	if b, _ := io.ReadAll(c); bytes.Contains(b, []byte("HTTP/1.1")) {
+		t.Fatalf("plain HTTP answered on the HTTPS port: %q", b)
+	}
+}
+
+// byteConn writes one byte per write, so every byte is its own segment.
+type byteConn struct{ net.Conn }
+
+func (c byteConn) Write(p []byte) (int, error) {
+	for i := range p {
+		if _, err := c.Conn.Write(p[i : i+1]); err != nil {
+			return i, err
+		}
+	}
+	return len(p), nil
+}
+
+func (g *tlsGateway) dialTLS(t *testing.T, cfg *tls.Config, wrap func(net.Conn) net.Conn) *tls.Conn {
+	t.Helper()
+	raw, err := net.DialTimeout("tcp", g.https, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wrap != nil {
+		raw = wrap(raw)
+	}
+	c := tls.Client(raw, cfg)
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	if err := c.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func readTLSResponse(t *testing.T, br *bufio.Reader) (*http.Response, string) {
+	t.Helper()
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp, string(body)
+}
+
+// The hello, the request and its body all arrive one byte per segment, so
+// TLS records are split at every byte; then pipelined requests are merged
+// in one write.
+func TestHTTPSSplitAndMergedRecords(t *testing.T) {
+	g := startTLSGateway(t, "", "")
+	c := g.dialTLS(t, g.clientConfig(), func(c net.Conn) net.Conn { return byteConn{c} })
+	fmt.Fprint(c, "POST /slow HTTP/1.1\r\nHost: example.test\r\nContent-Length: 5\r\n\r\nhello")
+	br := bufio.NewReader(c)
+	if _, body := readTLSResponse(t, br); body != "POST /slow 5:hello" {
+		t.Fatalf("got %q", body)
+	}
+	c2 := g.dialTLS(t, g.clientConfig(), nil)
+	var reqs strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&reqs, "GET /p%d HTTP/1.1\r\nHost: example.test\r\n\r\n", i)
+	}
+	if _, err := io.WriteString(c2, reqs.String()); err != nil {
+		t.Fatal(err)
+	}
+	br = bufio.NewReader(c2)
+	for i := range 20 {
+		if _, body := readTLSResponse(t, br); body != fmt.Sprintf("GET /p%d 0:", i) {
+			t.Fatalf("pipelined %d: got %q", i, body)
+		}
+	}
+}
+
+// A client that never finishes its handshake is cut at tls_handshake;
+// one that finishes is served meanwhile.
+func TestHTTPSHandshakeTimeout(t *testing.T) {
+	g := startTLSGateway(t, "", "timeouts: {tls_handshake: 300ms}")
+	stalled, err := net.DialTimeout("tcp", g.https, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stalled.Close()
+	_, _ = stalled.Write([]byte{0x16, 0x03, 0x01})
+	_ = stalled.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadAll(stalled); err != nil {
+		t.Fatalf("want the gateway to close the stalled handshake, got %v", err)
+	}
+	c := g.dialTLS(t, g.clientConfig(), nil)
+	fmt.Fprint(c, "GET /ok HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	if _, body := readTLSResponse(t, bufio.NewReader(c)); body != "GET /ok 0:" {
+		t.Fatalf("got %q", body)
+	}
+	metrics := g.metrics()
+	for _, want := range []string{
+		`loopgate_tls_handshakes_total{result="timeout"} 1`,
+		`loopgate_tls_handshakes_total{result="ok"} 1`,
+		`loopgate_tls_handshake_duration_seconds_count 1`,
+		`loopgate_tls_certificate_expiry_timestamp_seconds{listener="` + g.https + `",file="` + g.leaf.CertFile + `"} ` + fmt.Sprint(g.leaf.NotAfter.Unix()),
+	} {
+		if !strings.Contains(metrics, want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+func (g *tlsGateway) metrics() string {
+	var b strings.Builder
+	g.srv.WriteMetrics(&b)
+	return b.String()
+}
+
+// A reload reads the certificate files again: new handshakes get the new
+// certificate, and a connection opened before keeps being served.
+func TestHTTPSCertificateReload(t *testing.T) {
+	g := startTLSGateway(t, "", "")
+	old := g.dialTLS(t, g.clientConfig(), nil)
+	oldBR := bufio.NewReader(old)
+	serial := func(c *tls.Conn) string { return c.ConnectionState().PeerCertificates[0].SerialNumber.String() }
+	before := serial(old)
+
+	next := g.ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test"}})
+	copyFile(t, next.CertFile, g.leaf.CertFile)
+	copyFile(t, next.KeyFile, g.leaf.KeyFile)
+	cfg, err := config.Parse([]byte(g.yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.srv.Reload(cfg); err != nil {
+		t.Fatal(err)
+	}
+	fresh := g.dialTLS(t, g.clientConfig(), nil)
+	if after := serial(fresh); after == before {
+		t.Fatalf("a handshake after the reload still got certificate %s", before)
+	}
+	fmt.Fprint(old, "GET /still HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	if _, body := readTLSResponse(t, oldBR); body != "GET /still 0:" {
+		t.Fatalf("the connection opened before the reload: %q", body)
+	}
+	// A reload with a broken certificate is refused and the running one stays.
+	if err := os.WriteFile(g.leaf.KeyFile, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.srv.Reload(cfg); err == nil || !strings.Contains(err.Error(), g.leaf.CertFile) {
+		t.Fatalf("reload with a broken key: %v", err)
+	}
+	if again := g.dialTLS(t, g.clientConfig(), nil); serial(again) != serial(fresh) {
+		t.Fatal("a refused reload changed the certificate")
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHTTPSMutualTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "clients CA")
+	g := startTLSGateway(t, "      client_auth: {ca: "+ca.File+"}", "")
+	alice := ca.Leaf(tlstest.LeafOptions{Names: []string{"alice"}, Client: true})
+	cfg := g.clientConfig()
+	cfg.Certificates = []tls.Certificate{alice.TLS}
+	resp, err := g.httpClient(cfg).Get("https://" + g.https + "/mtls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("status %d", resp.StatusCode)
+	}
+	if _, err := g.httpClient(g.clientConfig()).Get("https://" + g.https + "/mtls"); err == nil {
+		t.Fatal("a client without a certificate was served")
+	}
+}
+
+// -check and Compile name a bad certificate file.
+func TestHTTPSCompileNamesTheFile(t *testing.T) {
+	ca := tlstest.NewCA(t, "check CA")
+	expired := ca.Leaf(tlstest.LeafOptions{Names: []string{"old.test"}, Expired: true})
+	other := ca.Leaf(tlstest.LeafOptions{Names: []string{"other.test"}})
+	for name, files := range map[string][2]string{
+		"expired":      {expired.CertFile, expired.KeyFile},
+		"key mismatch": {expired.CertFile, other.KeyFile},
+		"missing":      {"/nonexistent/cert.pem", other.KeyFile},
+	} {
+		cfg, err := config.Parse([]byte(fmt.Sprintf("listeners:\n  - address: 127.0.0.1:0\n    tls:\n      certificates: [{cert: %s, key: %s}]\n", files[0], files[1])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = engine.Compile(cfg)
+		if err == nil || !strings.Contains(err.Error(), files[0]) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
