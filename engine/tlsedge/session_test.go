@@ -101,6 +101,8 @@ func TestEchoBothVersions(t *testing.T) {
 	if p := c.ConnectionState().NegotiatedProtocol; p != "http/1.1" {
 		t.Fatalf("alpn %q", p)
 	}
+	// The client may finish before the server has read its Finished.
+	waitFor(t, "3 handshakes counted", func() bool { return e.runner.Stats().OK == 3 })
 	if s := e.runner.Stats(); s.OK != 3 || s.TLS12 != 1 || s.TLS13 != 2 {
 		t.Fatalf("stats %+v", s)
 	}
@@ -319,6 +321,7 @@ func TestResumption(t *testing.T) {
 			c.Close()
 		}
 	}
+	waitFor(t, "4 handshakes counted", func() bool { return e.runner.Stats().OK == 4 })
 	if s := e.runner.Stats(); s.Resumed != 2 {
 		t.Fatalf("resumed %d, want 2", s.Resumed)
 	}
