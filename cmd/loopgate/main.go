@@ -184,8 +184,10 @@ func run(opts *options) error {
 	// let this process share a port another one holds (a second Loopgate
 	// started by mistake) without an error. A plain bind first refuses any
 	// port already taken, and names it.
-	if err := portFree(cfg.Listen); err != nil {
-		return err
+	for _, l := range cfg.ClientListeners() {
+		if err := portFree(l.Address); err != nil {
+			return err
+		}
 	}
 	if opts.demo != "" {
 		if err := startDemoUpstream(opts.demo); err != nil {
@@ -235,13 +237,10 @@ func run(opts *options) error {
 		if errors.Is(err, engine.ErrLoopsStopped) {
 			return err // a loop failed before every loop accepted
 		}
-		return listenError(cfg.Listen, err) // gnet could not start: a failed bind, most likely
+		return listenError(listenerNames(cfg.ClientListeners(), nil), err) // gnet could not start: a failed bind, most likely
 	case <-srv.Ready():
 	}
-	listening := cfg.Listen
-	if a, err := srv.Addr(); err == nil {
-		listening = a.String() // port 0 resolved
-	}
+	listening := listenerNames(cfg.ClientListeners(), srv.Addrs())
 	log.Printf("loopgate: serving on %s (admin %s); max_connections %d, RLIMIT_NOFILE %d", listening, adminAddr, cfg.Limits.MaxConnections, fdLimit)
 	notify.ready("serving on " + listening)
 
@@ -475,6 +474,23 @@ func handleControlSignals(ch <-chan os.Signal, srv *engine.Server, reloads *admi
 
 // portFree reports, as listenError words it, whether addr cannot be bound
 // by a socket without SO_REUSEPORT. Port 0 is always free.
+// listenerNames lists the listeners for a log line: "127.0.0.1:8080,
+// 0.0.0.0:8443 (https)", with the bound addresses (port 0 resolved) when
+// bound is given.
+func listenerNames(ls []config.Listener, bound []string) string {
+	names := make([]string, len(ls))
+	for i, l := range ls {
+		names[i] = l.Address
+		if i < len(bound) {
+			names[i] = bound[i]
+		}
+		if l.TLS != nil {
+			names[i] += " (https)"
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
 func portFree(addr string) error {
 	if _, port, err := net.SplitHostPort(addr); err == nil && port == "0" {
 		return nil
