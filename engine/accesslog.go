@@ -103,6 +103,7 @@ func (ex *exchange) fillRecord(rec *accesslog.Record) {
 	rec.Req = ex.logReq
 	rec.SetRequestID(ex.requestID())
 	rec.Client = ex.cc.peer
+	rec.TLSVersion, rec.TLSCipher, rec.SNI = ex.cc.tlsLog.version, ex.cc.tlsLog.cipher, ex.cc.tlsLog.sni
 	if ex.log.client.IsValid() {
 		rec.Client = ex.log.client
 	}
@@ -145,7 +146,8 @@ func (cc *clientConn) logRejected(status, code int, msg string, start int64, id 
 	fill := func(rec *accesslog.Record) {
 		*rec = accesslog.Record{Start: start, Duration: now - start, Upstream: -1,
 			Status: uint16(status), Code: uint32(code), Message: msg,
-			End: filters.EndRejected.String(), Client: cc.peer}
+			End: filters.EndRejected.String(), Client: cc.peer,
+			TLSVersion: cc.tlsLog.version, TLSCipher: cc.tlsLog.cipher, SNI: cc.tlsLog.sni}
 		if status == 408 {
 			rec.End = filters.EndTimeout.String()
 		}

@@ -81,6 +81,7 @@ type clientConn struct {
 	// plain one (see clientio.go); tlsSink is it as the spool's sink.
 	tls     *tlsedge.Session
 	tlsSink tlsSink
+	tlsLog  tlsLog // what the access log says of it, set at the handshake's end
 
 	prev, next *clientConn // loop.clients
 }

@@ -189,10 +189,16 @@ func (cc *clientConn) HandshakeDone(err error) {
 		cc.close()
 		return
 	}
+	st := cc.tls.State()
+	cc.tlsLog = tlsLog{version: tls.VersionName(st.Version), cipher: tls.CipherSuiteName(st.CipherSuite), sni: st.ServerName}
 	cc.idle(cc.loop.current().timeouts.headerRead)
 	cc.headClock = true
 	cc.traffic()
 }
+
+// tlsLog is a TLS connection's access-log fields, made once per
+// connection so a request copies three strings.
+type tlsLog struct{ version, cipher, sni string }
 
 // writeTLSSeries writes the TLS series: handshakes by result and by
 // version, resumptions, handshakes in progress and computing, handshake

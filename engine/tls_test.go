@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -343,5 +344,31 @@ func TestHTTPSCompileNamesTheFile(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), files[0]) {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// The access log names the TLS version, cipher and SNI of HTTPS requests,
+// and leaves them out of plain ones.
+func TestHTTPSAccessLog(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "access.log")
+	g := startTLSGateway(t, "", fmt.Sprintf("access_log: {path: %q}", path))
+	cfg := g.clientConfig()
+	cfg.MaxVersion = tls.VersionTLS12
+	cfg.CipherSuites = []uint16{tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256}
+	resp, err := g.httpClient(cfg).Get("https://" + g.https + "/logged")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if f := fetch("http://" + g.plain + "/plain"); f.err != nil {
+		t.Fatal(f.err)
+	}
+	lines := waitLines(t, "access", 2, func() []byte { b, _ := os.ReadFile(path); return b })
+	https := byPath(t, lines, "/logged")
+	if https["tls_version"] != "TLS 1.2" || https["tls_cipher"] != "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256" || https["sni"] != "example.test" {
+		t.Errorf("HTTPS line: %v", https)
+	}
+	if plain := byPath(t, lines, "/plain"); plain["tls_version"] != nil || plain["sni"] != nil {
+		t.Errorf("plain line: %v", plain)
 	}
 }

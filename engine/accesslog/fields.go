@@ -31,13 +31,17 @@ const (
 	fieldEnd
 	fieldFilters
 	fieldTraceID
+	fieldTLSVersion
+	fieldTLSCipher
+	fieldSNI
 	fieldCount
 )
 
 // fieldNames are the fields' names, by field; config.AccessLogFields lists
 // the same names for validation.
 var fieldNames = [fieldCount]string{"time", "request_id", "client_ip", "method", "path", "path_truncated", "status",
-	"code", "route", "upstream", "bytes_in", "bytes_out", "duration_us", "upstream_us", "retries", "end", "filters", "trace_id"}
+	"code", "route", "upstream", "bytes_in", "bytes_out", "duration_us", "upstream_us", "retries", "end", "filters", "trace_id",
+	"tls_version", "tls_cipher", "sni"}
 
 // fieldsOf maps names to fields, in order; unknown names are skipped
 // (config validation refuses them).
@@ -104,6 +108,12 @@ func (f *formatter) appendFields(dst []byte, rec *Record, fs []field) []byte {
 			dst = strconv.AppendUint(dst, uint64(rec.Retries), 10)
 		case fieldEnd:
 			dst = appendJSONString(dst, rec.End)
+		case fieldTLSVersion:
+			dst = appendJSONString(dst, rec.TLSVersion)
+		case fieldTLSCipher:
+			dst = appendJSONString(dst, rec.TLSCipher)
+		case fieldSNI:
+			dst = appendJSONString(dst, rec.SNI)
 		case fieldFilters:
 			dst = append(dst, '[')
 			for j := 0; j < int(rec.Filters); j++ {

@@ -33,6 +33,9 @@ type accessLine struct {
 	UpstreamUs    *int64       `json:"upstream_us,omitempty"` // to the upstream's response head
 	Retries       int          `json:"retries"`
 	End           string       `json:"end"`
+	TLSVersion    string       `json:"tls_version,omitempty"`
+	TLSCipher     string       `json:"tls_cipher,omitempty"`
+	SNI           string       `json:"sni,omitempty"`
 	Filters       []filterLine `json:"filters,omitempty"`
 }
 
@@ -201,6 +204,7 @@ func (f *formatter) appendAccess(dst []byte, r *Ring, n int) []byte {
 		}
 		a.Retries = int(rec.Retries)
 		a.End = rec.End
+		a.TLSVersion, a.TLSCipher, a.SNI = rec.TLSVersion, rec.TLSCipher, rec.SNI
 		a.Filters = f.fl[i][:rec.Filters]
 		for j := range a.Filters {
 			a.Filters[j] = filterLine{Name: rec.Chain.Filter(j).Name(), SelfNs: int64(rec.Self[j])}

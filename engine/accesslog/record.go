@@ -60,6 +60,10 @@ type Record struct {
 	Message string // the gateway's error message; "" = none
 	Event   string // an error line's event when not implied by Code and Cut (EventUpgradeRefused); "" = implied
 
+	// The client connection's TLS: "TLS 1.3", the cipher suite's IANA
+	// name, and the SNI the client sent; all "" on a plain connection.
+	TLSVersion, TLSCipher, SNI string
+
 	Client netip.Addr
 	Req    Request
 

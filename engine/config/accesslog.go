@@ -35,7 +35,8 @@ type AccessLog struct {
 
 // AccessLogFields are the fields an access_log format may name.
 var AccessLogFields = []string{"time", "request_id", "client_ip", "method", "path", "path_truncated", "status",
-	"code", "route", "upstream", "bytes_in", "bytes_out", "duration_us", "upstream_us", "retries", "end", "filters", "trace_id"}
+	"code", "route", "upstream", "bytes_in", "bytes_out", "duration_us", "upstream_us", "retries", "end", "filters", "trace_id",
+	"tls_version", "tls_cipher", "sni"}
 
 // FormatFields returns the field names of Format, in order; nil for the
 // standard line. Format must be valid (Validate checks it).
