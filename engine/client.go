@@ -82,6 +82,13 @@ type clientConn struct {
 	tls     *tlsedge.Session
 	tlsSink tlsSink
 	tlsLog  tlsLog // what the access log says of it, set at the handshake's end
+	// listener is the index of the listener the connection arrived on;
+	// redirect its redirect_https port (0: none).
+	listener, redirect int
+	// hsts is its listener's Strict-Transport-Security line for every
+	// response, nil for none; certHeaders the client certificate's header
+	// lines for the upstream (subject_header, sans_header), nil for none.
+	hsts, certHeaders []byte
 
 	prev, next *clientConn // loop.clients
 }

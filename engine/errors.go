@@ -18,11 +18,12 @@ import (
 // gateway-made answers as to proxied ones.
 func (cc *clientConn) writeError(status, code int, msg string, id []byte, headOnly bool, extra []filters.Header, edits *filters.HeaderEdits) bool {
 	l := cc.loop
-	l.out = appendError(l.takeOut(), status, code, msg, id, cc.closeAfter, headOnly, extra, edits)
+	l.out = appendError(l.takeOut(), status, code, msg, id, cc.closeAfter, headOnly, extra, edits, cc.hsts)
 	return cc.write(l.out)
 }
 
-func appendError(dst []byte, status, code int, msg string, id []byte, closing, headOnly bool, extra []filters.Header, edits *filters.HeaderEdits) []byte {
+// hsts is a rendered Strict-Transport-Security line, or nil.
+func appendError(dst []byte, status, code int, msg string, id []byte, closing, headOnly bool, extra []filters.Header, edits *filters.HeaderEdits, hsts []byte) []byte {
 	bodyLen := len(`{"code":,"message":"","request_id":""}`) + digits(code) + jsonLen(msg) + jsonLen(string(id))
 	dst = append(dst, "HTTP/1.1 "...)
 	dst = strconv.AppendInt(dst, int64(status), 10)
@@ -36,6 +37,7 @@ func appendError(dst []byte, status, code int, msg string, id []byte, closing, h
 		dst = append(dst, "\r\nConnection: close"...)
 	}
 	dst = append(dst, "\r\n"...)
+	dst = append(dst, hsts...)
 	for _, h := range extra {
 		dst = appendHeader(dst, h.Name, h.Value)
 	}

@@ -32,7 +32,7 @@ func TestErrorBodyIsValidJSON(t *testing.T) {
 		{"utf-8 é ✓ and DEL \x7f", "ü"},
 		{"", ""},
 	} {
-		out := appendError(nil, 502, 50202, tc.msg, []byte(tc.id), true, false, nil, nil)
+		out := appendError(nil, 502, 50202, tc.msg, []byte(tc.id), true, false, nil, nil, nil)
 		resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), nil)
 		if err != nil {
 			t.Fatalf("%q: %v\n%s", tc.msg, err, out)
@@ -70,7 +70,7 @@ func TestErrorHeadOnlyAndExtraHeader(t *testing.T) {
 		Set:    []filters.Header{{Name: "X-Frame-Options", Value: []byte("deny")}, {Name: "Content-Type", Value: []byte("text/html")}},
 		Append: []filters.Header{{Name: "X-Via", Value: []byte("gw")}},
 	}
-	out := appendError(nil, 401, 40101, `need "a" token`, []byte("id1"), false, true, rej.Headers(), edits)
+	out := appendError(nil, 401, 40101, `need "a" token`, []byte("id1"), false, true, rej.Headers(), edits, nil)
 	resp, err := http.ReadResponse(bufio.NewReader(bytes.NewReader(out)), &http.Request{Method: "HEAD"})
 	if err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestErrorStatusLinesHaveStandardReasons(t *testing.T) {
 			t.Errorf("code %d: status %d has no standard reason phrase", code, status)
 			continue
 		}
-		out := appendError(nil, status, code, "m", []byte("id"), false, false, nil, nil)
+		out := appendError(nil, status, code, "m", []byte("id"), false, false, nil, nil, nil)
 		line, _, _ := bytes.Cut(out, []byte("\r\n"))
 		if got := fmt.Sprintf("HTTP/1.1 %d %s", status, want); string(line) != got {
 			t.Errorf("code %d: status line %q, want %q", code, line, got)
@@ -144,7 +144,7 @@ func TestErrorStatusLinesHaveStandardReasons(t *testing.T) {
 	}
 	// A status without a standard phrase (a filter may reject with any)
 	// gets an empty one, never a made-up word.
-	if line, _, _ := bytes.Cut(appendError(nil, 599, 59901, "m", nil, false, false, nil, nil), []byte("\r\n")); string(line) != "HTTP/1.1 599 " {
+	if line, _, _ := bytes.Cut(appendError(nil, 599, 59901, "m", nil, false, false, nil, nil, nil), []byte("\r\n")); string(line) != "HTTP/1.1 599 " {
 		t.Errorf("status line %q for 599", line)
 	}
 }

@@ -34,7 +34,7 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 			path = p
 		}
 	}
-	b := pool.Get(ex.head.headLen + 64 + len(req.Host) + len(node) + len(path))
+	b := pool.Get(ex.head.headLen + 64 + len(req.Host) + len(node) + len(path) + len(ex.cc.certHeaders))
 	dst := b.B
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')
@@ -63,6 +63,7 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 	if ex.upgrade.asked { // the one case Upgrade is not hop-by-hop: the tunnel is asked of the upstream
 		dst = ex.appendUpgrade(dst, req.Headers)
 	}
+	dst = append(dst, ex.cc.certHeaders...) // the client certificate's, when its listener sends them
 	if ex.body.dechunk {
 		dst = appendContentLength(dst, ex.body.payload)
 	} else {
@@ -96,10 +97,12 @@ func (d *clientFields) drops(name []byte) bool {
 	return false
 }
 
-// appendClientHead writes the response head for the client.
-func appendClientHead(dst []byte, r *codec.Response, framing respFraming, clientMinor int, closing bool, edits *filters.HeaderEdits) []byte {
+// appendClientHead writes the response head for the client; hsts is the
+// listener's rendered Strict-Transport-Security line, or nil.
+func appendClientHead(dst []byte, r *codec.Response, framing respFraming, clientMinor int, closing bool, edits *filters.HeaderEdits, hsts []byte) []byte {
 	dst = appendStatusLine(dst, r)
 	dst = appendEndToEnd(dst, r.Headers, false, edits, nil)
+	dst = append(dst, hsts...)
 	switch {
 	case framing == frameRechunk, framing == frameEncode,
 		r.Chunked && framing == frameAsIs && clientMinor == 1: // HEAD: the head GET would have had

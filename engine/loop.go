@@ -382,7 +382,11 @@ func (l *loop) accept(c gnet.Conn) bool {
 	l.clients.push(cc)
 	l.srv.clients.Add(1)
 	l.stats.conns.Add(1)
-	if cfg := l.srv.edge.configFor(c); cfg != nil {
+	e := l.srv.edge
+	cc.listener = e.listenerOf(c)
+	cc.redirect = e.redirect[cc.listener]
+	if cfg := e.configs[cc.listener]; cfg != nil {
+		cc.hsts = e.hsts[cc.listener]
 		if !cc.startTLS(cfg) {
 			cc.release()
 			return false

@@ -107,6 +107,10 @@ func (ex *exchange) routeRequest() bool {
 		return false
 	}
 	req.Host, req.Path, ex.head.hostPort = host, path, port
+	if cc.redirect != 0 { // a plain listener with redirect_https
+		ex.redirectHTTPS(req, cc.redirect)
+		return false
+	}
 	res := snap.table.Match(host, req.Method, path, l.scratch[:0])
 	if !res.Found {
 		if res.Allow != "" {
@@ -121,6 +125,9 @@ func (ex *exchange) routeRequest() bool {
 	ex.route.metrics.begin(l.index) // until record
 	if flags != 0 && !ex.route.keepEscapes {
 		ex.localReply(errEscapedSlash)
+		return false
+	}
+	if ex.route.tls != routeTLSAny && ex.refusedByRouteTLS(req) {
 		return false
 	}
 	if req.Upgrade && !ex.admitUpgrade(req) {
@@ -148,6 +155,9 @@ func (ex *exchange) runFilters() filters.Verdict {
 	fx.Start = ex.end.started
 	fx.RouteID = ex.route.id
 	fx.Sub = ex
+	if cc.tls != nil {
+		fx.TLS = cc.tls.State()
+	}
 	if len(snap.trusted) > 0 {
 		fx.ClientIP = access.ClientIP(cc.peer, req.Headers, snap.trusted)
 	}

@@ -82,7 +82,7 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 		edits = &ex.fx.RespEdits
 	}
 	l := ex.loop
-	l.out = appendClientHead(l.takeOut(), r, ex.resp.framing, ex.head.minor, cc.closeAfter, edits)
+	l.out = appendClientHead(l.takeOut(), r, ex.resp.framing, ex.head.minor, cc.closeAfter, edits, cc.hsts)
 	cc.headPending = true
 	l.pendingHead = cc
 	return true

@@ -75,7 +75,8 @@ type route struct {
 	maxBody         int64          // the route's body limit when tighter than the global one
 	connectTimeout  time.Duration
 	responseTimeout time.Duration
-	keepEscapes     bool // escaped_slashes: keep
+	keepEscapes     bool  // escaped_slashes: keep
+	tls             uint8 // what the route demands of the connection (routeTLS)
 	metrics         *routeMetrics
 	retry           policy.RetryPolicy
 	breaker         *policy.Breaker // the server's for this route id; nil when the route has none
@@ -175,7 +176,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 			MaxHeaderCount: cfg.Limits.MaxResponseHeaderCount,
 			MaxHeaderBytes: int(cfg.Limits.MaxResponseHeaderBytes),
 		}.WithDefaults(),
-		managed:         cfg.IdentityHeaderNames(),
+		managed:         append(cfg.IdentityHeaderNames(), cfg.ClientCertHeaders()...),
 		allowUnderscore: cfg.AllowUnderscoreHeaders,
 		requestBuffer:   cfg.Limits.RequestBuffer(),
 		maxBuffered:     int64(cfg.Limits.MaxBufferedBytes),
@@ -226,7 +227,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 		// routes that do not override them.
 		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain,
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
-			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID),
+			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID), tls: routeTLS(r.TLS),
 			retry: policy.NewRetryPolicy(&r.Retry), tunnel: newRouteTunnel(r, kept.tunnels)}
 		if r.CircuitBreaker.On() {
 			rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), policy.NewBreakerSettings(r.CircuitBreaker)

@@ -7,13 +7,16 @@ package engine
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/panjf2000/gnet/v2"
@@ -26,6 +29,14 @@ type edge struct {
 	configs []*tls.Config    // per listener; nil for a plain one
 	runner  *tlsedge.Runner  // every HTTPS listener's handshakes; nil without one
 	anyTLS  bool
+
+	// Per listener: redirect_https's port (0: none), the rendered
+	// Strict-Transport-Security line (nil: none), and the names of the
+	// client certificate headers ("": not sent).
+	redirect            []int
+	hsts                [][]byte
+	subjectHdr, sansHdr []string
+	httpsPort           int // the first HTTPS listener's port, for routes with tls: https_only
 }
 
 // newEdge resolves the listeners' addresses (port 0 to a free port) and
@@ -33,7 +44,9 @@ type edge struct {
 // from the running config version.
 func newEdge(s *Server, cfg *config.Config) (*edge, error) {
 	ls := cfg.ClientListeners()
-	e := &edge{configs: make([]*tls.Config, len(ls))}
+	n := len(ls)
+	e := &edge{configs: make([]*tls.Config, n), redirect: make([]int, n), hsts: make([][]byte, n),
+		subjectHdr: make([]string, n), sansHdr: make([]string, n)}
 	for i, l := range ls {
 		addr, err := resolveListen(l.Address)
 		if err != nil {
@@ -48,10 +61,20 @@ func newEdge(s *Server, cfg *config.Config) (*edge, error) {
 		}
 		e.addrs = append(e.addrs, addr)
 		e.bound = append(e.bound, netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()))
+		e.redirect[i] = l.RedirectHTTPS
 		if l.TLS == nil {
 			continue
 		}
+		if !e.anyTLS {
+			e.httpsPort = int(ap.Port())
+		}
 		e.anyTLS = true
+		if l.TLS.HSTS != "" {
+			e.hsts[i] = []byte("Strict-Transport-Security: " + l.TLS.HSTS + "\r\n")
+		}
+		if a := l.TLS.ClientAuth; a != nil {
+			e.subjectHdr[i], e.sansHdr[i] = a.SubjectHeader, a.SANsHeader
+		}
 		index := i
 		e.configs[i] = tlsedge.NewServerConfig(serverOptions(l.TLS), func() *tlsedge.ServerState {
 			return s.state.Load().snap.tls[index]
@@ -77,16 +100,16 @@ func serverOptions(t *config.ListenerTLS) tlsedge.ServerOptions {
 	return o
 }
 
-// configFor returns the tls.Config of the listener c arrived on, or nil
-// for a plain one: the listener bound to c's local address exactly, else
-// one bound to the unspecified address on its port.
-func (e *edge) configFor(c gnet.Conn) *tls.Config {
-	if !e.anyTLS {
-		return nil
+// listenerOf returns the index of the listener c arrived on: the one
+// bound to c's local address exactly, else one bound to the unspecified
+// address on its port. With one listener it is 0 without looking.
+func (e *edge) listenerOf(c gnet.Conn) int {
+	if len(e.bound) == 1 {
+		return 0
 	}
 	ta, ok := c.LocalAddr().(*net.TCPAddr)
 	if !ok {
-		return nil
+		return 0
 	}
 	ip, _ := netip.AddrFromSlice(ta.IP)
 	ip = ip.Unmap()
@@ -96,16 +119,13 @@ func (e *edge) configFor(c gnet.Conn) *tls.Config {
 			continue
 		}
 		if b.Addr() == ip {
-			return e.configs[i]
+			return i
 		}
 		if b.Addr().IsUnspecified() && wild < 0 {
 			wild = i
 		}
 	}
-	if wild >= 0 {
-		return e.configs[wild]
-	}
-	return nil
+	return max(wild, 0)
 }
 
 // compileTLS loads every HTTPS listener's certificates and client CAs for
@@ -191,10 +211,111 @@ func (cc *clientConn) HandshakeDone(err error) {
 	}
 	st := cc.tls.State()
 	cc.tlsLog = tlsLog{version: tls.VersionName(st.Version), cipher: tls.CipherSuiteName(st.CipherSuite), sni: st.ServerName}
+	if len(st.PeerCertificates) > 0 { // verified: the handshake checked it against client_auth.ca
+		e := cc.loop.srv.edge
+		cc.certHeaders = appendCertHeaders(nil, e.subjectHdr[cc.listener], e.sansHdr[cc.listener], st.PeerCertificates[0])
+	}
 	cc.idle(cc.loop.current().timeouts.headerRead)
 	cc.headClock = true
 	cc.traffic()
 }
+
+// appendCertHeaders renders the header lines that carry cert's subject and
+// SANs upstream, once per connection; a name "" leaves its line out.
+// Control characters in a certificate's names are left out, so a line
+// stays one line.
+func appendCertHeaders(dst []byte, subjectHdr, sansHdr string, cert *x509.Certificate) []byte {
+	line := func(name, value string) {
+		if name == "" {
+			return
+		}
+		dst = append(dst, name...)
+		dst = append(dst, ": "...)
+		for i := 0; i < len(value); i++ {
+			if c := value[i]; c >= 0x20 && c != 0x7f {
+				dst = append(dst, c)
+			}
+		}
+		dst = append(dst, "\r\n"...)
+	}
+	line(subjectHdr, cert.Subject.String())
+	var sans []string
+	sans = append(sans, cert.DNSNames...)
+	sans = append(sans, cert.EmailAddresses...)
+	for _, u := range cert.URIs {
+		sans = append(sans, u.String())
+	}
+	for _, ip := range cert.IPAddresses {
+		sans = append(sans, ip.String())
+	}
+	line(sansHdr, strings.Join(sans, ","))
+	return dst
+}
+
+// Route.tls: what a route demands of the client's connection.
+const (
+	routeTLSAny     uint8 = iota
+	routeHTTPSOnly        // tls: https_only
+	routeClientCert       // tls: client_cert
+)
+
+func routeTLS(v string) uint8 {
+	switch v {
+	case config.RouteHTTPSOnly:
+		return routeHTTPSOnly
+	case config.RouteClientCert:
+		return routeClientCert
+	}
+	return routeTLSAny
+}
+
+// refusedByRouteTLS answers a request whose connection does not meet its
+// route's tls demand, and reports whether it did: a plain request is
+// redirected to the first HTTPS listener, an HTTPS one without a verified
+// client certificate on a client_cert route is refused.
+func (ex *exchange) refusedByRouteTLS(req *codec.Request) bool {
+	cc := ex.cc
+	switch {
+	case cc.tls == nil:
+		ex.redirectHTTPS(req, cc.loop.srv.edge.httpsPort)
+		return true
+	case ex.route.tls == routeClientCert && len(cc.tls.State().PeerCertificates) == 0:
+		ex.localReply(errClientCertRequired)
+		return true
+	}
+	return false
+}
+
+var errClientCertRequired = &codec.Error{Status: 403, Code: 40306, Message: "this route needs a client certificate"}
+
+// redirectHTTPS answers a plain request with 308 to the same host and
+// target over HTTPS on port (443 is left out of the URL), code 30801. The
+// Location is built per redirect: this is not a hot path.
+func (ex *exchange) redirectHTTPS(req *codec.Request, port int) {
+	if len(req.Host) == 0 {
+		ex.localReply(errRedirectNoHost)
+		return
+	}
+	loc := make([]byte, 0, 16+len(req.Host)+len(req.Path)+len(req.Query))
+	loc = append(loc, "https://"...)
+	loc = append(loc, req.Host...)
+	if port != 443 {
+		loc = append(loc, ':')
+		loc = strconv.AppendInt(loc, int64(port), 10)
+	}
+	loc = append(loc, req.Path...)
+	if len(req.Query) > 0 {
+		loc = append(loc, '?')
+		loc = append(loc, req.Query...)
+	}
+	ex.fx.Rejection.AddHeader("Location", loc)
+	ex.localReply(errUseHTTPS)
+}
+
+var (
+	errUseHTTPS       = &codec.Error{Status: 308, Code: 30801, Message: "use HTTPS"}
+	errRedirectNoHost = &codec.Error{Status: 400, Code: 40001, Message: "a request without Host cannot be redirected to HTTPS"}
+)
 
 // tlsLog is a TLS connection's access-log fields, made once per
 // connection so a request copies three strings.

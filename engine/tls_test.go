@@ -38,6 +38,8 @@ func echoUpstream(t *testing.T) string {
 	return startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("X-Path", r.URL.Path)
+		w.Header().Set("X-Got-Subject", r.Header.Get("X-Client-Subject"))
+		w.Header().Set("X-Got-Sans", r.Header.Get("X-Client-Sans"))
 		if r.URL.Path == "/big" {
 			_, _ = w.Write(bytes.Repeat([]byte("0123456789abcdef"), 1<<18)) // 4 MiB
 			return
@@ -51,6 +53,16 @@ func echoUpstream(t *testing.T) string {
 // listener's tls section, extra at the top level.
 func startTLSGateway(t *testing.T, extraTLS, extra string) *tlsGateway {
 	t.Helper()
+	return startTLSGatewayWith(t, tlsGatewayOptions{tls: extraTLS, top: extra})
+}
+
+// tlsGatewayOptions add YAML to startTLSGatewayWith's config: plain to
+// the plain listener, tls to the HTTPS listener's tls section, top at the
+// top level, routes before the catch-all route.
+type tlsGatewayOptions struct{ plain, tls, top, routes string }
+
+func startTLSGatewayWith(t *testing.T, o tlsGatewayOptions) *tlsGateway {
+	t.Helper()
 	g := &tlsGateway{ca: tlstest.NewCA(t, "gateway test CA")}
 	g.leaf = g.ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test", "127.0.0.1"}})
 	up := echoUpstream(t)
@@ -58,6 +70,7 @@ func startTLSGateway(t *testing.T, extraTLS, extra string) *tlsGateway {
 loops: 2
 listeners:
   - address: 127.0.0.1:0
+%s
   - address: 127.0.0.1:0
     tls:
       certificates:
@@ -68,9 +81,10 @@ upstreams:
   - name: u
     nodes: [%s]
 routes:
+%s
   - prefix: /
     upstream: u
-`, g.leaf.CertFile, g.leaf.KeyFile, extraTLS, extra, up)
+`, o.plain, g.leaf.CertFile, g.leaf.KeyFile, o.tls, o.top, up, o.routes)
 	cfg, err := config.Parse([]byte(g.yaml))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, g.yaml)
@@ -371,4 +385,100 @@ func TestHTTPSAccessLog(t *testing.T) {
 	if plain := byPath(t, lines, "/plain"); plain["tls_version"] != nil || plain["sni"] != nil {
 		t.Errorf("plain line: %v", plain)
 	}
+}
+
+// A plain listener with redirect_https sends every request to HTTPS; a
+// route with tls: https_only redirects plain requests to the HTTPS
+// listener; tls: client_cert refuses HTTPS without a client certificate;
+// hsts is on every response of the HTTPS listener, local replies too.
+func TestHTTPSRedirectsAndRouteDemands(t *testing.T) {
+	ca := tlstest.NewCA(t, "clients CA")
+	g := startTLSGatewayWith(t, tlsGatewayOptions{
+		tls: "      hsts: max-age=63072000; includeSubDomains\n      client_auth: {ca: " + ca.File + ", mode: optional, subject_header: X-Client-Subject, sans_header: X-Client-Sans}",
+		routes: `  - {path: /secure, upstream: u, tls: https_only}
+  - {path: /certified, upstream: u, tls: client_cert}`,
+	})
+	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	_, httpsPort, _ := net.SplitHostPort(g.https)
+	resp, err := noRedirect.Get("http://" + g.plain + "/secure?a=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if want := "https://127.0.0.1:" + httpsPort + "/secure?a=1"; resp.StatusCode != 308 || resp.Header.Get("Location") != want {
+		t.Fatalf("plain /secure: %d %q, want 308 %q", resp.StatusCode, resp.Header.Get("Location"), want)
+	}
+	if f := fetch("http://" + g.plain + "/open"); f.err != nil || f.resp.StatusCode != 200 {
+		t.Fatalf("plain /open: %+v", f)
+	}
+
+	anon := g.httpClient(g.clientConfig())
+	resp, err = anon.Get("https://" + g.https + "/secure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Strict-Transport-Security") != "max-age=63072000; includeSubDomains" {
+		t.Fatalf("https /secure: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+	resp, err = anon.Get("https://" + g.https + "/certified")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 || !strings.Contains(string(body), `"code":40306`) || resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("https /certified without a certificate: %d %q %v", resp.StatusCode, body, resp.Header)
+	}
+
+	alice := ca.Leaf(tlstest.LeafOptions{Names: []string{"alice.example", "alice@example.test"}, Client: true})
+	cfg := g.clientConfig()
+	cfg.Certificates = []tls.Certificate{alice.TLS}
+	req, _ := http.NewRequest("GET", "https://"+g.https+"/certified", nil)
+	req.Header.Set("X-Client-Subject", "CN=forged") // a client's copy is dropped
+	resp, err = g.httpClient(cfg).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Got-Subject") != "CN=alice.example,O=loopgate test" || resp.Header.Get("X-Got-Sans") != "alice.example,alice@example.test" {
+		t.Fatalf("https /certified with a certificate: %d, subject %q, sans %q", resp.StatusCode, resp.Header.Get("X-Got-Subject"), resp.Header.Get("X-Got-Sans"))
+	}
+	// The plain listener never forwards a client's copy either.
+	req, _ = http.NewRequest("GET", "http://"+g.plain+"/open", nil)
+	req.Header.Set("X-Client-Subject", "CN=forged")
+	resp, err = testClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := resp.Header.Get("X-Got-Subject"); got != "" {
+		t.Fatalf("a plain client's subject header reached the upstream: %q", got)
+	}
+}
+
+func TestHTTPSRedirectListener(t *testing.T) {
+	g := startTLSGatewayWith(t, tlsGatewayOptions{plain: "    redirect_https: 443"})
+	c := mustDialPlain(t, g.plain)
+	fmt.Fprint(c, "GET /x/y?q=1 HTTP/1.1\r\nHost: Example.Test:8080\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 308 || resp.Header.Get("Location") != "https://example.test/x/y?q=1" || !strings.Contains(string(body), `"code":30801`) {
+		t.Fatalf("got %d %q %q", resp.StatusCode, resp.Header.Get("Location"), body)
+	}
+}
+
+func mustDialPlain(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	return c
 }

@@ -3,6 +3,7 @@
 package filters
 
 import (
+	"crypto/tls"
 	"net/netip"
 	"strings"
 
@@ -21,10 +22,14 @@ type Exchange struct {
 	RequestID []byte     // the request's ID (from X-Request-Id or generated)
 	TraceID   []byte     // the W3C trace id, 32 hex digits, set by trace_context; nil = none
 	Peer      netip.Addr // the TCP peer
-	ClientIP  netip.Addr // the client as trusted proxies report it (see RealIP)
-	RouteID   string
-	Loop      int          // index of the running event loop, for per-loop filter state
-	Sub       SubRequester // the loop's async client, for filters that call out
+	// TLS is the client connection's TLS state on an HTTPS listener (the
+	// version, SNI, and a verified client certificate in PeerCertificates,
+	// with client_auth); nil on plain HTTP. Read-only.
+	TLS      *tls.ConnectionState
+	ClientIP netip.Addr // the client as trusted proxies report it (see RealIP)
+	RouteID  string
+	Loop     int          // index of the running event loop, for per-loop filter state
+	Sub      SubRequester // the loop's async client, for filters that call out
 
 	Identity  Identity      // set by auth filters
 	Upstream  UpstreamEdits // set by routing filters (gray, sticky)
@@ -286,6 +291,7 @@ func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop in
 	x.Req, x.RequestID, x.Peer, x.ClientIP = req, id, peer, peer
 	x.TraceID = nil
 	x.RouteID = ""
+	x.TLS = nil
 	x.Loop = loop
 	x.Identity = Identity{}
 	x.Upstream = UpstreamEdits{Group: -1}

@@ -215,6 +215,12 @@ type Route struct {
 	Methods  []string `yaml:"methods,omitempty"` // only these methods (HEAD is implied by GET); default empty = any method; a path matched only for other methods: 405, code 40501, with Allow
 	Upstream string   `yaml:"upstream"`          // required: name of an upstream
 
+	// TLS is what the route demands of the client's connection:
+	// "https_only" (a plain request is redirected, 308, to the first HTTPS
+	// listener) or "client_cert" (HTTPS with a verified client
+	// certificate, else 403, code 40306). Default "": any connection.
+	TLS string `yaml:"tls,omitempty"`
+
 	// EscapedSlashes is what a request path holding %2F or %5C (an encoded
 	// slash or backslash) or a raw backslash gets on this route: "reject"
 	// (400, code 40001) or "keep" (forwarded encoded, as %2F / %5C). Envoy's

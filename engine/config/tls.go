@@ -29,6 +29,10 @@ type Listener struct {
 	Address string `yaml:"address"`
 	// TLS makes the listener HTTPS. Default absent: plain HTTP.
 	TLS *ListenerTLS `yaml:"tls,omitempty"`
+	// RedirectHTTPS, on a plain listener, answers every request with a
+	// 308 to the same host and target over HTTPS on this port (443 leaves
+	// the port out of the URL). Default 0: requests are served.
+	RedirectHTTPS int `yaml:"redirect_https,omitempty"`
 }
 
 // ListenerTLS is an HTTPS listener's settings. The files are read when the
@@ -52,6 +56,11 @@ type ListenerTLS struct {
 	// ClientAuth asks clients for certificates (mutual TLS). Default
 	// absent: none are asked for.
 	ClientAuth *ClientAuth `yaml:"client_auth,omitempty"`
+
+	// HSTS is the Strict-Transport-Security value sent with every response
+	// on this listener, e.g. "max-age=63072000; includeSubDomains".
+	// Default "": none.
+	HSTS string `yaml:"hsts,omitempty"`
 }
 
 // Certificate is one certificate chain file and its key file.
@@ -64,6 +73,14 @@ type Certificate struct {
 type ClientAuth struct {
 	CA   string `yaml:"ca"`   // PEM file of the CAs client certificates must chain to; required
 	Mode string `yaml:"mode"` // "require" (default) or "optional"
+
+	// SubjectHeader and SANsHeader name the request headers that carry a
+	// verified client certificate's subject (RFC 2253, "CN=alice,O=Example")
+	// and its SANs (comma-separated DNS names, e-mail addresses, URIs and
+	// IP addresses) to the upstream. A client's own copies of them are
+	// dropped on every listener. Default "": not sent.
+	SubjectHeader string `yaml:"subject_header,omitempty"`
+	SANsHeader    string `yaml:"sans_header,omitempty"`
 }
 
 // TLS bounds the handshakes of every HTTPS listener together.
@@ -149,6 +166,12 @@ func (c *Config) validateListeners(p *problems) {
 		if l.TLS != nil {
 			validateListenerTLS(p, path+".tls", l.TLS)
 		}
+		switch {
+		case l.RedirectHTTPS < 0 || l.RedirectHTTPS > 65535:
+			p.add(path+".redirect_https", "port %d is not a number from 1 to 65535", l.RedirectHTTPS)
+		case l.RedirectHTTPS > 0 && l.TLS != nil:
+			p.add(path+".redirect_https", "on an HTTPS listener; it redirects a plain listener's requests to HTTPS")
+		}
 	}
 	if c.TLS.HandshakeWorkers < 0 {
 		p.add("tls.handshake_workers", "%d is negative; 0 means half the CPUs", c.TLS.HandshakeWorkers)
@@ -184,6 +207,51 @@ func validateListenerTLS(p *problems, path string, t *ListenerTLS) {
 		default:
 			p.add(path+".client_auth.mode", "unknown mode %q (want %q or %q)", a.Mode, ClientAuthRequire, ClientAuthOptional)
 		}
+		for key, h := range map[string]string{"subject_header": a.SubjectHeader, "sans_header": a.SANsHeader} {
+			if h != "" && !isToken(h) {
+				p.add(path+".client_auth."+key, "%q is not a header name", h)
+			}
+		}
+	}
+	if strings.ContainsAny(t.HSTS, "\r\n") {
+		p.add(path+".hsts", "a line break in a header value")
+	}
+}
+
+// ClientCertHeaders returns the header names that carry client
+// certificates upstream, from every listener.
+func (c *Config) ClientCertHeaders() []string {
+	var out []string
+	for _, l := range c.Listeners {
+		if l.TLS != nil && l.TLS.ClientAuth != nil {
+			for _, h := range []string{l.TLS.ClientAuth.SubjectHeader, l.TLS.ClientAuth.SANsHeader} {
+				if h != "" {
+					out = append(out, h)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Route.TLS values: what a route demands of the client's connection.
+const (
+	RouteTLSAny     = ""            // plain or HTTPS (default)
+	RouteHTTPSOnly  = "https_only"  // HTTPS; a plain request is redirected (308) to the first HTTPS listener
+	RouteClientCert = "client_cert" // HTTPS with a verified client certificate; else 403, code 40306
+)
+
+func validateRouteTLS(p *problems, path string, c *Config, tls string) {
+	switch tls {
+	case RouteTLSAny:
+		return
+	case RouteHTTPSOnly, RouteClientCert:
+	default:
+		p.add(path, "unknown value %q (want %q or %q)", tls, RouteHTTPSOnly, RouteClientCert)
+		return
+	}
+	if !c.HasTLS() {
+		p.add(path, "%q, but no listener serves HTTPS", tls)
 	}
 }
 

@@ -163,6 +163,7 @@ func (c *Config) validateRoutes(p *problems) {
 		if r.EscapedSlashes != EscapedSlashesReject && r.EscapedSlashes != EscapedSlashesKeep {
 			p.add(path+".escaped_slashes", "%q: want %q or %q", r.EscapedSlashes, EscapedSlashesReject, EscapedSlashesKeep)
 		}
+		validateRouteTLS(p, path+".tls", c, r.TLS)
 		r.Retry.Validate(p.at(path + ".retry"))
 		validateRouteUpgrade(p, path, r)
 		if r.CircuitBreaker != nil {
