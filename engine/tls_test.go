@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -481,4 +483,60 @@ func mustDialPlain(t *testing.T, addr string) net.Conn {
 	t.Cleanup(func() { c.Close() })
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
 	return c
+}
+
+// Thousands of clients start a handshake and stall: past max_handshakes
+// they are refused at accept, the memory held grows with the handshakes
+// in progress only, and an established connection is served throughout.
+func TestHTTPSHandshakeFloodBoundedMemory(t *testing.T) {
+	const pending, flood = 500, 3000
+	g := startTLSGateway(t, "", fmt.Sprintf("tls: {max_handshakes: %d, handshake_workers: 1}", pending))
+	good := g.dialTLS(t, g.clientConfig(), nil)
+	goodBR := bufio.NewReader(good)
+	var before runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	conns := make([]net.Conn, 0, flood)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range flood {
+		c, err := net.DialTimeout("tcp", g.https, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		_, _ = c.Write([]byte{0x16, 0x03, 0x01}) // a record header, then nothing
+	}
+	metric := func(name string) int {
+		for _, line := range strings.Split(g.metrics(), "\n") {
+			if v, ok := strings.CutPrefix(line, name+" "); ok {
+				n, _ := strconv.Atoi(v)
+				return n
+			}
+		}
+		return -1
+	}
+	waitFor(t, "the flood accepted or refused", func() bool {
+		return metric(`loopgate_tls_handshakes_in_progress`) == pending &&
+			metric(`loopgate_tls_handshakes_total{result="refused"}`) == flood-pending
+	})
+	fmt.Fprint(good, "GET /during HTTP/1.1\r\nHost: example.test\r\n\r\n")
+	if _, body := readTLSResponse(t, goodBR); body != "GET /during 0:" {
+		t.Fatalf("the established connection during the flood: %q", body)
+	}
+	var after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := int64(after.HeapInuse+after.StackInuse) - int64(before.HeapInuse+before.StackInuse)
+	perPending := grown / pending
+	t.Logf("heap+stack grew %d KiB for %d handshakes in progress and %d refused (%d KiB each in progress, the test's own client sockets included)",
+		grown>>10, pending, flood-pending, perPending>>10)
+	// A handshake in progress holds a goroutine, its Session and tls.Conn
+	// and a client connection; nothing may scale with the refused ones.
+	if perPending > 64<<10 {
+		t.Errorf("%d KiB per handshake in progress", perPending>>10)
+	}
 }
