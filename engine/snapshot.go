@@ -203,6 +203,16 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 	groupIndex := make(map[string]int, len(cfg.Upstreams))
 	for i := range cfg.Upstreams {
 		d := upstreamDefOf(&cfg.Upstreams[i], loops, kept)
+		if u := &cfg.Upstreams[i]; u.TLS != nil {
+			t, err := upstreamTLS(u)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("engine: upstreams[%d] (%s).tls: %w", i, u.Name, err))
+			}
+			d.group.Pool.TLS = t
+			if d.healthCfg != nil {
+				d.healthCfg.TLS = t
+			}
+		}
 		groupIndex[d.name] = i
 		s.upstreams = append(s.upstreams, d)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/tlsedge"
+	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -27,7 +28,7 @@ type edge struct {
 	addrs   []string         // resolved "host:port", in config order
 	bound   []netip.AddrPort // the same, parsed; an unspecified address matches any
 	configs []*tls.Config    // per listener; nil for a plain one
-	runner  *tlsedge.Runner  // every HTTPS listener's handshakes; nil without one
+	runner  *tlsedge.Runner  // every TLS handshake: HTTPS listeners' and upstreams'
 	anyTLS  bool
 
 	// Per listener: redirect_https's port (0: none), the rendered
@@ -80,9 +81,8 @@ func newEdge(s *Server, cfg *config.Config) (*edge, error) {
 			return s.state.Load().snap.tls[index]
 		})
 	}
-	if e.anyTLS {
-		e.runner = tlsedge.NewRunner(tlsedge.RunnerOptions{Workers: cfg.TLS.Workers(), MaxPending: cfg.TLS.MaxHandshakes})
-	}
+	// Always made: a reload may add an upstream that speaks TLS.
+	e.runner = tlsedge.NewRunner(tlsedge.RunnerOptions{Workers: cfg.TLS.Workers(), MaxPending: cfg.TLS.MaxHandshakes})
 	return e, nil
 }
 
@@ -162,6 +162,36 @@ func compileTLS(cfg *config.Config) ([]*tlsedge.ServerState, error) {
 		return nil, errs
 	}
 	return out, nil
+}
+
+// TLS is the loop's part in upstream TLS connections (upstream.Host).
+func (l *loop) TLS() upstream.TLSEnv {
+	return upstream.TLSEnv{Post: l.tls.post, Runner: l.srv.edge.runner, Scratch: &l.tls.scratch}
+}
+
+// upstreamTLS builds an upstream's client tls.Config from its files, read
+// when a config version is compiled (so a reload reads them again). The
+// session cache is per config version: a reload starts resumption to the
+// nodes over.
+func upstreamTLS(u *config.Upstream) (*tls.Config, error) {
+	t := u.TLS
+	o := tlsedge.ClientOptions{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify,
+		Sessions: tls.NewLRUClientSessionCache(256)}
+	if t.CA != "" {
+		pool, err := tlsedge.LoadPool(t.CA)
+		if err != nil {
+			return nil, err
+		}
+		o.RootCAs = pool
+	}
+	if t.ClientCert != "" {
+		certs, err := tlsedge.LoadCertificates([]tlsedge.CertFile{{Cert: t.ClientCert, Key: t.ClientKey}}, time.Now())
+		if err != nil {
+			return nil, err
+		}
+		o.Certificate = certs.Choose(&tls.ClientHelloInfo{})
+	}
+	return tlsedge.NewClientConfig(o), nil
 }
 
 // loopTLS is a loop's part in its TLS sessions. Owned by the loop.

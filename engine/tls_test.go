@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -538,5 +539,117 @@ func TestHTTPSHandshakeFloodBoundedMemory(t *testing.T) {
 	// and a client connection; nothing may scale with the refused ones.
 	if perPending > 64<<10 {
 		t.Errorf("%d KiB per handshake in progress", perPending>>10)
+	}
+}
+
+// tlsUpstream runs an HTTPS upstream with a certificate of ca for
+// 127.0.0.1; it answers with what it saw of the connection. Without
+// keepAlive it closes every connection after its response.
+func tlsUpstream(t *testing.T, ca *tlstest.CA, clientCAs *x509.CertPool, keepAlive bool) string {
+	t.Helper()
+	leaf := ca.Leaf(tlstest.LeafOptions{Names: []string{"127.0.0.1", "upstream.test"}})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{leaf.TLS}}
+	if clientCAs != nil {
+		cfg.ClientAuth, cfg.ClientCAs = tls.RequireAndVerifyClientCert, clientCAs
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		peer := ""
+		if len(r.TLS.PeerCertificates) > 0 {
+			peer = r.TLS.PeerCertificates[0].Subject.CommonName
+		}
+		fmt.Fprintf(w, "%s sni=%s resumed=%v peer=%s conn=%s %d", tls.VersionName(r.TLS.Version), r.TLS.ServerName, r.TLS.DidResume, peer, r.RemoteAddr, len(body))
+	}), TLSConfig: cfg}
+	srv.SetKeepAlivesEnabled(keepAlive)
+	go srv.ServeTLS(ln, "", "")
+	t.Cleanup(func() { srv.Close() })
+	return ln.Addr().String()
+}
+
+func TestUpstreamTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "upstream CA")
+	clients := tlstest.NewCA(t, "gateway client CA")
+	gwCert := clients.Leaf(tlstest.LeafOptions{Names: []string{"gateway"}, Client: true})
+	up := tlsUpstream(t, ca, nil, true)
+	mtlsUp := tlsUpstream(t, ca, clients.Pool(), true)
+	closing := tlsUpstream(t, ca, nil, false)
+	g := startGateway(t, `
+upstreams:
+  - {name: verified, nodes: ["%[1]s"], tls: {ca: %[2]s}}
+  - {name: named, nodes: ["%[1]s"], tls: {ca: %[2]s, server_name: upstream.test}}
+  - {name: system, nodes: ["%[1]s"], tls: {}}
+  - {name: insecure, nodes: ["%[1]s"], tls: {insecure_skip_verify: true}}
+  - {name: plain, nodes: ["%[1]s"]}
+  - {name: mtls, nodes: ["%[3]s"], tls: {ca: %[2]s, client_cert: %[4]s, client_key: %[5]s}}
+  - {name: mtls-without, nodes: ["%[3]s"], tls: {ca: %[2]s}}
+  - {name: resume, nodes: ["%[6]s"], tls: {ca: %[2]s}}
+routes:
+  - {prefix: /resume, upstream: resume}
+  - {prefix: /verified, upstream: verified}
+  - {prefix: /named, upstream: named}
+  - {prefix: /system, upstream: system}
+  - {prefix: /insecure, upstream: insecure}
+  - {prefix: /plain, upstream: plain}
+  - {prefix: /mtls, upstream: mtls}
+  - {prefix: /nocert, upstream: mtls-without}
+`, up, ca.File, mtlsUp, gwCert.CertFile, gwCert.KeyFile, closing)
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		f := fetch(g.url(path))
+		if f.err != nil {
+			t.Fatal(f.err)
+		}
+		return f.resp.StatusCode, string(f.body)
+	}
+	code, body := get("/verified/a")
+	// No SNI for an IP address (RFC 6066); the certificate's IP SAN is verified.
+	if code != 200 || !strings.HasPrefix(body, "TLS 1.3 sni= resumed=false peer= ") {
+		t.Fatalf("verified: %d %q", code, body)
+	}
+	conn := strings.Fields(body)[5]
+	// Keep-alive: the next request rides the same pooled TLS connection.
+	if _, again := get("/verified/b"); strings.Fields(again)[5] != conn {
+		t.Errorf("a second request dialed again: %q then %q", body, again)
+	}
+	// The "resume" upstream closes every connection after its response:
+	// each request dials again, and resumes the session of the last one.
+	if code, body := get("/resume/1"); code != 200 || !strings.Contains(body, "resumed=false") {
+		t.Fatalf("resume 1: %d %q", code, body)
+	}
+	if code, body := get("/resume/2"); code != 200 || !strings.Contains(body, "resumed=true") {
+		t.Errorf("resume 2: %d %q", code, body)
+	}
+	if code, body := get("/named/x"); code != 200 || !strings.Contains(body, " sni=upstream.test ") {
+		t.Errorf("server_name: %d %q", code, body)
+	}
+	if code, body := get("/insecure/x"); code != 200 {
+		t.Errorf("insecure_skip_verify: %d %q", code, body)
+	}
+	if code, body := get("/mtls/x"); code != 200 || !strings.Contains(body, "peer=gateway") {
+		t.Errorf("upstream mTLS: %d %q", code, body)
+	}
+	if code, _ := get("/plain/x"); code != 400 { // the node's own answer to plain HTTP
+		t.Errorf("plain HTTP to a TLS node: %d", code)
+	}
+	for _, path := range []string{"/system/x", "/nocert/x"} {
+		if code, body := get(path); code != 502 || !strings.Contains(body, `"code":50201`) && !strings.Contains(body, `"code":50202`) {
+			t.Errorf("%s: %d %q, want 502", path, code, body)
+		}
+	}
+	// A body of many records each way.
+	big := bytes.Repeat([]byte("y"), 1<<20)
+	resp, err := testClient.Post(g.url("/verified/big"), "text/plain", bytes.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasSuffix(string(got), " 1048576") {
+		t.Fatalf("1 MiB body to the TLS upstream: %d %q", resp.StatusCode, got)
 	}
 }

@@ -178,7 +178,7 @@ func (c *Call) SendChunk(data []byte) bool {
 	c.vec[0] = codec.AppendChunkHeader(c.chunkHead[:0], len(data))
 	c.vec[1] = data
 	c.vec[2] = crlf
-	_, err := c.conn.gc.Writev(c.vec[:])
+	err := c.conn.writev(c.vec[:])
 	c.vec[1] = nil
 	if err != nil || c.conn == nil || c.conn.state == connClosed {
 		c.abort(ErrReset)

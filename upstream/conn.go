@@ -3,9 +3,13 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"errors"
 	"io"
+	"log"
+	"net"
 
+	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -45,8 +49,60 @@ type Conn struct {
 	held    int   // bytes of the read being handled (see reusable)
 	reading bool  // inside Traffic: a close is left to gnet on its return (see closeFor)
 	closing bool  // closed inside Traffic; Traffic tells the handler to close it
-	timer   Timer // made at the dial: the connect timeout while dialing, then idle_timeout while idle (onTimer)
+	timer   Timer // made at the dial: the connect timeout while dialing (the TLS handshake included), then idle_timeout while idle (onTimer)
 	noDelay bool  // TCP_NODELAY is on (see writeMore)
+	// tls is the connection's TLS session when the pool speaks TLS, made
+	// once the socket is enrolled; nil on plain HTTP.
+	tls *tlsedge.Session
+}
+
+var _ tlsedge.Handler = (*Conn)(nil)
+
+// startTLS begins the TLS handshake of a dialed connection; onDialed runs
+// again when it succeeds (HandshakeDone), the connect timeout still
+// running. On the loop.
+func (uc *Conn) startTLS() {
+	p := uc.pool
+	env := p.loop.host.TLS()
+	uc.tls = tlsedge.NewClient(p.tlsConfig(), uc.gc, uc.gc.LocalAddr(), uc.gc.RemoteAddr(), env.Post, uc, env.Runner, env.Scratch)
+	if err := uc.tls.Start(p.cfg.ConnectTimeout); err != nil {
+		p.onDialFailed(uc, err)
+	}
+}
+
+// HandshakeDone is the end of the TLS handshake with the node
+// (tlsedge.Handler), on the loop: a failure (the certificate did not
+// verify, the node speaks no TLS) is a failed dial, 502 with code 50201.
+func (uc *Conn) HandshakeDone(err error) {
+	if err != nil {
+		// An upstream whose certificate does not verify fails every call
+		// with a bare 502: say why, at most once a second per loop.
+		if l := uc.pool.loop; l.logLimit.Allow(l.clock.Now()) {
+			log.Printf("upstream %s: TLS handshake: %v; answered 502", uc.pool.Addr, err)
+		}
+		uc.pool.onDialFailed(uc, err)
+		return
+	}
+	uc.pool.onDialed(uc)
+}
+
+// inbound is how many bytes the node sent that are not yet read.
+func (uc *Conn) inbound() int {
+	if uc.tls != nil {
+		return uc.tls.Buffered()
+	}
+	return uc.gc.InboundBuffered()
+}
+
+// writev writes bs in one gnet write (encrypted, on TLS).
+func (uc *Conn) writev(bs [][]byte) error {
+	var err error
+	if uc.tls != nil {
+		_, err = uc.tls.Writev(bs)
+	} else {
+		_, err = uc.gc.Writev(bs)
+	}
+	return err
 }
 
 // Opened is called by the gnet handler from OnOpen once the dialed socket is
@@ -65,7 +121,20 @@ func (uc *Conn) Opened(gc gnet.Conn) {
 func (uc *Conn) Traffic() (closeNow bool) {
 	uc.reading = true
 	defer func() { uc.reading = false }()
-	buf, _ := uc.gc.Peek(-1)
+	var buf []byte
+	if t := uc.tls; t != nil {
+		t.Traffic()
+		if !t.Established() {
+			return uc.closing // the handshake took the bytes
+		}
+		buf, _ = t.Peek(-1)
+		if len(buf) == 0 {
+			uc.tlsFailed()
+			return uc.closing // else a record with no data: a session ticket, a key update
+		}
+	} else {
+		buf, _ = uc.gc.Peek(-1)
+	}
 	if uc.call == nil {
 		// Bytes on an idle connection are a protocol error (or a late
 		// response to a call we gave up on); the connection is unusable.
@@ -79,9 +148,33 @@ func (uc *Conn) Traffic() (closeNow bool) {
 	// is incomplete onData consumes nothing, and those bytes must stay for
 	// the next read to complete them.
 	if n > 0 && uc.state != connClosed {
-		_, _ = uc.gc.Discard(n)
+		if uc.tls != nil {
+			uc.tls.Discard(n)
+		} else {
+			_, _ = uc.gc.Discard(n)
+		}
+	}
+	if uc.tls != nil && uc.state != connClosed {
+		uc.tlsFailed()
 	}
 	return uc.closing
+}
+
+// tlsFailed ends a TLS connection whose records failed (an alert, such as
+// a node refusing the gateway's client certificate after a TLS 1.3
+// handshake, or a record that does not decrypt): nothing after it can be
+// read, and its call fails as on a reset. After close_notify (io.EOF) the
+// node's FIN follows, and Closed reports the clean end.
+func (uc *Conn) tlsFailed() {
+	err := uc.tls.ReadErr()
+	if err == nil || errors.Is(err, io.EOF) {
+		return
+	}
+	if c := uc.call; c != nil {
+		c.connFailed()
+		return
+	}
+	uc.closeFor(closeError)
 }
 
 // reusable reports whether an idle connection may carry a new exchange:
@@ -92,7 +185,7 @@ func (uc *Conn) Traffic() (closeNow bool) {
 // pipelined request may take it at once; bytes after the response in that
 // read already kept it from the pool (Call.finish).
 func (uc *Conn) reusable() bool {
-	return uc.state == connIdle && uc.gc != nil && uc.gc.InboundBuffered() == uc.held
+	return uc.state == connIdle && uc.gc != nil && uc.inbound() == uc.held
 }
 
 // Closed is called by the gnet handler from OnClose.
@@ -102,6 +195,9 @@ func (uc *Conn) Closed(err error) {
 	}
 	uc.state = connClosed
 	uc.timer.Stop()
+	if uc.tls != nil {
+		uc.tls.Close(false)
+	}
 	uc.pool.stats.Closes[peerCloseReason(err)].Add(1)
 	uc.pool.remove(uc)
 	if c := uc.call; c != nil {
@@ -154,6 +250,9 @@ func (uc *Conn) closeFor(why closeReason) {
 	}
 	uc.pool.remove(uc)
 	uc.call = nil
+	if uc.tls != nil {
+		uc.tls.Close(true) // close_notify
+	}
 	switch {
 	case uc.reading:
 		if why == closeUpstream && peerClosed(uc.gc.Fd()) {
@@ -178,7 +277,13 @@ func (uc *Conn) detach() {
 // write hands p to the socket. It returns ErrReset when the connection failed.
 // Flow control is the caller's: see Call.Backlog.
 func (uc *Conn) write(p []byte) *Error {
-	if _, err := uc.gc.Write(p); err != nil || uc.state == connClosed {
+	var err error
+	if uc.tls != nil {
+		_, err = uc.tls.Write(p)
+	} else {
+		_, err = uc.gc.Write(p)
+	}
+	if err != nil || uc.state == connClosed {
 		return ErrReset
 	}
 	return nil
@@ -201,3 +306,21 @@ func (uc *Conn) writeMore() {
 
 // Loop returns the upstream loop that owns the connection.
 func (uc *Conn) Loop() *Loop { return uc.pool.loop }
+
+// tlsConfig is the pool's TLS config for its node: the upstream's, with
+// the node's host as the name to verify unless server_name set one. Made
+// once per config (a reload brings a new one) and kept.
+func (p *Pool) tlsConfig() *tls.Config {
+	if p.tlsFrom != p.cfg.TLS {
+		p.tlsFrom, p.tlsCfg = p.cfg.TLS, p.cfg.TLS
+		if p.cfg.TLS.ServerName == "" {
+			host, _, err := net.SplitHostPort(p.Addr)
+			if err != nil {
+				host = p.Addr
+			}
+			p.tlsCfg = p.cfg.TLS.Clone()
+			p.tlsCfg.ServerName = host
+		}
+	}
+	return p.tlsCfg
+}

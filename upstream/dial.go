@@ -161,6 +161,10 @@ func (p *Pool) onDialed(uc *Conn) {
 		_ = uc.gc.Close()
 		return
 	}
+	if uc.tls == nil && p.cfg.TLS != nil {
+		uc.startTLS()
+		return
+	}
 	uc.timer.Stop()
 	uc.state = connActive
 	if c := uc.dialFor; c != nil {
@@ -185,6 +189,12 @@ func (p *Pool) onDialFailed(uc *Conn, err error) {
 	uc.dialFor = nil
 	uc.state = connClosed
 	p.remove(uc)
+	if uc.gc != nil { // enrolled, and its TLS handshake failed or timed out
+		if uc.tls != nil {
+			uc.tls.Close(false)
+		}
+		_ = uc.gc.Close()
+	}
 	if c != nil {
 		c.dialing = nil
 		c.fail(ErrConnect)

@@ -5,6 +5,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"log"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,9 @@ type HealthCheckConfig struct {
 	Host    string // Host header; "" = the node's address
 	Expect  []int  // statuses that pass
 	Timeout time.Duration
+	// TLS, when set, makes an HTTP check HTTPS with the upstream's config
+	// (a TCP check stays a connect).
+	TLS *tls.Config
 
 	Healthy   int // passes in a row that bring a down node back
 	Unhealthy int // failures in a row that take a node down

@@ -5,10 +5,12 @@ package upstream
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 )
@@ -37,6 +39,18 @@ type Host interface {
 	// answer every call in that callback with that reading; a call's end
 	// reads the clock itself.
 	Now() int64
+	// TLS is the loop's part in TLS connections to nodes: how a handshake
+	// posts back to the loop, the bounded handshake runner, the loop's
+	// record scratch (see package tlsedge). Called only for an upstream
+	// with PoolConfig.TLS.
+	TLS() TLSEnv
+}
+
+// TLSEnv is what a Conn's TLS session needs from its loop.
+type TLSEnv struct {
+	Post    tlsedge.Post
+	Runner  *tlsedge.Runner
+	Scratch *tlsedge.Scratch
 }
 
 // Clock is the timer service of the loop. The engine's timer wheel
@@ -84,8 +98,12 @@ type PoolConfig struct {
 	MaxIdle        int
 	MaxConns       int
 	IdleTimeout    time.Duration
-	ConnectTimeout time.Duration
+	ConnectTimeout time.Duration // the dial, and the TLS handshake after it
 	AcquireTimeout time.Duration
+	// TLS, when set, makes every connection TLS with this config: its
+	// ServerName empty means the node's host. Shared by all loops (its
+	// ClientSessionCache too, so any loop resumes a node's session).
+	TLS *tls.Config
 }
 
 // Loop is the upstream side of one event loop. It is owned by that loop's

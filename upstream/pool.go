@@ -3,6 +3,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"net"
 
 	"golang.org/x/sys/unix"
@@ -37,6 +38,9 @@ type Pool struct {
 	// the change, and pools of one node on one loop count together.
 	stats                  *NodeStats
 	shownIdle, shownActive int
+
+	// tlsCfg is cfg.TLS for this node (tlsConfig), made from tlsFrom.
+	tlsCfg, tlsFrom *tls.Config
 }
 
 func newPool(l *Loop, n *Node, cfg PoolConfig) *Pool {

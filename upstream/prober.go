@@ -5,6 +5,7 @@ package upstream
 
 import (
 	"bufio"
+	"crypto/tls"
 	"math/rand/v2"
 	"net"
 	"strconv"
@@ -178,6 +179,18 @@ func probe(addr string, cfg *HealthCheckConfig) bool {
 		return true
 	}
 	_ = c.SetDeadline(time.Now().Add(cfg.Timeout))
+	if cfg.TLS != nil {
+		tc := cfg.TLS
+		if tc.ServerName == "" {
+			tc = tc.Clone() // off the loops, once per probe: cheap beside the handshake
+			tc.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		t := tls.Client(c, tc)
+		if err := t.Handshake(); err != nil {
+			return false
+		}
+		c = t
+	}
 	host := cfg.Host
 	if host == "" {
 		host = addr

@@ -196,6 +196,10 @@ type Upstream struct {
 	RetryBudget RetryBudget  `yaml:"retry_budget"`           // retries in flight the upstream takes (see RetryBudget)
 	Outlier     Outlier      `yaml:"outlier"`                // passive ejection of failing nodes (see Outlier)
 	HealthCheck *HealthCheck `yaml:"health_check,omitempty"` // active health check; default none (see HealthCheck)
+
+	// TLS makes the gateway speak HTTPS to every node of the upstream
+	// (see UpstreamTLS). Default absent: plain HTTP.
+	TLS *UpstreamTLS `yaml:"tls,omitempty"`
 }
 
 // Node is one backend address. In YAML it is either the bare string

@@ -83,6 +83,30 @@ type ClientAuth struct {
 	SANsHeader    string `yaml:"sans_header,omitempty"`
 }
 
+// UpstreamTLS is how the gateway speaks TLS to an upstream's nodes: TLS
+// 1.2 or 1.3, ALPN http/1.1, the server certificate verified against ca
+// (default the system roots) for server_name, sessions resumed. The files
+// are read again on every reload.
+type UpstreamTLS struct {
+	ServerName string `yaml:"server_name,omitempty"` // name sent as SNI and verified; default the node's host (an IP address is verified against the certificate's IP SANs)
+	CA         string `yaml:"ca,omitempty"`          // PEM file of the CAs the nodes' certificates must chain to; default the system roots
+	ClientCert string `yaml:"client_cert,omitempty"` // PEM certificate chain the gateway presents (mutual TLS); with client_key
+	ClientKey  string `yaml:"client_key,omitempty"`  // its PEM key
+	// InsecureSkipVerify accepts any certificate: no chain, name or
+	// expiry check. For tests only; a warning says so at startup.
+	// Default false.
+	InsecureSkipVerify bool `yaml:"insecure_skip_verify,omitempty"`
+}
+
+func validateUpstreamTLS(p *problems, path string, t *UpstreamTLS) {
+	if (t.ClientCert == "") != (t.ClientKey == "") {
+		p.add(path, "client_cert and client_key go together")
+	}
+	if t.InsecureSkipVerify && (t.CA != "" || t.ServerName != "") {
+		p.add(path+".insecure_skip_verify", "set beside ca or server_name, which it makes pointless")
+	}
+}
+
 // TLS bounds the handshakes of every HTTPS listener together.
 type TLS struct {
 	// HandshakeWorkers is how many handshakes may compute at once. A

@@ -119,6 +119,9 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 	default:
 		p.add(path+".balancer", "unknown balancer %q (want %s, %s, %s or %s)", u.Balancer, RoundRobin, WeightedRoundRobin, Random, LeastRequest)
 	}
+	if u.TLS != nil {
+		validateUpstreamTLS(p, path+".tls", u.TLS)
+	}
 	if u.SlowStart != nil && *u.SlowStart < 0 {
 		p.add(path+".slow_start", "must not be negative (0 disables it), got %v", *u.SlowStart)
 	}

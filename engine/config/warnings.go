@@ -29,6 +29,11 @@ func (c *Config) Warnings() []string {
 		return []string{"config: routes: none, so every request gets 404 (code 40401)"}
 	}
 	var out []string
+	for i, u := range c.Upstreams {
+		if u.TLS != nil && u.TLS.InsecureSkipVerify {
+			out = append(out, fmt.Sprintf("config: upstreams[%d] (%s).tls.insecure_skip_verify: the nodes' certificates are not verified; anyone on the path can read and change this traffic", i, u.Name))
+		}
+	}
 	for _, s := range c.shadowedRoutes() {
 		names := make([]string, len(s.by))
 		for i, j := range s.by {

@@ -397,6 +397,30 @@ func (s *Session) Write(p []byte) (int, error) {
 	}
 	s.pipe.batching = true
 	n, err := s.conn.Write(p)
+	return n, s.flush(err)
+}
+
+// Writev encrypts each of bs (a record or more each) and queues them all
+// on the transport in one write.
+func (s *Session) Writev(bs [][]byte) (int, error) {
+	if s.phase != phaseRecords {
+		return 0, net.ErrClosed
+	}
+	s.pipe.batching = true
+	total := 0
+	var err error
+	for _, b := range bs {
+		var n int
+		if n, err = s.conn.Write(b); err != nil {
+			break
+		}
+		total += n
+	}
+	return total, s.flush(err)
+}
+
+// flush ends a batch: the records gathered go to the transport.
+func (s *Session) flush(err error) error {
 	s.pipe.batching = false
 	if b := s.scratch.b; len(b) > 0 {
 		if _, werr := s.tr.Write(b); werr != nil && err == nil {
@@ -404,7 +428,7 @@ func (s *Session) Write(p []byte) (int, error) {
 		}
 		s.scratch.b = b[:0]
 	}
-	return n, err
+	return err
 }
 
 // Close ends the Session on the loop: a running handshake is given up;
