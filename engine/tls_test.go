@@ -23,6 +23,8 @@ import (
 	"github.com/loopgate/loopgate/engine"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/tlsedge/tlstest"
+	"github.com/loopgate/loopgate/pool"
+	"github.com/loopgate/loopgate/pool/pooltest"
 )
 
 // tlsGateway is a gateway with a plain listener (addrs[0]) and an HTTPS
@@ -651,5 +653,58 @@ routes:
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.HasSuffix(string(got), " 1048576") {
 		t.Fatalf("1 MiB body to the TLS upstream: %d %q", resp.StatusCode, got)
+	}
+}
+
+// A keep-alive HTTPS round trip allocates nothing in the whole process
+// (the gateway's records and the test's Go client together), as a plain
+// one does (TestProxyAllocs).
+func TestHTTPSProxyAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
+	pool.SetLeakDetection(false) // leak tracking records a stack per buffer
+	t.Cleanup(func() { pool.SetLeakDetection(true) })
+	ca := tlstest.NewCA(t, "allocs CA")
+	leaf := ca.Leaf(tlstest.LeafOptions{Names: []string{"example.test"}})
+	up := startRawUpstream(t, rawBenchUpstream)
+	cfg, err := config.Parse([]byte(fmt.Sprintf(`admin: "off"
+loops: 1
+listeners:
+  - address: 127.0.0.1:0
+    tls: {certificates: [{cert: %s, key: %s}]}
+`+oneRoute, leaf.CertFile, leaf.KeyFile, up)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := engine.ServeForTest(t, srv)
+	c, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 4096)
+	if _, err := c.Write(benchRequest); err != nil {
+		t.Fatal(err)
+	}
+	want, err := io.ReadAtLeast(c, buf, 12)
+	if err != nil || !bytes.HasPrefix(buf, []byte("HTTP/1.1 200")) {
+		t.Fatalf("first response %q: %v", buf[:want], err)
+	}
+	roundTrip := func() {
+		if _, err := c.Write(benchRequest); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadAtLeast(c, buf, want); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 1000 {
+		roundTrip()
+	}
+	if n := testing.AllocsPerRun(2000, roundTrip); n != 0 {
+		t.Errorf("%v allocations per HTTPS round trip", n)
 	}
 }
