@@ -656,9 +656,14 @@ routes:
 	}
 }
 
-// A keep-alive HTTPS round trip allocates nothing in the whole process
-// (the gateway's records and the test's Go client together), as a plain
-// one does (TestProxyAllocs).
+// A keep-alive HTTPS round trip allocates two objects in the whole
+// process: one in the test's Go client and one in the gateway, both the
+// 16-byte atLeastReader crypto/tls's readFromUntil makes whenever a Read
+// needs bytes from its connection (it escapes through io.Reader). The
+// gateway calls Read once per request, only when a whole record is there
+// (tlsedge's pipe); everything else on the HTTPS path allocates nothing,
+// as on the plain one (TestProxyAllocs). A memory profile of this test
+// shows the split.
 func TestHTTPSProxyAllocs(t *testing.T) {
 	pooltest.SkipAllocsUnderRace(t)
 	pool.SetLeakDetection(false) // leak tracking records a stack per buffer
@@ -704,7 +709,7 @@ listeners:
 	for range 1000 {
 		roundTrip()
 	}
-	if n := testing.AllocsPerRun(2000, roundTrip); n != 0 {
-		t.Errorf("%v allocations per HTTPS round trip", n)
+	if n := testing.AllocsPerRun(2000, roundTrip); n > 2 {
+		t.Errorf("%v allocations per HTTPS round trip, want 2 (the client's and the gateway's crypto/tls Read)", n)
 	}
 }

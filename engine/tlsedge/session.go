@@ -117,6 +117,8 @@ type Session struct {
 	buf     []byte // plaintext; buf[off:] is unread
 	off     int
 	stale   bool  // ciphertext may have arrived since the last fill
+	drain   bool  // the tls.Conn may hold whole records from the handshake: Read until it would block
+	more    bool  // the last Read filled the buffer: the tls.Conn may hold more of its record
 	err     error // the record layer failed or the peer sent close_notify: no more input
 	state   tls.ConnectionState
 
@@ -253,7 +255,7 @@ func (s *Session) handshakeDone(err error) {
 	s.pipe.onLoop = true
 	s.phase = phaseRecords
 	s.state = s.conn.ConnectionState()
-	s.stale = true
+	s.stale, s.drain = true, true
 	s.r.finished(s, nil)
 	s.h.HandshakeDone(nil)
 }
@@ -338,7 +340,9 @@ func (s *Session) Discard(n int) {
 
 // Buffered is the bytes received and not yet read: plaintext, and
 // ciphertext not yet decrypted.
-func (s *Session) Buffered() int { return len(s.buf) - s.off + s.tr.InboundBuffered() }
+func (s *Session) Buffered() int {
+	return len(s.buf) - s.off + len(s.pipe.chunk) + s.tr.InboundBuffered()
+}
 
 // ReadErr is why no more plaintext will come: io.EOF after the peer's
 // close_notify, or a record error (the connection should close). Nil
@@ -350,22 +354,29 @@ func (s *Session) ReadErr() error {
 	return s.err
 }
 
-// fill decrypts every whole record that has arrived.
+// fill decrypts every whole record that has arrived. Read is called only
+// when it will find data: a whole record in the input, the rest of one
+// the last Read had no room for, or (once, after the handshake) records
+// the handshake's reads took in. So a request costs one Read, and no Read
+// that fails to learn it would block (each costs crypto/tls an allocation).
 func (s *Session) fill() {
 	s.stale = false
 	if s.err != nil || s.phase != phaseRecords {
 		return
 	}
-	for {
+	for s.drain || s.more || s.pipe.left > 0 || s.pipe.recordLen() > 0 {
 		if cap(s.buf)-len(s.buf) < initialPlain/4 {
 			s.grow()
 		}
+		room := cap(s.buf) - len(s.buf)
 		n, err := s.conn.Read(s.buf[len(s.buf):cap(s.buf)])
 		s.buf = s.buf[:len(s.buf)+n]
+		s.more = n == room
 		if err != nil {
 			if err != errWouldBlock {
 				s.err = err
 			}
+			s.drain, s.more = false, false
 			return
 		}
 	}
@@ -462,21 +473,42 @@ type pipe struct {
 	expire <-chan time.Time
 	// working: the handshake holds one of the Runner's workers; the goroutine's.
 	working bool
+	// left is how much of the record being handed to crypto/tls is still
+	// to go (see Read): the goroutine's during the handshake, the loop's after.
+	left int
 
 	onLoop   bool // set by the loop once the handshake is done; read by Read and Write
 	batching bool // loop: a Session.Write is collecting records in scratch
 }
 
+// Read hands crypto/tls whole TLS records only: the rest of the record
+// begun (left), else the next record once all of it has arrived. So the
+// tls.Conn never holds part of a record, and the loop can tell from its
+// own input whether a Read would find one (recordLen), instead of calling
+// Read to learn that it would block. While the handshake runs, a record
+// not yet whole makes the goroutine ask the loop for more.
 func (p *pipe) Read(b []byte) (int, error) {
-	if len(p.chunk) == 0 {
-		if p.onLoop {
-			buf, _ := p.s.tr.Peek(-1)
-			if len(buf) == 0 {
-				return 0, errWouldBlock
-			}
-			n := copy(b, buf)
-			_, _ = p.s.tr.Discard(n)
+	if p.left == 0 {
+		n, err := p.nextRecord()
+		if err != nil {
+			return 0, err
+		}
+		p.left = n
+	}
+	n := p.take(b[:min(len(b), p.left)])
+	p.left -= n
+	return n, nil
+}
+
+// nextRecord waits, during the handshake, for a whole record, and returns
+// its length; on the loop it returns errWouldBlock when none has arrived.
+func (p *pipe) nextRecord() (int, error) {
+	for {
+		if n := p.recordLen(); n > 0 {
 			return n, nil
+		}
+		if p.onLoop {
+			return 0, errWouldBlock
 		}
 		// Waiting for the peer, the worker is free for another handshake.
 		p.s.rest()
@@ -485,7 +517,8 @@ func (p *pipe) Read(b []byte) (int, error) {
 			err = net.ErrClosed
 		} else {
 			select {
-			case p.chunk = <-p.s.in:
+			case c := <-p.s.in:
+				p.chunk = append(p.chunk, c...)
 			case <-p.s.cancel:
 				err = net.ErrClosed
 			case <-p.expire:
@@ -499,9 +532,56 @@ func (p *pipe) Read(b []byte) (int, error) {
 			return 0, err
 		}
 	}
+}
+
+// recordLen is the length of the TLS record at the start of the input not
+// yet handed over (chunk, then, on the loop, gnet's buffer) when all of it
+// has arrived, else 0. Bytes that do not start a TLS record (plain HTTP on
+// an HTTPS port) are handed over as they are, for crypto/tls to refuse.
+func (p *pipe) recordLen() int {
+	var gb []byte
+	if p.onLoop {
+		gb, _ = p.s.tr.Peek(-1)
+	}
+	total := len(p.chunk) + len(gb)
+	at := func(i int) byte {
+		if i < len(p.chunk) {
+			return p.chunk[i]
+		}
+		return gb[i-len(p.chunk)]
+	}
+	switch {
+	case total == 0:
+		return 0
+	case at(0) < 20 || at(0) > 24, total > 1 && at(1) != 3: // content types 20-24; version 3.x
+		return total
+	case total < recordHeaderLen:
+		return 0
+	}
+	n := recordHeaderLen + (int(at(3))<<8 | int(at(4)))
+	if total < n {
+		return 0
+	}
+	return n
+}
+
+// recordHeaderLen is a TLS record header's size: type, version, length.
+const recordHeaderLen = 5
+
+// take moves len(b) bytes of input (chunk first, then gnet's buffer on the
+// loop) into b; recordLen has seen them arrive.
+func (p *pipe) take(b []byte) int {
 	n := copy(b, p.chunk)
-	p.chunk = p.chunk[n:]
-	return n, nil
+	if p.chunk = p.chunk[n:]; len(p.chunk) == 0 {
+		p.chunk = nil
+	}
+	if n < len(b) && p.onLoop {
+		gb, _ := p.s.tr.Peek(-1)
+		m := copy(b[n:], gb)
+		_, _ = p.s.tr.Discard(m)
+		n += m
+	}
+	return n
 }
 
 func (p *pipe) Write(b []byte) (int, error) {
