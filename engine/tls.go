@@ -25,11 +25,12 @@ import (
 
 // edge is the Server's listeners. Immutable after New.
 type edge struct {
-	addrs   []string         // resolved "host:port", in config order
-	bound   []netip.AddrPort // the same, parsed; an unspecified address matches any
-	configs []*tls.Config    // per listener; nil for a plain one
-	runner  *tlsedge.Runner  // every TLS handshake: HTTPS listeners' and upstreams'
-	anyTLS  bool
+	addrs    []string         // resolved "host:port", in config order
+	bound    []netip.AddrPort // the same, parsed; an unspecified address matches any
+	configs  []*tls.Config    // per listener; nil for a plain one
+	runner   *tlsedge.Runner  // the HTTPS listeners' handshakes
+	upRunner *tlsedge.Runner  // the handshakes with upstream nodes: runner's twin
+	anyTLS   bool
 
 	// Per listener: redirect_https's port (0: none), the rendered
 	// Strict-Transport-Security line (nil: none), and the names of the
@@ -83,6 +84,7 @@ func newEdge(s *Server, cfg *config.Config) (*edge, error) {
 	}
 	// Always made: a reload may add an upstream that speaks TLS.
 	e.runner = tlsedge.NewRunner(tlsedge.RunnerOptions{Workers: cfg.TLS.Workers(), MaxPending: cfg.TLS.MaxHandshakes})
+	e.upRunner = e.runner.Twin()
 	return e, nil
 }
 
@@ -166,7 +168,7 @@ func compileTLS(cfg *config.Config) ([]*tlsedge.ServerState, error) {
 
 // TLS is the loop's part in upstream TLS connections (upstream.Host).
 func (l *loop) TLS() upstream.TLSEnv {
-	return upstream.TLSEnv{Post: l.tls.post, Runner: l.srv.edge.runner, Scratch: &l.tls.scratch}
+	return upstream.TLSEnv{Post: l.tls.post, Runner: l.srv.edge.upRunner, Scratch: &l.tls.scratch}
 }
 
 // upstreamTLS builds an upstream's client tls.Config from its files, read
@@ -351,46 +353,59 @@ var (
 // connection so a request copies three strings.
 type tlsLog struct{ version, cipher, sni string }
 
-// writeTLSSeries writes the TLS series: handshakes by result and by
-// version, resumptions, handshakes in progress and computing, handshake
-// durations, and each certificate's expiry.
+// writeTLSSeries writes the TLS series: handshakes by peer (client, or
+// upstream node) and result, by version, resumptions, handshakes in
+// progress and computing, handshake durations, and each certificate's
+// expiry. Written once a listener serves HTTPS or an upstream handshake
+// was made.
 func (s *Server) writeTLSSeries(w io.Writer) {
-	if !s.edge.anyTLS {
+	cl, up := s.edge.runner.Stats(), s.edge.upRunner.Stats()
+	if !s.edge.anyTLS && up.OK+up.Failed+up.TimedOut+up.Refused+uint64(up.Pending) == 0 {
 		return
 	}
-	st := s.edge.runner.Stats()
-	p := newPromWriter(w)
-	p.family("loopgate_tls_handshakes_total", "counter", "TLS handshakes with clients, by result: ok, failed (bad hello, no shared version or suite, bad client certificate, peer gone), timeout (timeouts.tls_handshake), refused (tls.max_handshakes in progress).")
-	for _, r := range []struct {
+	peers := []struct {
 		name string
-		n    uint64
-	}{{"ok", st.OK}, {"failed", st.Failed}, {"timeout", st.TimedOut}, {"refused", st.Refused}} {
-		p.sample("loopgate_tls_handshakes_total", p.labels("result", r.name), r.n)
+		st   *tlsedge.Stats
+	}{{"client", &cl}, {"upstream", &up}}
+	p := newPromWriter(w)
+	p.family("loopgate_tls_handshakes_total", "counter", "TLS handshakes, by peer (client, or upstream node) and result: ok, failed (a bad or plain-HTTP hello, no common version or suite, a certificate refused, the peer gone), timeout (timeouts.tls_handshake, or connect_timeout to a node), refused (tls.max_handshakes in progress).")
+	for _, pe := range peers {
+		for _, r := range []struct {
+			name string
+			n    uint64
+		}{{"ok", pe.st.OK}, {"failed", pe.st.Failed}, {"timeout", pe.st.TimedOut}, {"refused", pe.st.Refused}} {
+			p.sample("loopgate_tls_handshakes_total", p.labels("peer", pe.name, "result", r.name), r.n)
+		}
 	}
-	p.family("loopgate_tls_handshake_versions_total", "counter", "Successful TLS handshakes with clients, by version.")
-	p.sample("loopgate_tls_handshake_versions_total", p.labels("version", "1.2"), st.TLS12)
-	p.sample("loopgate_tls_handshake_versions_total", p.labels("version", "1.3"), st.TLS13)
-	p.family("loopgate_tls_resumed_handshakes_total", "counter", "Successful TLS handshakes that resumed a session (ticket or TLS 1.3 PSK); divided by the ok handshakes, the resumption ratio.")
-	p.sample("loopgate_tls_resumed_handshakes_total", "", st.Resumed)
-	p.family("loopgate_tls_handshakes_in_progress", "gauge", "TLS handshakes begun and not ended, computing or waiting for their peer.")
-	p.gauge("loopgate_tls_handshakes_in_progress", "", st.Pending)
+	p.family("loopgate_tls_handshake_versions_total", "counter", "Successful TLS handshakes, by peer and version.")
+	for _, pe := range peers {
+		p.sample("loopgate_tls_handshake_versions_total", p.labels("peer", pe.name, "version", "1.2"), pe.st.TLS12)
+		p.sample("loopgate_tls_handshake_versions_total", p.labels("peer", pe.name, "version", "1.3"), pe.st.TLS13)
+	}
+	p.family("loopgate_tls_resumed_handshakes_total", "counter", "Successful TLS handshakes that resumed a session (ticket or TLS 1.3 PSK), by peer; divided by the ok handshakes, the resumption ratio.")
+	for _, pe := range peers {
+		p.sample("loopgate_tls_resumed_handshakes_total", p.labels("peer", pe.name), pe.st.Resumed)
+	}
+	p.family("loopgate_tls_handshakes_in_progress", "gauge", "TLS handshakes begun and not ended, computing or waiting for their peer, clients and upstreams together.")
+	p.gauge("loopgate_tls_handshakes_in_progress", "", cl.Pending)
 	p.family("loopgate_tls_handshakes_computing", "gauge", "TLS handshakes holding one of the tls.handshake_workers.")
-	p.gauge("loopgate_tls_handshakes_computing", "", st.Active)
+	p.gauge("loopgate_tls_handshakes_computing", "", cl.Active)
 
 	const hist = "loopgate_tls_handshake_duration_seconds"
-	p.family(hist, "histogram", "Time from accept to the end of a successful TLS handshake.")
-	cum, total := uint64(0), uint64(0)
-	for i, c := range st.Durations.Counts {
-		cum += c
-		le := "+Inf"
-		if i < len(tlsedge.HistogramBounds) {
-			le = strconv.FormatFloat(tlsedge.HistogramBounds[i], 'g', -1, 64)
+	p.family(hist, "histogram", "Time from the accept (or, to a node, the connect) to the end of a successful TLS handshake, by peer.")
+	for _, pe := range peers {
+		cum := uint64(0)
+		for i, c := range pe.st.Durations.Counts {
+			cum += c
+			le := "+Inf"
+			if i < len(tlsedge.HistogramBounds) {
+				le = strconv.FormatFloat(tlsedge.HistogramBounds[i], 'g', -1, 64)
+			}
+			p.sample(hist+"_bucket", p.labels("peer", pe.name, "le", le), cum)
 		}
-		p.sample(hist+"_bucket", p.labels("le", le), cum)
-		total = cum
+		p.gaugeFloat(hist+"_sum", p.labels("peer", pe.name), pe.st.Durations.Sum.Seconds())
+		p.sample(hist+"_count", p.labels("peer", pe.name), cum)
 	}
-	p.gaugeFloat(hist+"_sum", "", st.Durations.Sum.Seconds())
-	p.sample(hist+"_count", "", total)
 
 	p.family("loopgate_tls_certificate_expiry_timestamp_seconds", "gauge", "When each listener certificate's leaf expires (Unix time); subtract time() for the seconds left.")
 	snap := s.state.Load().snap

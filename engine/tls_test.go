@@ -259,9 +259,9 @@ func TestHTTPSHandshakeTimeout(t *testing.T) {
 	}
 	metrics := g.metrics()
 	for _, want := range []string{
-		`loopgate_tls_handshakes_total{result="timeout"} 1`,
-		`loopgate_tls_handshakes_total{result="ok"} 1`,
-		`loopgate_tls_handshake_duration_seconds_count 1`,
+		`loopgate_tls_handshakes_total{peer="client",result="timeout"} 1`,
+		`loopgate_tls_handshakes_total{peer="client",result="ok"} 1`,
+		`loopgate_tls_handshake_duration_seconds_count{peer="client"} 1`,
 		`loopgate_tls_certificate_expiry_timestamp_seconds{listener="` + g.https + `",file="` + g.leaf.CertFile + `"} ` + fmt.Sprint(g.leaf.NotAfter.Unix()),
 	} {
 		if !strings.Contains(metrics, want+"\n") {
@@ -524,7 +524,7 @@ func TestHTTPSHandshakeFloodBoundedMemory(t *testing.T) {
 	}
 	waitFor(t, "the flood accepted or refused", func() bool {
 		return metric(`loopgate_tls_handshakes_in_progress`) == pending &&
-			metric(`loopgate_tls_handshakes_total{result="refused"}`) == flood-pending
+			metric(`loopgate_tls_handshakes_total{peer="client",result="refused"}`) == flood-pending
 	})
 	fmt.Fprint(good, "GET /during HTTP/1.1\r\nHost: example.test\r\n\r\n")
 	if _, body := readTLSResponse(t, goodBR); body != "GET /during 0:" {
@@ -625,6 +625,13 @@ routes:
 	}
 	if code, body := get("/resume/2"); code != 200 || !strings.Contains(body, "resumed=true") {
 		t.Errorf("resume 2: %d %q", code, body)
+	}
+	var page strings.Builder
+	g.srv.WriteMetrics(&page)
+	for _, want := range []string{`loopgate_tls_resumed_handshakes_total{peer="upstream"} 1`, `loopgate_tls_handshake_versions_total{peer="upstream",version="1.3"} 3`} {
+		if !strings.Contains(page.String(), want+"\n") {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 	if code, body := get("/named/x"); code != 200 || !strings.Contains(body, " sni=upstream.test ") {
 		t.Errorf("server_name: %d %q", code, body)

@@ -17,15 +17,26 @@ import (
 // parked goroutine and its Session); past that, new connections are
 // refused at once. Safe for concurrent use.
 type Runner struct {
-	slots     chan struct{}
-	maxAdmit  int64
-	admitted  atomic.Int64 // in progress
-	active    atomic.Int64 // holding a worker
+	*bounds   // shared with its twins
 	histogram histogram
 
 	ok, failed, timedOut, refused, resumed atomic.Uint64
 	tls12, tls13                           atomic.Uint64
 }
+
+// bounds are a Runner's workers and its count of handshakes in progress.
+type bounds struct {
+	slots    chan struct{}
+	maxAdmit int64
+	admitted atomic.Int64 // in progress
+	active   atomic.Int64 // holding a worker
+}
+
+// Twin returns a Runner under the same bounds (workers and handshakes in
+// progress are counted together) with counts of its own: the gateway's
+// handshakes with clients and with upstream nodes share the CPUs it gives
+// handshakes, and are reported apart.
+func (r *Runner) Twin() *Runner { return &Runner{bounds: r.bounds} }
 
 // RunnerOptions bound a Runner.
 type RunnerOptions struct {
@@ -35,7 +46,7 @@ type RunnerOptions struct {
 
 // NewRunner returns a Runner with o's bounds.
 func NewRunner(o RunnerOptions) *Runner {
-	return &Runner{slots: make(chan struct{}, o.Workers), maxAdmit: int64(o.MaxPending)}
+	return &Runner{bounds: &bounds{slots: make(chan struct{}, o.Workers), maxAdmit: int64(o.MaxPending)}}
 }
 
 func (r *Runner) admit() bool {
@@ -75,7 +86,7 @@ type Stats struct {
 	OK, Failed, TimedOut, Refused uint64 // handshakes by result
 	TLS12, TLS13                  uint64 // successful handshakes by version
 	Resumed                       uint64 // successful handshakes that resumed a session
-	Active, Pending               int64  // handshakes computing, and in progress in all
+	Active, Pending               int64  // handshakes computing, and in progress in all (twins together)
 	Durations                     HistogramSnapshot
 }
 
