@@ -64,7 +64,8 @@ func startTLSGateway(t *testing.T, extraTLS, extra string) *tlsGateway {
 // tlsGatewayOptions add YAML to startTLSGatewayWith's config: plain to
 // the plain listener, tls to the HTTPS listener's tls section, top at the
 // top level, routes before the catch-all route.
-type tlsGatewayOptions struct{ plain, tls, top, routes string }
+// upstreams are added beside the catch-all's upstream u.
+type tlsGatewayOptions struct{ plain, tls, top, upstreams, routes string }
 
 func startTLSGatewayWith(t *testing.T, o tlsGatewayOptions) *tlsGateway {
 	t.Helper()
@@ -85,11 +86,12 @@ listeners:
 upstreams:
   - name: u
     nodes: [%s]
+%s
 routes:
 %s
   - prefix: /
     upstream: u
-`, o.plain, g.leaf.CertFile, g.leaf.KeyFile, o.tls, o.top, up, o.routes)
+`, o.plain, g.leaf.CertFile, g.leaf.KeyFile, o.tls, o.top, up, o.upstreams, o.routes)
 	cfg, err := config.Parse([]byte(g.yaml))
 	if err != nil {
 		t.Fatalf("config: %v\n%s", err, g.yaml)
@@ -719,4 +721,61 @@ listeners:
 	if n := testing.AllocsPerRun(2000, roundTrip); n > 2 {
 		t.Errorf("%v allocations per HTTPS round trip, want 2 (the client's and the gateway's crypto/tls Read)", n)
 	}
+}
+
+// A WebSocket tunnel from an HTTPS client to a TLS upstream: each side's
+// records are its own, the tunnel carries the plaintext both ways, bytes
+// sent one at a time and bytes right behind the upgrade request included.
+func TestHTTPSTunnelToTLSUpstream(t *testing.T) {
+	ca := tlstest.NewCA(t, "tunnel CA")
+	upLeaf := ca.Leaf(tlstest.LeafOptions{Names: []string{"127.0.0.1"}})
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{upLeaf.TLS}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				if _, err := http.ReadRequest(br); err != nil {
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"+
+					"Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n")
+				io.Copy(c, br)
+			}()
+		}
+	}()
+	g := startTLSGatewayWith(t, tlsGatewayOptions{
+		upstreams: fmt.Sprintf("  - {name: wss, nodes: [\"%s\"], tls: {ca: %s}}", ln.Addr(), ca.File),
+		routes:    "  - {prefix: /ws, upstream: wss}",
+	})
+	c := g.dialTLS(t, g.clientConfig(), nil)
+	fmt.Fprint(c, upgradeRequest("/ws/chat")+"early|")
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "GET"})
+	if err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	expectEcho(t, br, "early|")
+	msg := "one byte at a time"
+	for i := 0; i < len(msg); i++ {
+		if _, err := c.Write([]byte{msg[i]}); err != nil {
+			t.Fatal(err)
+		}
+		expectEcho(t, br, msg[i:i+1])
+	}
+	big := strings.Repeat("z", 300<<10)
+	if _, err := io.WriteString(c, big); err != nil {
+		t.Fatal(err)
+	}
+	expectEcho(t, br, big)
+	c.Close()
+	waitFor(t, "the tunnel to close", func() bool { return g.srv.Tunnels() == 0 })
 }

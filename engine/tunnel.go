@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/engine/accesslog"
+	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/panjf2000/gnet/v2"
@@ -83,9 +84,10 @@ type tunnelEnd struct {
 	t      *tunnel
 	side   tunnelSide
 	gc     gnet.Conn
-	paused bool  // its reads are off the poller: its peer's queue is over the buffer
-	gone   bool  // gnet reported it closed
-	bytes  int64 // bytes read from it and handed to the peer
+	tls    *tlsedge.Session // the connection's TLS session (an HTTPS client, a TLS upstream); nil on plain TCP
+	paused bool             // its reads are off the poller: its peer's queue is over the buffer
+	gone   bool             // gnet reported it closed
+	bytes  int64            // bytes read from it and handed to the peer
 }
 
 // tunnel joins a client and an upstream connection of one loop. Owned by
@@ -116,10 +118,10 @@ type tunnel struct {
 // has its 101; bytes it sent after its upgrade request wait in its input
 // buffer and go to the upstream first, in order; bytes the upstream sent
 // after its 101 wait in the upstream's, and a wake delivers them.
-func openTunnel(l *loop, cc *clientConn, up gnet.Conn, set *tunnelSettings, stats *tunnelShard) *tunnel {
+func openTunnel(l *loop, cc *clientConn, up gnet.Conn, upTLS *tlsedge.Session, set *tunnelSettings, stats *tunnelShard) *tunnel {
 	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l)}
-	t.ends[sideClient] = tunnelEnd{t: t, side: sideClient, gc: cc.gc}
-	t.ends[sideUpstream] = tunnelEnd{t: t, side: sideUpstream, gc: up}
+	t.ends[sideClient] = tunnelEnd{t: t, side: sideClient, gc: cc.gc, tls: cc.tls}
+	t.ends[sideUpstream] = tunnelEnd{t: t, side: sideUpstream, gc: up, tls: upTLS}
 	cc.gc.SetContext(&t.ends[sideClient])
 	up.SetContext(&t.ends[sideUpstream])
 	// Tunnels carry interactive traffic (a message, then its answer): no
@@ -144,6 +146,35 @@ func openTunnel(l *loop, cc *clientConn, up gnet.Conn, set *tunnelSettings, stat
 
 func (t *tunnel) setState(s tunnelState) { t.state = s }
 
+// peek, discard and write are an end's bytes, through its TLS session
+// when it has one (as clientio.go's for a client connection): a tunnel
+// carries the plaintext, each side encrypted with its own keys.
+func (e *tunnelEnd) peek() []byte {
+	if e.tls != nil {
+		e.tls.Traffic() // new records may have arrived: decrypt them
+		b, _ := e.tls.Peek(-1)
+		return b
+	}
+	b, _ := e.gc.Peek(-1)
+	return b
+}
+
+func (e *tunnelEnd) discard(n int) {
+	if e.tls != nil {
+		e.tls.Discard(n)
+		return
+	}
+	_, _ = e.gc.Discard(n)
+}
+
+func (e *tunnelEnd) write(p []byte) {
+	if e.tls != nil {
+		_, _ = e.tls.Write(p)
+		return
+	}
+	_, _ = e.gc.Write(p)
+}
+
 // traffic is OnTraffic for end e: its bytes go to the peer's output while
 // the tunnel is open (and are dropped once it is not); past the buffer e
 // stops being read.
@@ -151,21 +182,21 @@ func (e *tunnelEnd) traffic() { e.t.traffic(e.side) }
 
 func (t *tunnel) traffic(src tunnelSide) {
 	in, out := &t.ends[src], &t.ends[src.peer()]
-	buf, _ := in.gc.Peek(-1)
+	buf := in.peek()
 	if len(buf) == 0 {
 		return
 	}
 	if t.state != tunnelOpen || out.gone {
 		// Nothing can take them: the peer is closed or closing.
-		_, _ = in.gc.Discard(len(buf))
+		in.discard(len(buf))
 		return
 	}
 	n := len(buf)
 	// Write before Discard: buf may be a copy gnet returns to its pool at
 	// Discard. A failed write closes the peer at once (OnClose runs inside
 	// it), which the state check after it sees.
-	_, _ = out.gc.Write(buf)
-	_, _ = in.gc.Discard(n)
+	out.write(buf)
+	in.discard(n)
 	in.bytes += int64(n)
 	t.stats.bytes[src].Add(uint64(n))
 	t.lastActive = t.loop.wheel.Now()
@@ -312,6 +343,9 @@ func (t *tunnel) flushSurvivor() {
 			return
 		}
 		t.finSent = true
+		if e.tls != nil {
+			e.tls.Close(true) // close_notify before the FIN; nothing more is read from it
+		}
 		_ = unix.Shutdown(e.gc.Fd(), unix.SHUT_WR)
 	}
 	if inTime {

@@ -172,9 +172,9 @@ func (ex *exchange) switchProtocols(c *upstream.Call, r *codec.Response) bool {
 		c.Abort() // the client is gone; its close is on its way
 		return false
 	}
-	up := c.Detach()
+	up, upTLS := c.Detach()
 	cc.ex = nil
-	ex.upgrade.tunnel = openTunnel(l, cc, up, &ex.snap.tunnel, ex.route.tunnel.metrics.shard(l.index))
+	ex.upgrade.tunnel = openTunnel(l, cc, up, upTLS, &ex.snap.tunnel, ex.route.tunnel.metrics.shard(l.index))
 	l.putExchange(ex)
 	return true
 }

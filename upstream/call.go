@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/codec"
+	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/panjf2000/gnet/v2"
@@ -351,8 +352,9 @@ func (c *Call) switched(r *codec.Response, n int) int {
 // (counted as closed for "upgraded") and the caller owns the returned
 // gnet connection from now on, and must set its Context before the
 // callback returns. The bytes after the 101 head stay in its input
-// buffer; nothing has been read past the head.
-func (c *Call) Detach() gnet.Conn {
+// buffer; nothing has been read past the head. On a TLS connection the
+// session comes with it (nil otherwise): the bytes go through it.
+func (c *Call) Detach() (gnet.Conn, *tlsedge.Session) {
 	uc := c.conn
 	c.conn = nil
 	c.timer.Stop()
@@ -363,7 +365,7 @@ func (c *Call) Detach() gnet.Conn {
 	c.report(nil)
 	uc.call = nil
 	uc.detach()
-	return uc.gc
+	return uc.gc, uc.tls
 }
 
 // nextBody takes the next piece of body from buf per the response framing.
