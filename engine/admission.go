@@ -106,7 +106,7 @@ func (ex *exchange) releaseIsolation() {
 		r.isolation.Drop(false)
 		return
 	}
-	now := loopstat.Now()
+	now := ex.loop.fresh()
 	r.isolation.Release(&r.isolationCfg, now-ex.end.callStart, now)
 }
 

@@ -56,6 +56,7 @@ type loop struct {
 
 	depth    int          // nesting of our callbacks; closes wait for 0
 	clock    int64        // loopstat.Now as read in the current callback; 0 = not yet (see now)
+	stamped  bool         // clock began a duration (now gave it out); an end must read anew (see fresh)
 	deferred []closeEvent // closes that arrived while depth > 0
 
 	idPrefix [12]byte // request IDs: random per loop, then a counter
@@ -108,6 +109,7 @@ func newLoop(s *Server, index int) *loop {
 // start initialises the loop on its own goroutine and starts its ticker.
 func (l *loop) start(el gnet.EventLoop) {
 	l.wheel = wheel.New(wheel.DefaultTick, 1024)
+	l.wheel.SetClock(l.timerNow)
 	l.up = upstream.NewLoop(el, l, wheelClock{l.wheel}, l.srv.state.Load().snap.respLimits)
 	l.host = make([]byte, 0, 256)
 	l.out = make([]byte, 0, 4096)
@@ -280,7 +282,7 @@ func (l *loop) stopTicker() {
 // back during the callback then go to requests waiting for them.
 func (l *loop) enter() {
 	if l.depth == 0 {
-		l.clock = 0
+		l.clock, l.stamped = 0, false
 	}
 	l.depth++
 }
@@ -290,7 +292,7 @@ func (l *loop) enter() {
 // request's start, its upstream call's start and first response head are
 // the time the event that caused them began to be handled, as nginx stamps
 // a whole event-loop iteration with one time. A clock read costs tens of
-// nanoseconds on a virtual machine, and a plain request made seven of
+// nanoseconds on a virtual machine, and a plain request made eight of
 // them. Outside a callback it reads the clock. It is also upstream.Host's
 // Now.
 func (l *loop) now() int64 {
@@ -300,23 +302,46 @@ func (l *loop) now() int64 {
 	if l.clock == 0 {
 		l.clock = loopstat.Now()
 	}
+	l.stamped = true
 	return l.clock
 }
 
-// fresh reads the clock for a timestamp that ends a duration (an
-// exchange's end), so that one begun and ended in the same callback (a
-// local reply, a refused connect) does not come out 0. The reading becomes
-// the callback's for what follows in it.
+// fresh is the clock for a timestamp that ends a duration (an exchange's,
+// a call's or an isolation permit's end). When the callback's reading
+// began a duration (now gave it out), it reads the clock anew, so that
+// one begun and ended in the same callback (a local reply, a refused
+// connect) does not come out 0, and the new reading becomes the
+// callback's. Otherwise the callback's reading, taken after every start
+// stamped in an earlier callback, ends the duration as well: the ends of
+// one request (its call's, its permit's, its own) share one reading.
 func (l *loop) fresh() int64 {
-	t := loopstat.Now()
-	if l.depth > 0 {
-		l.clock = t
+	if l.depth == 0 {
+		return loopstat.Now()
 	}
-	return t
+	if l.clock == 0 || l.stamped {
+		l.clock = loopstat.Now()
+		l.stamped = false
+	}
+	return l.clock
+}
+
+// timerNow is the timer wheel's clock: the callback's reading when there
+// is one, so arming a deadline reads no clock of its own (a plain request
+// arms three). A deadline armed from it may fire up to the callback's own
+// run time early, microseconds against timeouts of milliseconds or more;
+// nginx arms its timers from the event-loop iteration's time too.
+func (l *loop) timerNow() int64 {
+	if l.depth == 0 || l.clock == 0 {
+		return l.fresh()
+	}
+	return l.clock
 }
 
 // Now is now, for the upstream side (upstream.Host).
 func (l *loop) Now() int64 { return l.now() }
+
+// Fresh is fresh, for the upstream side (upstream.Host).
+func (l *loop) Fresh() int64 { return l.fresh() }
 
 func (l *loop) leave() {
 	if l.depth == 1 {

@@ -9,7 +9,6 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/pool"
-	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -514,7 +513,7 @@ func (c *Call) Answered() bool { return c.gotBytes }
 // report tells the node how the call ended (see Outcome); err is nil for
 // a complete response.
 func (c *Call) report(err *Error) {
-	o := Outcome{Err: err, Status: c.status, Total: time.Duration(loopstat.Now() - c.started)}
+	o := Outcome{Err: err, Status: c.status, Total: time.Duration(c.loop.host.Fresh() - c.started)}
 	c.pool.node.report(c.pool.stats, &o)
 }
 

@@ -165,8 +165,9 @@ func (*testHost) Index() int            { return 0 }
 func (h *testHost) Guard(f func())      { h.guarded++; f() }
 func (h *testHost) RingRoundBell() bool { h.rings++; return h.bell }
 
-func (h *testHost) TLS() TLSEnv { return TLSEnv{} } // no test pool speaks TLS
-func (h *testHost) Now() int64  { return loopstat.Now() }
+func (h *testHost) TLS() TLSEnv  { return TLSEnv{} } // no test pool speaks TLS
+func (h *testHost) Now() int64   { return loopstat.Now() }
+func (h *testHost) Fresh() int64 { return loopstat.Now() }
 
 func (h *testHost) Adopt(fd int, _ unix.Sockaddr, _ net.Addr, uc *Conn) error {
 	if h.adoptErr != nil {

@@ -106,3 +106,26 @@ func TestTimerArmedBetweenTicksIsNotEarly(t *testing.T) {
 		t.Fatal("a 10ms timer armed at 15ms had not fired at 30ms")
 	}
 }
+
+// TestArmCountsFromSetClock: with a clock set, Arm counts a deadline from
+// that clock's reading, not from time.Since.
+func TestArmCountsFromSetClock(t *testing.T) {
+	w := New(10*time.Millisecond, 8)
+	var now time.Time
+	fakeClock(w, &now) // time.Since stays at 0 until now moves
+	ns := int64(1e9)   // any base: only differences count
+	w.SetClock(func() int64 { return ns })
+	fired := false
+	var tm Timer
+	tm.Init(func() { fired = true })
+	ns += int64(15 * time.Millisecond) // the set clock says 15ms
+	w.Arm(&tm, 10*time.Millisecond)    // due at 25ms (time.Since would say 10ms)
+	w.Advance(w.start.Add(20 * time.Millisecond))
+	if fired {
+		t.Fatal("a 10ms timer armed at 15ms by the set clock fired at 20ms: counted from time.Since")
+	}
+	w.Advance(w.start.Add(30 * time.Millisecond))
+	if !fired {
+		t.Fatal("a 10ms timer armed at 15ms had not fired at 30ms")
+	}
+}
