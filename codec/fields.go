@@ -23,6 +23,9 @@ type fieldState struct {
 	expectContinue bool   // Expect: 100-continue
 	hostCount      int    // number of Host fields
 	host           []byte // value of the Host field
+	hostName       []byte // host without its port, as splitHost found it
+	hostPort       int    // its port, -1 when absent
+	hostUpper      bool   // hostName has an upper-case letter
 }
 
 // parseFields parses field lines from buf[pos:] up to and including the empty line that ends the head,
@@ -155,8 +158,12 @@ func (fs *fieldState) apply(name, value []byte) error {
 			if fs.hostCount > 1 {
 				return ErrDuplicateHost
 			}
-			if !validHost(value, true) {
-				return ErrBadHost
+			if len(value) > 0 {
+				host, port, upper, ok := splitHost(value)
+				if !ok {
+					return ErrBadHost
+				}
+				fs.hostName, fs.hostPort, fs.hostUpper = host, port, upper
 			}
 			fs.host = value
 		}

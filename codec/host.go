@@ -28,79 +28,108 @@ func NormalizeHost(dst, host []byte) (name []byte, port int, err error) {
 	if len(host) == 0 {
 		return dst, -1, nil
 	}
-	h, port, ok := splitHost(host)
+	h, port, upper, ok := splitHost(host)
 	if !ok {
 		return dst, -1, ErrBadHost
 	}
-	if h[0] != '[' && h[len(h)-1] == '.' {
-		h = h[:len(h)-1]
-	}
-	n := len(dst)
-	name = append(dst, h...)
-	for i := n; i < len(name); i++ {
-		name[i] = lowerTable[name[i]]
-	}
-	return name, port, nil
+	return appendHostName(dst, h, upper), port, nil
 }
 
-// validHost reports whether h is a valid host[:port] by splitHost's grammar.
-// Empty is allowed only where the caller says so (an empty Host header is legal in HTTP/1.1).
-func validHost(h []byte, allowEmpty bool) bool {
-	if len(h) == 0 {
-		return allowEmpty
+// appendHostName is NormalizeHost's name from splitHost's host: one trailing dot dropped from a
+// reg-name, lower-cased when upper says it has an upper-case letter.
+func appendHostName(dst, h []byte, upper bool) []byte {
+	h = trimHostDot(h)
+	n := len(dst)
+	name := append(dst, h...)
+	if upper {
+		for i := n; i < len(name); i++ {
+			name[i] = lowerTable[name[i]]
+		}
 	}
-	_, _, ok := splitHost(h)
-	return ok
+	return name
+}
+
+// trimHostDot drops the one trailing dot a reg-name may have.
+func trimHostDot(h []byte) []byte {
+	if len(h) > 0 && h[0] != '[' && h[len(h)-1] == '.' {
+		return h[:len(h)-1]
+	}
+	return h
+}
+
+// NormalHost is NormalizeHost(dst, r.Host) for a request ParseRequest filled, from what the parser
+// found while it checked the Host: the name is not scanned again, and when it has no upper-case
+// letter it is returned as the view into the parsed buffer that r.Host is, without a copy. port is -1
+// when absent.
+func (r *Request) NormalHost(dst []byte) (name []byte, port int) {
+	if !r.hostUpper {
+		return trimHostDot(r.hostName), r.hostPort
+	}
+	return appendHostName(dst, r.hostName, true), r.hostPort
 }
 
 // splitHost checks that h (non-empty) is uri-host [ ":" port ] and splits it: host is the reg-name,
-// IPv4 address or bracketed IP-literal as received, port its value or -1.
-func splitHost(h []byte) (host []byte, port int, ok bool) {
+// IPv4 address or bracketed IP-literal as received, port its value or -1, upper whether host has an
+// upper-case letter.
+func splitHost(h []byte) (host []byte, port int, upper, ok bool) {
 	var rest []byte
 	if h[0] == '[' {
 		end := bytes.IndexByte(h, ']')
 		if end < 0 || !validIPv6(h[1:end]) {
-			return nil, -1, false
+			return nil, -1, false, false
 		}
 		host, rest = h[:end+1], h[end+1:]
+		for _, c := range host {
+			upper = upper || ('A' <= c && c <= 'Z')
+		}
 	} else {
-		end := bytes.IndexByte(h, ':')
-		if end < 0 {
-			end = len(h)
+		end, up, ok := scanRegName(h)
+		if !ok {
+			return nil, -1, false, false
 		}
-		host, rest = h[:end], h[end:]
-		if !validRegName(host) {
-			return nil, -1, false
-		}
+		host, rest, upper = h[:end], h[end:], up
 	}
 	if len(rest) == 0 {
-		return host, -1, true
+		return host, -1, upper, true
 	}
 	if rest[0] != ':' {
-		return nil, -1, false
+		return nil, -1, false, false
 	}
 	port, ok = parsePort(rest[1:])
-	return host, port, ok
+	return host, port, upper, ok
 }
 
-// validRegName reports whether s is one or more non-empty dot-separated labels of regNameTable bytes,
-// optionally followed by one dot. An IPv4 address is a special case of this.
-func validRegName(s []byte) bool {
+// scanRegName checks the reg-name (or IPv4 address) that h starts with, up to its first ':' or its
+// end: one or more non-empty dot-separated labels of regNameTable bytes, optionally followed by one
+// dot. It returns where the name ends and whether it has an upper-case letter; one pass, one table
+// lookup per byte, as it runs on every request.
+func scanRegName(h []byte) (end int, upper, ok bool) {
 	label := 0 // bytes in the current label
-	for i, c := range s {
-		switch {
-		case regNameTable[c]:
+	end = len(h)
+scan:
+	for i, c := range h {
+		switch hostClass[c] {
+		case hostLower:
 			label++
-		case c == '.' && label > 0:
-			label = 0
-			if i == len(s)-1 {
-				return true // the one trailing dot
+		case hostUpper:
+			label++
+			upper = true
+		case hostDot:
+			if label == 0 {
+				return 0, false, false // an empty label, or a second trailing dot
 			}
+			label = 0
 		default:
-			return false
+			if c != ':' {
+				return 0, false, false
+			}
+			end = i
+			break scan
 		}
 	}
-	return label > 0
+	// Every dot followed a label, so a name of one byte or more is valid,
+	// ending in a label or in the one trailing dot.
+	return end, upper, end > 0
 }
 
 // parsePort parses 1 to 5 decimal digits with a value of at most 65535.
@@ -192,3 +221,25 @@ func validIPv4(s []byte) bool {
 
 // regNameTable: reg-name bytes other than '.' and pct-encoded: unreserved and sub-delims (RFC 3986 3.2.2).
 var regNameTable = byteSet(alnum + "-_~!$&'()*+,;=")
+
+// hostClass sorts bytes for scanRegName in one lookup: regNameTable bytes other than upper-case
+// letters, upper-case letters (which NormalizeHost lower-cases), '.', and everything else (0).
+var hostClass = func() (t [256]uint8) {
+	for c := range t {
+		switch {
+		case 'A' <= c && c <= 'Z':
+			t[c] = hostUpper
+		case regNameTable[c]:
+			t[c] = hostLower
+		case c == '.':
+			t[c] = hostDot
+		}
+	}
+	return t
+}()
+
+const (
+	hostLower = 1 + iota // a reg-name byte that is not an upper-case letter
+	hostUpper
+	hostDot
+)

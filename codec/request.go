@@ -22,6 +22,12 @@ type Request struct {
 	// Host header, RFC 9112 3.2.2; the Host field in Headers keeps the received value).
 	Host []byte
 
+	// What the parser found while it checked Host (see NormalHost): the name as received, without its
+	// port; the port, -1 when absent; whether the name has an upper-case letter.
+	hostName  []byte
+	hostPort  int
+	hostUpper bool
+
 	ContentLength  int64 // -1 when absent
 	Chunked        bool  // Transfer-Encoding: chunked
 	KeepAlive      bool  // HTTP/1.1 unless Connection: close; HTTP/1.0 only with Connection: keep-alive
@@ -31,7 +37,7 @@ type Request struct {
 
 // Reset clears r for the next request, keeping the Headers capacity so steady-state parsing does not allocate.
 func (r *Request) Reset() {
-	*r = Request{Headers: r.Headers[:0], ContentLength: -1}
+	*r = Request{Headers: r.Headers[:0], ContentLength: -1, hostPort: -1}
 }
 
 // HasBody reports whether a request body follows the head.
@@ -88,7 +94,7 @@ func ParseRequest(buf []byte, r *Request, lim *Limits) (n int, err error) {
 		return 0, ErrHeadersTooLarge
 	}
 
-	fs := fieldState{isRequest: true, contentLength: -1}
+	fs := fieldState{isRequest: true, contentLength: -1, hostPort: -1}
 	end, err := parseFields(buf, lineEnd+1, &l, &fs, &r.Headers)
 	if end == 0 || err != nil {
 		return 0, err
@@ -115,7 +121,7 @@ func (r *Request) applyFields(fs *fieldState, l *Limits) error {
 		return ErrBodyTooLarge
 	}
 	if r.Host == nil { // not set by an absolute-form target
-		r.Host = fs.host
+		r.Host, r.hostName, r.hostPort, r.hostUpper = fs.host, fs.hostName, fs.hostPort, fs.hostUpper
 	}
 	r.ContentLength = fs.contentLength
 	r.Chunked = fs.teSeen
@@ -220,10 +226,14 @@ func (r *Request) splitTarget() error {
 		for a < len(rest) && rest[a] != '/' && rest[a] != '?' {
 			a++
 		}
-		if !validHost(rest[:a], false) {
+		if a == 0 {
 			return ErrBadTarget
 		}
-		r.Host = rest[:a]
+		host, port, upper, ok := splitHost(rest[:a])
+		if !ok {
+			return ErrBadTarget
+		}
+		r.Host, r.hostName, r.hostPort, r.hostUpper = rest[:a], host, port, upper
 		r.Path = rest[a:]
 	}
 	if q := bytes.IndexByte(r.Path, '?'); q >= 0 {

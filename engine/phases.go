@@ -96,11 +96,8 @@ func (ex *exchange) routeRequest() bool {
 	cc, l := ex.cc, ex.loop
 	req := ex.fx.Req
 	snap := ex.snap // the one config version the request runs on (see begin)
-	host, port, err := codec.NormalizeHost(l.host[:0], req.Host)
-	if err != nil {
-		ex.localReply(err)
-		return false
-	}
+	// The parser checked the Host and split it.
+	host, port := req.NormalHost(l.host[:0])
 	path, flags, err := codec.NormalizePath(l.path[:0], req.Path)
 	if err != nil {
 		ex.localReply(err)
