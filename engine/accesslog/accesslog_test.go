@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -293,6 +294,29 @@ func TestWriterErrorLines(t *testing.T) {
 	}
 }
 
+// An idle writer sleeps (no ticker) once a pass finds every ring empty,
+// and a loop's next record, access or error, wakes it: the line is written
+// without anything else happening.
+func TestWriterSleepsWhenIdleAndWakes(t *testing.T) {
+	var buf, errOut syncBuffer
+	w := startWriter(t, Options{Path: Stdout, ErrorOut: &errOut})
+	w.out = &buf
+	w.Start()
+	for _, ring := range []*Ring{w.Access(0), w.Errors(0)} {
+		waitFor(t, w.wake.sleeping.Load) // the writer sleeps
+		rec := ring.Reserve()
+		fill(rec, nil, "/after-idle")
+		rec.Status, rec.Code, rec.Message = 502, 50201, "upstream connect failed"
+		ring.Commit()
+		out := &buf
+		if ring == w.Errors(0) {
+			out = &errOut
+		}
+		waitFor(t, func() bool { return strings.Contains(out.String(), "/after-idle") })
+	}
+	w.Stop()
+}
+
 // Reopen moves the lines to a new file at the same path, as logrotate
 // needs after renaming the old one.
 func TestWriterReopen(t *testing.T) {
@@ -367,6 +391,27 @@ func TestFormatterTime(t *testing.T) {
 
 // A pass that formats and writes a hundred access lines allocates once
 // (one sonic call for the batch); an error line costs one.
+// The first pass of a new writer, one access and one error line, does
+// not compile sonic's encoders (thousands of allocations) while the
+// gateway serves: New did.
+func TestWriterFirstPassAllocs(t *testing.T) {
+	pooltest.SkipAllocsUnderRace(t)
+	w := startWriter(t, Options{Path: filepath.Join(t.TempDir(), "a.log"), ErrorOut: &bytes.Buffer{}})
+	for _, r := range []*Ring{w.Access(0), w.Errors(0)} {
+		rec := r.Reserve()
+		fill(rec, nil, "/first")
+		rec.Status, rec.Code = 502, 50201
+		r.Commit()
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	w.pass()
+	runtime.ReadMemStats(&after)
+	if n := after.Mallocs - before.Mallocs; n > 100 {
+		t.Fatalf("the first pass allocated %d times: the line encoders were compiled in it", n)
+	}
+}
+
 func TestWriterPassAllocs(t *testing.T) {
 	pooltest.SkipAllocsUnderRace(t)
 	w := startWriter(t, Options{Path: filepath.Join(t.TempDir(), "a.log"), RingSize: 128, ErrorOut: &bytes.Buffer{}})

@@ -22,6 +22,27 @@ type Ring struct {
 	dropped atomic.Uint64 // records refused because the ring was full
 	slots   []Record
 	mask    uint64
+	wake    *wake // the writer's, when it sleeps while every ring is empty; nil for a ring of its own
+}
+
+// wake lets an idle writer sleep instead of polling empty rings: it sets
+// sleeping, checks the rings once more and waits on ch; a producer that
+// finds sleeping set after publishing clears it and sends, without
+// blocking. Both sides' atomics are sequentially consistent, so either
+// the producer sees sleeping or the writer sees the record.
+type wake struct {
+	sleeping atomic.Bool
+	ch       chan struct{} // capacity 1: a wake-up already pending covers the next
+}
+
+// ring wakes the writer if it sleeps. Never blocks.
+func (w *wake) ring() {
+	if w.sleeping.Load() && w.sleeping.CompareAndSwap(true, false) {
+		select {
+		case w.ch <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // NewRing makes a ring of at least size slots (a power of two, at least 2).
@@ -49,8 +70,14 @@ func (r *Ring) Reserve() *Record {
 	return &r.slots[h&r.mask]
 }
 
-// Commit publishes the slot the last Reserve returned. Producer only.
-func (r *Ring) Commit() { r.head.Store(r.head.Load() + 1) }
+// Commit publishes the slot the last Reserve returned, and wakes the
+// writer if it sleeps. Producer only.
+func (r *Ring) Commit() {
+	r.head.Store(r.head.Load() + 1)
+	if r.wake != nil {
+		r.wake.ring()
+	}
+}
 
 // Pending is how many published records wait for the consumer. Consumer
 // only.
