@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"net"
 	"testing"
 	"time"
 )
@@ -63,7 +64,8 @@ func TestProberBatchAndRemoval(t *testing.T) {
 	p := NewProber(10, 2)
 	p.Set(checks)
 	later := time.Now().Add(cfg.New) // every first probe is due within New
-	if first, second := len(p.due(later)), len(p.due(later)); first != 2 || second != 1 {
+	dueNow := func() int { out, _ := p.due(later); return len(out) }
+	if first, second := dueNow(), dueNow(); first != 2 || second != 1 {
 		t.Fatalf("due per tick: %d then %d, want the batch of 2 then the last 1", first, second)
 	}
 
@@ -76,6 +78,46 @@ func TestProberBatchAndRemoval(t *testing.T) {
 	p.Set(checks)
 	if nodes[0].Down() || o.down.Load() != 0 || len(p.targets) != 2 {
 		t.Fatalf("after removal: down %v, %d counted down, %d probed", nodes[0].Down(), o.down.Load(), len(p.targets))
+	}
+}
+
+// A prober without targets sleeps instead of ticking; the Set that gives
+// it one (a reload adding a health check) wakes it, and the node is probed.
+func TestProberIdleWakesOnSet(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	p := NewProber(10, 10)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { p.Run(stop); close(done) }()
+	defer func() { close(stop); <-done }()
+	for deadline := time.Now().Add(10 * time.Second); !p.sleeping.Load(); {
+		if time.Now().After(deadline) {
+			t.Fatal("a prober without targets does not sleep")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a synchronisation
+	}
+	cfg := &HealthCheckConfig{TCP: true, Healthy: 1, Unhealthy: 1, New: 10 * time.Millisecond, Timeout: time.Second,
+		StableAfter: 1, DegradedAfter: 1}
+	n := NewNode("u", ln.Addr().String(), 1)
+	p.Set(map[*Node]*HealthCheckConfig{n: cfg})
+	for deadline := time.Now().Add(10 * time.Second); p.Probes() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no probe after Set gave an idle prober a target")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a synchronisation
 	}
 }
 

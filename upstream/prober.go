@@ -22,6 +22,8 @@ type Prober struct {
 	batch       int
 	tick        time.Duration
 	sem         chan struct{}
+	wake        chan struct{} // capacity 1: Set gave an idle prober targets
+	sleeping    atomic.Bool   // Run waits for wake (for tests)
 
 	mu      sync.Mutex
 	targets map[*Node]*target
@@ -43,7 +45,7 @@ type target struct {
 // keeps at most maxInFlight in flight.
 func NewProber(maxInFlight, batch int) *Prober {
 	return &Prober{maxInFlight: maxInFlight, batch: batch, tick: 100 * time.Millisecond,
-		sem: make(chan struct{}, maxInFlight), targets: map[*Node]*target{}}
+		sem: make(chan struct{}, maxInFlight), wake: make(chan struct{}, 1), targets: map[*Node]*target{}}
 }
 
 // Set makes checks the nodes to probe, each with its upstream's check. A
@@ -73,6 +75,12 @@ func (p *Prober) Set(checks map[*Node]*HealthCheckConfig) {
 			p.targets[n] = &target{node: n, cfg: cfg, due: now.Add(jitter(cfg.New, 0, 1))}
 		}
 	}
+	if len(p.targets) > 0 {
+		select {
+		case p.wake <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
 }
 
 // reconfigure gives t the check cfg. When the interval of the node's
@@ -94,7 +102,8 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
 }
 
-// Run probes until stop is closed.
+// Run probes until stop is closed. While there are no targets it sleeps
+// until Set gives it some.
 func (p *Prober) Run(stop <-chan struct{}) {
 	t := time.NewTicker(p.tick)
 	defer t.Stop()
@@ -105,22 +114,38 @@ func (p *Prober) Run(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case now := <-t.C:
-			for _, tg := range p.due(now) {
+			tgs, idle := p.due(now)
+			for _, tg := range tgs {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					p.run(tg, stop)
 				}()
 			}
+			if idle { // no health checks configured: wait for Set, not the ticker
+				t.Stop()
+				p.sleeping.Store(true)
+				select {
+				case <-stop:
+					return
+				case <-p.wake:
+				}
+				p.sleeping.Store(false)
+				t.Reset(p.tick)
+			}
 		}
 	}
 }
 
-// due marks up to batch targets whose time came as running and returns them.
-func (p *Prober) due(now time.Time) []*target {
+// due marks up to batch targets whose time came as running and returns
+// them; idle reports that there are no targets at all (a gateway without
+// health checks), so Run need not tick 10 times a second for nothing.
+func (p *Prober) due(now time.Time) (out []*target, idle bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var out []*target
+	if len(p.targets) == 0 {
+		return nil, true
+	}
 	for _, t := range p.targets {
 		if len(out) == p.batch {
 			break
@@ -130,7 +155,7 @@ func (p *Prober) due(now time.Time) []*target {
 			out = append(out, t)
 		}
 	}
-	return out
+	return out, false
 }
 
 // run probes one target when a place in flight frees, and schedules its
