@@ -59,8 +59,7 @@ type loop struct {
 	stamped  bool         // clock began a duration (now gave it out); an end must read anew (see fresh)
 	deferred []closeEvent // closes that arrived while depth > 0
 
-	idPrefix [12]byte // request IDs: random per loop, then a counter
-	idSeq    uint64
+	lastID [24]byte // the last request ID: 12 random hex digits per loop, then a hex counter
 
 	permitWaiters waitList // requests waiting for an isolation permit (isolationqueue.go)
 	grantDue      bool     // a permit was given back on this loop while some waited
@@ -119,7 +118,8 @@ func (l *loop) start(el gnet.EventLoop) {
 	l.current()
 	var seed [6]byte
 	_, _ = rand.Read(seed[:])
-	hex.Encode(l.idPrefix[:], seed[:])
+	hex.Encode(l.lastID[:12], seed[:])
+	copy(l.lastID[12:], "000000000000")
 	if l.srv.pin {
 		if err := pinThread(l.index); err != nil {
 			log.Printf("engine: loop %d: cpu affinity: %v", l.index, err)
@@ -491,16 +491,24 @@ func (l *loop) drain() {
 }
 
 // nextRequestID writes a fresh request ID into dst: the loop's random prefix
-// and a hex counter. Unique per process run without coordination.
+// and a hex counter. Unique per process run without coordination. The
+// counter is incremented in its hex digits, where a carry is rare, rather
+// than formatted anew for every request.
 func (l *loop) nextRequestID(dst *[24]byte) int {
-	l.idSeq++
-	n := copy(dst[:], l.idPrefix[:])
-	const digits = "0123456789abcdef"
-	seq := l.idSeq
-	for i := 23; i >= n; i-- {
-		dst[i] = digits[seq&15]
-		seq >>= 4
+	id := &l.lastID
+	for i := len(id) - 1; i >= 12; i-- {
+		switch c := id[i]; c {
+		case 'f':
+			id[i] = '0' // carry
+			continue
+		case '9':
+			id[i] = 'a'
+		default:
+			id[i] = c + 1
+		}
+		break
 	}
+	*dst = *id
 	return len(dst)
 }
 

@@ -1,0 +1,24 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+)
+
+// Request IDs are the loop's prefix and a 12-digit hex counter, one up per
+// request, across carries and the wrap at 16^12.
+func TestNextRequestIDCounts(t *testing.T) {
+	l := &loop{}
+	copy(l.lastID[:12], "0123456789ab")
+	for _, start := range []uint64{0, 0x9, 0xf, 0xff9, 0xfff, 0x9ffff, 0xfffffffffffe} {
+		copy(l.lastID[12:], fmt.Sprintf("%012x", start))
+		for k := uint64(1); k <= 20; k++ {
+			var id [24]byte
+			n := l.nextRequestID(&id)
+			want := "0123456789ab" + fmt.Sprintf("%012x", (start+k)&(1<<48-1))
+			if string(id[:n]) != want {
+				t.Fatalf("after %012x + %d: %s, want %s", start, k, id[:n], want)
+			}
+		}
+	}
+}
