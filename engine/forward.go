@@ -4,6 +4,7 @@ package engine
 
 import (
 	"bytes"
+	"encoding/binary"
 	"strconv"
 
 	"github.com/loopgate/loopgate/codec"
@@ -234,14 +235,14 @@ func appendContentLength(dst []byte, n int64) []byte {
 }
 
 func isContentLength(name []byte) bool {
-	const cl = "content-length"
-	if len(name) != len(cl) {
-		return false
-	}
-	for i := range name {
-		if name[i]|0x20 != cl[i] { // '-'|0x20 is '-'
-			return false
-		}
-	}
-	return true
+	// Two 8-byte words, case folded with |0x20 ('-'|0x20 is '-'): it runs
+	// for every field both ways.
+	return len(name) == len("content-length") &&
+		binary.LittleEndian.Uint64(name)|0x2020202020202020 == contentLengthLo &&
+		binary.LittleEndian.Uint64(name[6:])|0x2020202020202020 == contentLengthHi
 }
+
+var (
+	contentLengthLo = binary.LittleEndian.Uint64([]byte("content-"))
+	contentLengthHi = binary.LittleEndian.Uint64([]byte("t-length"))
+)

@@ -22,3 +22,26 @@ func TestNextRequestIDCounts(t *testing.T) {
 		}
 	}
 }
+
+// isContentLength matches the name in any case and nothing else of its
+// length, whichever byte differs.
+func TestIsContentLength(t *testing.T) {
+	for _, n := range []string{"content-length", "Content-Length", "CONTENT-LENGTH", "cOnTeNt-LeNgTh"} {
+		if !isContentLength([]byte(n)) {
+			t.Errorf("%q not matched", n)
+		}
+	}
+	const cl = "content-length"
+	for i := range cl {
+		b := []byte(cl)
+		b[i] = 'x'
+		if isContentLength(b) {
+			t.Errorf("%q matched", b)
+		}
+	}
+	for _, n := range []string{"", "content-lengt", "content-lengths", "content_length"} {
+		if isContentLength([]byte(n)) {
+			t.Errorf("%q matched", n)
+		}
+	}
+}
