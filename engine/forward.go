@@ -59,7 +59,7 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 		}
 	}
 	dst = append(dst, "\r\n"...)
-	drop := clientFields{managed: snap.managed, underscore: !snap.allowUnderscore, expect: ex.body.continueSent}
+	drop := clientFields{managed: &snap.managed, underscore: !snap.allowUnderscore, expect: ex.body.continueSent}
 	dst = appendEndToEnd(dst, req.Headers, true, edits, &drop)
 	if ex.upgrade.asked { // the one case Upgrade is not hop-by-hop: the tunnel is asked of the upstream
 		dst = ex.appendUpgrade(dst, req.Headers)
@@ -78,9 +78,9 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 // clientFields are request fields a client may send but the upstream must
 // not receive from it.
 type clientFields struct {
-	managed    []string // identity headers the gateway sets itself
-	underscore bool     // names containing '_' (WSGI/CGI fold them onto '-')
-	expect     bool     // Expect, when the gateway answered it already
+	managed    *headerNames // identity headers the gateway sets itself
+	underscore bool         // names containing '_' (WSGI/CGI fold them onto '-')
+	expect     bool         // Expect, when the gateway answered it already
 }
 
 func (d *clientFields) drops(name []byte) bool {
@@ -90,12 +90,7 @@ func (d *clientFields) drops(name []byte) bool {
 	if d.expect && codec.EqualFold(name, "expect") {
 		return true
 	}
-	for _, m := range d.managed {
-		if len(m) == len(name) && codec.EqualFold(name, m) {
-			return true
-		}
-	}
-	return false
+	return d.managed.has(name)
 }
 
 // appendClientHead writes the response head for the client; hsts is the

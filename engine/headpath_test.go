@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -43,5 +44,26 @@ func TestIsContentLength(t *testing.T) {
 		if isContentLength([]byte(n)) {
 			t.Errorf("%q matched", n)
 		}
+	}
+}
+
+// headerNames finds its names in any case, and no other name, long ones
+// (past the length bits) included.
+func TestHeaderNames(t *testing.T) {
+	long := "X-" + strings.Repeat("a", 70)
+	h := newHeaderNames([]string{"X-User-Id", "X-Auth-Roles", long})
+	for _, n := range []string{"x-user-id", "X-USER-ID", "x-auth-roles", strings.ToUpper(long)} {
+		if !h.has([]byte(n)) {
+			t.Errorf("%q not found", n)
+		}
+	}
+	for _, n := range []string{"", "x-user-ix", "x-user-i", "x-auth-role", long + "b", "X-" + strings.Repeat("b", 70)} {
+		if h.has([]byte(n)) {
+			t.Errorf("%q found", n)
+		}
+	}
+	var none headerNames
+	if none.has([]byte("x-user-id")) {
+		t.Error("found in the empty set")
 	}
 }

@@ -45,7 +45,7 @@ type snapshot struct {
 	// managed are the identity headers the gateway sets (auth's identity
 	// headers, external auth's copied ones); a client's copies of them are
 	// dropped on every route.
-	managed         []string
+	managed         headerNames
 	allowUnderscore bool  // allow_underscore_headers
 	requestBuffer   int64 // request_buffer_bytes; 0 = stream every body
 	maxBuffered     int64 // max_buffered_bytes
@@ -176,7 +176,7 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 			MaxHeaderCount: cfg.Limits.MaxResponseHeaderCount,
 			MaxHeaderBytes: int(cfg.Limits.MaxResponseHeaderBytes),
 		}.WithDefaults(),
-		managed:         append(cfg.IdentityHeaderNames(), cfg.ClientCertHeaders()...),
+		managed:         newHeaderNames(append(cfg.IdentityHeaderNames(), cfg.ClientCertHeaders()...)),
 		allowUnderscore: cfg.AllowUnderscoreHeaders,
 		requestBuffer:   cfg.Limits.RequestBuffer(),
 		maxBuffered:     int64(cfg.Limits.MaxBufferedBytes),
@@ -283,4 +283,33 @@ func upstreamDefOf(u *config.Upstream, loops int, kept *durable) *upstreamDef {
 	}
 	d.group.Prepare()
 	return d
+}
+
+// headerNames is a set of header names that every request's fields are
+// looked up in: the lengths the names have tell most fields apart without
+// a comparison.
+type headerNames struct {
+	names []string
+	lens  uint64 // bit n: a name of n bytes, n < 63; bit 63: a longer one
+}
+
+func newHeaderNames(names []string) headerNames {
+	h := headerNames{names: names}
+	for _, n := range names {
+		h.lens |= 1 << min(len(n), 63)
+	}
+	return h
+}
+
+// has reports whether name is in the set, in any case.
+func (h *headerNames) has(name []byte) bool {
+	if h.lens&(1<<min(len(name), 63)) == 0 {
+		return false
+	}
+	for _, m := range h.names {
+		if len(m) == len(name) && codec.EqualFold(name, m) {
+			return true
+		}
+	}
+	return false
 }
