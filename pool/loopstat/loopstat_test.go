@@ -50,3 +50,33 @@ func TestObserveAllocs(t *testing.T) {
 		t.Fatalf("Observe allocates %v times", n)
 	}
 }
+
+// Observe's bucket is the first bound at or above the value, as a scan
+// from the first bound finds it: at every bound, one either side of it,
+// and at every power of two.
+func TestObserveBucketMatchesScan(t *testing.T) {
+	scan := func(ns int64) int {
+		i := 0
+		for i < len(Bounds) && ns > Bounds[i] {
+			i++
+		}
+		return i
+	}
+	var values []int64
+	for _, b := range Bounds {
+		values = append(values, b-1, b, b+1)
+	}
+	for k := 0; k < 63; k++ {
+		values = append(values, 1<<k-1, 1<<k, 1<<k+1)
+	}
+	values = append(values, 0, 1<<63-1)
+	for _, v := range values {
+		var h Histogram
+		h.Observe(v)
+		var s Sum
+		s.Add(&h)
+		if want := scan(v); s.Counts[want] != 1 {
+			t.Fatalf("Observe(%d) missed bucket %d: %v", v, want, s.Counts)
+		}
+	}
+}
