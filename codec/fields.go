@@ -17,6 +17,8 @@ type fieldState struct {
 
 	connClose     bool // Connection lists "close"
 	connKeepAlive bool // Connection lists "keep-alive"
+	connNames     bool // Connection names a field that is not hop-by-hop already
+	teTrailers    bool // TE lists "trailers"
 	connUpgrade   bool // Connection lists "upgrade"
 	upgradeSeen   bool // an Upgrade field is present
 
@@ -152,6 +154,10 @@ func validValue(v []byte) bool {
 // apply records what a field means for framing and connection handling.
 func (fs *fieldState) apply(name, value []byte) error {
 	switch len(name) {
+	case 2:
+		if fs.isRequest && EqualFold(name, "te") {
+			fs.teTrailers = fs.teTrailers || listHas(value, "trailers")
+		}
 	case 4:
 		if fs.isRequest && EqualFold(name, "host") {
 			fs.hostCount++
@@ -208,7 +214,8 @@ func (fs *fieldState) connectionTokens(value []byte) {
 		if end < 0 {
 			end = len(value)
 		}
-		switch tok := TrimOWS(value[:end]); len(tok) {
+		tok := TrimOWS(value[:end])
+		switch len(tok) {
 		case len("close"):
 			fs.connClose = fs.connClose || EqualFold(tok, "close")
 		case len("upgrade"):
@@ -216,6 +223,7 @@ func (fs *fieldState) connectionTokens(value []byte) {
 		case len("keep-alive"):
 			fs.connKeepAlive = fs.connKeepAlive || EqualFold(tok, "keep-alive")
 		}
+		fs.connNames = fs.connNames || len(tok) > 0 && !IsHopByHop(tok)
 		if end == len(value) {
 			break
 		}

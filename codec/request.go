@@ -33,6 +33,10 @@ type Request struct {
 	KeepAlive      bool  // HTTP/1.1 unless Connection: close; HTTP/1.0 only with Connection: keep-alive
 	Upgrade        bool  // HTTP/1.1, Connection lists "upgrade" and an Upgrade header is present
 	ExpectContinue bool  // HTTP/1.1 with Expect: 100-continue
+	// ConnectionNames is set when a Connection field names a field that is not hop-by-hop already
+	// (close and keep-alive are not fields; an extension's header is): a proxy drops the fields it names.
+	ConnectionNames bool
+	TETrailers      bool // a TE field lists "trailers" (RFC 9110 10.1.4)
 }
 
 // Reset clears r for the next request, keeping the Headers capacity so steady-state parsing does not allocate.
@@ -125,6 +129,7 @@ func (r *Request) applyFields(fs *fieldState, l *Limits) error {
 	}
 	r.ContentLength = fs.contentLength
 	r.Chunked = fs.teSeen
+	r.ConnectionNames, r.TETrailers = fs.connNames, fs.teTrailers
 	if r.Minor == 1 {
 		r.KeepAlive = !fs.connClose
 		r.Upgrade = fs.connUpgrade && fs.upgradeSeen

@@ -20,6 +20,9 @@ type Response struct {
 	// KeepAlive is what the version and Connection header say: HTTP/1.1 unless Connection: close,
 	// HTTP/1.0 only with Connection: keep-alive. A BodyUntilClose body ends the connection regardless.
 	KeepAlive bool
+	// ConnectionNames is set when a Connection field names a field that is not hop-by-hop already:
+	// a proxy drops the fields it names.
+	ConnectionNames bool
 }
 
 // Reset clears r for the next response, keeping the Headers capacity.
@@ -93,6 +96,7 @@ func ParseResponse(buf []byte, r *Response, lim *Limits) (n int, err error) {
 	r.HeadLen = end - start
 	r.ContentLength = fs.contentLength
 	r.Chunked = fs.teSeen
+	r.ConnectionNames = fs.connNames
 	if r.Minor == 1 {
 		r.KeepAlive = !fs.connClose
 	} else {

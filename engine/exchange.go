@@ -268,7 +268,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	// serves the request to its end, whatever reloads happen meanwhile.
 	ex.snap, ex.route, ex.chain = cc.loop.state.snap, nil, nil
 	ex.head = headInfo{headLen: headLen, hostPort: -1, minor: req.Minor,
-		isHEAD: string(req.Method) == "HEAD", idempotent: idempotent(req.Method), teTrailers: acceptsTrailers(req.Headers)}
+		isHEAD: string(req.Method) == "HEAD", idempotent: idempotent(req.Method), teTrailers: req.TETrailers}
 	ex.head.idLen = cc.loop.nextRequestID(&ex.head.id)
 	ex.body = reqBody{}
 	switch {
@@ -295,16 +295,6 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.logReq.Set(req.Method, req.Path)
 	ex.fx.Rejection = filters.Rejection{}
 	ex.fx.Req = req
-}
-
-// acceptsTrailers reports a TE field listing "trailers" (RFC 9110 10.1.4).
-func acceptsTrailers(hs codec.Headers) bool {
-	for _, h := range hs {
-		if len(h.Name) == 2 && h.Name[0]|0x20 == 't' && h.Name[1]|0x20 == 'e' && codec.ContainsToken(h.Value, "trailers") {
-			return true
-		}
-	}
-	return false
 }
 
 // idempotent: only these methods are resent after a stale connection.

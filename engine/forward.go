@@ -60,7 +60,7 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 	}
 	dst = append(dst, "\r\n"...)
 	drop := clientFields{managed: &snap.managed, underscore: !snap.allowUnderscore, expect: ex.body.continueSent}
-	dst = appendEndToEnd(dst, req.Headers, true, edits, &drop)
+	dst = appendEndToEnd(dst, req.Headers, req.ConnectionNames, true, edits, &drop)
 	if ex.upgrade.asked { // the one case Upgrade is not hop-by-hop: the tunnel is asked of the upstream
 		dst = ex.appendUpgrade(dst, req.Headers)
 	}
@@ -97,7 +97,7 @@ func (d *clientFields) drops(name []byte) bool {
 // listener's rendered Strict-Transport-Security line, or nil.
 func appendClientHead(dst []byte, r *codec.Response, framing respFraming, clientMinor int, closing bool, edits *filters.HeaderEdits, hsts []byte) []byte {
 	dst = appendStatusLine(dst, r)
-	dst = appendEndToEnd(dst, r.Headers, false, edits, nil)
+	dst = appendEndToEnd(dst, r.Headers, r.ConnectionNames, false, edits, nil)
 	dst = append(dst, hsts...)
 	switch {
 	case framing == frameRechunk, framing == frameEncode,
@@ -128,12 +128,12 @@ func appendStatusLine(dst []byte, r *codec.Response) []byte {
 // appendEndToEnd copies the headers that are not hop-by-hop, leaving out Host
 // when dropHost is set and what client (when set) drops, and applies the
 // filters' edits. Content-Length is written once by the caller, since the
-// codec accepts identical duplicates an upstream might not.
-func appendEndToEnd(dst []byte, hs codec.Headers, dropHost bool, edits *filters.HeaderEdits, client *clientFields) []byte {
-	// Asking Listed of every field scans every field again: most messages
-	// carry no Connection field, or one naming only keep-alive, and then
-	// nothing is listed that IsHopByHop does not drop anyway.
-	lists := listsEndToEnd(hs)
+// codec accepts identical duplicates an upstream might not. lists is the
+// codec's ConnectionNames: only then can a Connection field name a field
+// IsHopByHop does not drop anyway, so only then is every field looked up in
+// the Connection lists (most messages carry no Connection field, or one
+// naming only keep-alive).
+func appendEndToEnd(dst []byte, hs codec.Headers, lists, dropHost bool, edits *filters.HeaderEdits, client *clientFields) []byte {
 	for _, h := range hs {
 		// Connection may not strip Host: a request without it would reach
 		// the upstream's default virtual host.
@@ -174,30 +174,6 @@ func appendPort(dst []byte, p int) []byte {
 		}
 	}
 	return append(dst, d[i:]...)
-}
-
-// listsEndToEnd reports whether a Connection field of hs names a field
-// that is not hop-by-hop already (close, or an extension's header).
-func listsEndToEnd(hs codec.Headers) bool {
-	for _, h := range hs {
-		if len(h.Name) != len("connection") || !codec.EqualFold(h.Name, "connection") {
-			continue
-		}
-		for v := h.Value; ; {
-			end := bytes.IndexByte(v, ',')
-			if end < 0 {
-				end = len(v)
-			}
-			if !codec.IsHopByHop(codec.TrimOWS(v[:end])) {
-				return true
-			}
-			if end == len(v) {
-				break
-			}
-			v = v[end+1:]
-		}
-	}
-	return false
 }
 
 func appendHeader[V string | []byte](dst []byte, name string, value V) []byte {

@@ -112,7 +112,7 @@ func (ex *exchange) interim(r *codec.Response) bool {
 	l := ex.loop
 	dst := l.takeOut()
 	dst = appendStatusLine(dst, r)
-	dst = appendEndToEnd(dst, r.Headers, false, nil, nil)
+	dst = appendEndToEnd(dst, r.Headers, r.ConnectionNames, false, nil, nil)
 	l.out = append(dst, "\r\n"...)
 	return ex.cc.write(l.out)
 }

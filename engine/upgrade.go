@@ -164,7 +164,7 @@ func (ex *exchange) switchProtocols(c *upstream.Call, r *codec.Response) bool {
 	}
 	dst := l.takeOut()
 	dst = appendStatusLine(dst, r)
-	dst = appendEndToEnd(dst, r.Headers, false, edits, nil)
+	dst = appendEndToEnd(dst, r.Headers, r.ConnectionNames, false, edits, nil)
 	dst = append(dst, "Connection: Upgrade\r\nUpgrade: "...)
 	dst = append(dst, codec.TrimOWS(proto)...)
 	l.out = append(dst, "\r\n\r\n"...)
