@@ -119,7 +119,11 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 // gateway speaks to its clients whatever the upstream spoke.
 func appendStatusLine(dst []byte, r *codec.Response) []byte {
 	dst = append(dst, "HTTP/1.1 "...)
-	dst = strconv.AppendInt(dst, int64(r.Status), 10)
+	if s := r.Status; s >= 100 && s <= 999 { // what the codec parses: three digits, without strconv
+		dst = append(dst, byte('0'+s/100), byte('0'+s/10%10), byte('0'+s%10))
+	} else {
+		dst = strconv.AppendInt(dst, int64(s), 10)
+	}
 	dst = append(dst, ' ')
 	dst = append(dst, r.Reason...)
 	return append(dst, "\r\n"...)

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/loopgate/loopgate/codec"
 )
 
 // Request IDs are the loop's prefix and a 12-digit hex counter, one up per
@@ -65,5 +68,16 @@ func TestHeaderNames(t *testing.T) {
 	var none headerNames
 	if none.has([]byte("x-user-id")) {
 		t.Error("found in the empty set")
+	}
+}
+
+// appendStatusLine writes every three-digit status as strconv would, and
+// anything else through strconv.
+func TestAppendStatusLine(t *testing.T) {
+	for _, s := range []int{0, 99, 100, 101, 200, 204, 304, 404, 418, 500, 503, 599, 999, 1000} {
+		r := &codec.Response{Status: s, Reason: []byte("R")}
+		if got, want := string(appendStatusLine(nil, r)), "HTTP/1.1 "+strconv.Itoa(s)+" R\r\n"; got != want {
+			t.Errorf("status %d: %q, want %q", s, got, want)
+		}
 	}
 }
