@@ -273,9 +273,13 @@ func (w *Writer) run() {
 			w.reopenFile()
 			w.reopenErrors()
 		case <-t.C:
-			if w.pass() == 0 && w.sleep(t) {
-				w.pass()
-				return
+			// Every ring empty: sleep until a record comes, and write it
+			// at once (a wake-up left over from before may find none).
+			for w.pass() == 0 {
+				if w.sleep(t) {
+					w.pass()
+					return
+				}
 			}
 		}
 	}
