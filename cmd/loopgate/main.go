@@ -402,6 +402,9 @@ func (r gatewayRuntime) Revoke(credential string, until time.Time) {
 func (r gatewayRuntime) RevokeKey(apiKey string)    { r.verifier().RevokeKey(apiKey) }
 func (r gatewayRuntime) Unrevoke(credential string) { r.verifier().Unrevoke(credential) }
 func (r gatewayRuntime) Revocations() int           { return r.verifier().Revocations() }
+func (r gatewayRuntime) RevocationKey(credential string, apiKey bool) ([16]byte, time.Time) {
+	return r.verifier().RevocationKey(credential, apiKey)
+}
 
 // adminTokens are admin.tokens with their secrets read.
 func adminTokens(cfg *config.Config) []admin.Token {
@@ -422,12 +425,17 @@ func clusterOptions(cfg *config.Config, srv *engine.Server) (admin.ClusterOption
 	if g.Redis.TLS != nil {
 		return admin.ClusterOptions{}, errors.New("admin.cluster: redis does not support redis.tls yet; use a Redis reached over a private network")
 	}
-	return admin.ClusterOptions{Addrs: g.Redis.Addrs, Username: g.Redis.Username, Password: g.Redis.Password,
+	opt := admin.ClusterOptions{Addrs: g.Redis.Addrs, Username: g.Redis.Username, Password: g.Redis.Password,
 		MasterSet: g.Redis.SentinelMaster, DialTimeout: time.Duration(g.Redis.DialTimeout),
 		Poll: time.Duration(cfg.Admin.ClusterPoll), NodeID: g.Cluster.NodeID,
 		Log: func(level, msg string) {
 			srv.LogEvent(accesslog.Event{Level: level, Event: "config_sync", Message: msg})
-		}}, nil
+		}}
+	// The API's revocations (served when runtimeOf is) are the cluster's too.
+	if revoked, ok := engine.Service[*auth.Revocations](srv); ok && runtimeOf(srv) != nil {
+		opt.Revocations = revoked
+	}
+	return opt, nil
 }
 
 // logAudit writes one error-log line per admin write: who, what, and the

@@ -29,6 +29,9 @@ type ClusterOptions struct {
 	KeyPrefix   string        // default "loopgate:config:"
 	Poll        time.Duration // admin.cluster_poll
 	NodeID      string        // named in the versions this node writes
+	// Revocations, when set, are the node's, shared with the cluster
+	// through Redis (revocations.go); nil keeps revocations local.
+	Revocations RevocationSet
 	// Log is told of every version taken from Redis, and of every failure
 	// to take one.
 	Log func(level, msg string)
@@ -55,10 +58,15 @@ type Cluster struct {
 	clientMu sync.Mutex
 	client   atomic.Pointer[rueidis.Client] // nil until a dial succeeded
 
-	kick chan struct{}
-	quit chan struct{}
-	done sync.WaitGroup
-	stop sync.Once
+	revocations, revVersion, revChannel string // keys, as above
+	revMu                               sync.Mutex
+	revHeld                             string // the version of the set this node holds; "" for none
+
+	kick    chan struct{}
+	revKick chan struct{}
+	quit    chan struct{}
+	done    sync.WaitGroup
+	stop    sync.Once
 }
 
 // casScript stores a new state when the version is still the one the
@@ -87,9 +95,12 @@ func (c *Control) StartCluster(opt ClusterOptions) *Cluster {
 		opt.KeyPrefix = "loopgate:config:"
 	}
 	k := &Cluster{c: c, opt: opt, version: opt.KeyPrefix + "version", state: opt.KeyPrefix + "state",
-		channel: opt.KeyPrefix + "versions", kick: make(chan struct{}, 1), quit: make(chan struct{})}
+		channel: opt.KeyPrefix + "versions", kick: make(chan struct{}, 1), quit: make(chan struct{}),
+		revocations: opt.KeyPrefix + "revocations", revVersion: opt.KeyPrefix + "revocations:version",
+		revChannel: opt.KeyPrefix + "revocations:versions", revKick: make(chan struct{}, 1)}
 	c.cluster = k
 	k.sync() // a node that starts later takes the latest version first
+	_ = k.syncRevocations()
 	k.done.Add(2)
 	go k.poll()
 	go k.subscribe()
@@ -324,8 +335,8 @@ func (k *Cluster) changeOnce(ctx context.Context, w writer, edit func(d confstor
 	return v, false, nil
 }
 
-// poll syncs every Poll, and at once when the subscriber is told of a
-// version.
+// poll syncs the config and the revocations every Poll, and either at
+// once when the subscriber is told of a version of it.
 func (k *Cluster) poll() {
 	defer k.done.Done()
 	t := time.NewTicker(k.opt.Poll)
@@ -335,9 +346,13 @@ func (k *Cluster) poll() {
 		case <-k.quit:
 			return
 		case <-t.C:
+			k.sync()
+			_ = k.syncRevocations() // a failure keeps the set until the next tick
 		case <-k.kick:
+			k.sync()
+		case <-k.revKick:
+			_ = k.syncRevocations()
 		}
-		k.sync()
 	}
 }
 
@@ -352,9 +367,13 @@ func (k *Cluster) subscribe() {
 		default:
 		}
 		if cl, err := k.conn(); err == nil {
-			_ = cl.Receive(context.Background(), cl.B().Subscribe().Channel(k.channel).Build(), func(rueidis.PubSubMessage) {
+			_ = cl.Receive(context.Background(), cl.B().Subscribe().Channel(k.channel, k.revChannel).Build(), func(m rueidis.PubSubMessage) {
+				kick := k.kick
+				if m.Channel == k.revChannel {
+					kick = k.revKick
+				}
 				select {
-				case k.kick <- struct{}{}:
+				case kick <- struct{}{}:
 				default: // a sync is due already
 				}
 			})

@@ -4,6 +4,7 @@
 package admin
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -20,6 +21,28 @@ type Runtime interface {
 	RevokeKey(apiKey string)
 	Unrevoke(credential string)
 	Revocations() int
+	// RevocationKey is the key Revoke (RevokeKey when apiKey) keeps
+	// credential under, and a JWT's exp (see auth.Verifier.RevocationKey):
+	// what the cluster shares instead of the credential.
+	RevocationKey(credential string, apiKey bool) (key [16]byte, exp time.Time)
+}
+
+// sharedRevocations is the cluster revocations go through, or nil when
+// they stay on this node.
+func (s *Server) sharedRevocations() *Cluster {
+	if s.control != nil && s.control.cluster.SharesRevocations() {
+		return s.control.cluster
+	}
+	return nil
+}
+
+// revocationFailed answers a cluster revocation write that failed.
+func (s *Server) revocationFailed(w http.ResponseWriter, err error) {
+	if errors.Is(err, errRevocationsFull) {
+		s.fail(w, http.StatusConflict, 40901, err.Error())
+		return
+	}
+	s.fail(w, http.StatusServiceUnavailable, 50301, err.Error())
 }
 
 func (s *Server) runtimeAPI(m *http.ServeMux) {
@@ -119,10 +142,19 @@ func (s *Server) postRevocation(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	switch {
+	switch k := s.sharedRevocations(); {
 	case (body.Credential == "") == (body.APIKey == ""):
 		s.fail(w, http.StatusBadRequest, 40001, "credential or api_key: set exactly one")
 		return
+	case k != nil:
+		key, exp := s.runtime.RevocationKey(body.Credential+body.APIKey, body.APIKey != "")
+		if !exp.IsZero() && (until.IsZero() || exp.Before(until)) {
+			until = exp // Redis need not keep it past the token's own end
+		}
+		if err := k.revoke(key, until); err != nil {
+			s.revocationFailed(w, err)
+			return
+		}
 	case body.APIKey != "":
 		s.runtime.RevokeKey(body.APIKey)
 	default:
@@ -145,7 +177,15 @@ func (s *Server) deleteRevocation(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, 40001, "credential or api_key: required")
 		return
 	}
-	s.runtime.Unrevoke(cred)
+	if k := s.sharedRevocations(); k != nil {
+		key, _ := s.runtime.RevocationKey(cred, false) // an API key is named as Unrevoke names it
+		if err := k.unrevoke(key); err != nil {
+			s.revocationFailed(w, err)
+			return
+		}
+	} else {
+		s.runtime.Unrevoke(cred)
+	}
 	s.runtimeAudit(r, "lift a revocation")
 	writeJSON(w, http.StatusOK, map[string]any{"revocations": s.runtime.Revocations()})
 }

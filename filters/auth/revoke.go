@@ -170,3 +170,33 @@ func credentialKey(token []byte) [16]byte {
 	sum := sha256.Sum256(token)
 	return [16]byte(sum[:16])
 }
+
+// RevocationKey is the key credential is revoked under: as Revoke names
+// it, or as RevokeKey does when apiKey is set. exp is a JWT's exp claim
+// when it has one (else zero): a revocation need not outlast it, the token
+// being refused as expired from then on. A cluster keeps revocations by
+// this key (engine/admin); it never holds the credential.
+func (v *Verifier) RevocationKey(credential string, apiKey bool) (key [16]byte, exp time.Time) {
+	if apiKey {
+		return credentialKey([]byte(credential)), time.Time{}
+	}
+	key = v.revocationKey([]byte(credential))
+	token, _ := splitBearer([]byte(credential))
+	if dot1, dot2, ok := splitJWS(token); ok {
+		if claims, err := decodeObject(token[dot1+1 : dot2]); err == nil {
+			if ns, present, good := numericDate(claims, "exp"); present && good {
+				exp = time.Unix(0, satAdd(ns, int64(v.leeway)))
+			}
+		}
+	}
+	return key, exp
+}
+
+// Replace makes set the revocations in force, dropping every other: a
+// cluster's, read whole from Redis. set must not be changed afterwards.
+// Loops see it on their next Verify, cached verifications included.
+func (r *Revocations) Replace(set map[[16]byte]int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.set.Store(&set)
+}
