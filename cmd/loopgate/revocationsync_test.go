@@ -135,7 +135,8 @@ func jtiKey(jti string) string {
 
 // A revocation whose announcement a node missed (written straight into
 // Redis, never published) reaches it at its next poll; a node that takes
-// a revocation by the poll refuses the cached token too.
+// a revocation by the poll refuses the cached token too. A Redis that
+// comes back empty gets the node's revocations back.
 func TestClusterRevocationHeals(t *testing.T) {
 	r := redistest.Start(t)
 	up := pathUpstream(t)
@@ -151,6 +152,22 @@ func TestClusterRevocationHeals(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("b refuses the token %s after the unannounced revocation", answersWithin(t, b, tok, 401, 2*time.Second))
+
+	r.Kill()
+	r.Restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if score, err := r.Do("ZSCORE", "loopgate:config:revocations", jtiKey("tok-2")).ToString(); err == nil && score == "inf" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Redis, restarted empty, was not given b's revocation; output:\n%s", b.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if code := keyedStatus(t, b, tok); code != 401 {
+		t.Fatalf("b after Redis came back: %d", code)
+	}
 }
 
 // Without admin.cluster, a revocation stays on its node even with a redis

@@ -25,6 +25,7 @@ const MaxRevocations = 100_000
 // cluster replaces with Redis's.
 type RevocationSet interface {
 	Replace(set map[[16]byte]int64)
+	Snapshot() map[[16]byte]int64
 }
 
 // revokeScript drops lapsed revocations (scores are the instant, unix ms,
@@ -51,6 +52,16 @@ var readRevocationsScript = rueidis.NewLuaScript(`
 local v = redis.call('GET', KEYS[2]) or '0'
 if v == ARGV[1] then return {v} end
 return {v, redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')}`)
+
+// seedRevocationsScript stores the set ARGV[2..] (score, member, ...) and
+// announces it, unless Redis holds a version: a Redis restarted without
+// its data gets the revocations back from the first node that sees it.
+var seedRevocationsScript = rueidis.NewLuaScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+for i = 2, #ARGV, 2 do redis.call('ZADD', KEYS[1], ARGV[i], ARGV[i+1]) end
+local v = redis.call('INCR', KEYS[2])
+redis.call('PUBLISH', ARGV[1], v)
+return v`)
 
 // errRevocationsFull is a revocation refused by MaxRevocations.
 var errRevocationsFull = errors.New("the cluster holds " + strconv.Itoa(MaxRevocations) + " revocations, the most it keeps; lift some or wait for some to lapse")
@@ -131,11 +142,36 @@ func (k *Cluster) syncRevocations() error {
 	if err != nil || len(vals) < 2 {
 		return err
 	}
+	nowNs := k.c.opts.Now().UnixNano()
+	if held := k.opt.Revocations.Snapshot(); version == "0" && len(held) > 0 {
+		// Redis lost the set (it keeps a version from the first write on):
+		// put this node's back rather than admit what it refuses.
+		args := []string{k.revChannel}
+		for key, until := range held {
+			switch {
+			case until == 0:
+				args = append(args, "+inf", hex.EncodeToString(key[:]))
+			case until > nowNs:
+				args = append(args, strconv.FormatInt(until/int64(time.Millisecond), 10), hex.EncodeToString(key[:]))
+			}
+		}
+		if err := seedRevocationsScript.Exec(ctx, cl, []string{k.revocations, k.revVersion}, args).Error(); err != nil {
+			return &unavailableError{err}
+		}
+		k.log("info", "config sync: Redis held no revocations; seeded it with this node's "+strconv.Itoa(len(args)/2))
+		k.revHeld = "" // read what Redis holds now, this node's or a faster node's
+		vals, err = readRevocationsScript.Exec(ctx, cl, []string{k.revocations, k.revVersion}, []string{k.revHeld}).ToArray()
+		if err != nil {
+			return &unavailableError{err}
+		}
+		if version, err = vals[0].ToString(); err != nil || len(vals) < 2 {
+			return err
+		}
+	}
 	flat, err := vals[1].AsStrSlice()
 	if err != nil {
 		return err
 	}
-	nowNs := k.c.opts.Now().UnixNano()
 	set := make(map[[16]byte]int64, len(flat)/2)
 	for i := 0; i+1 < len(flat); i += 2 {
 		var key [16]byte

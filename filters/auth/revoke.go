@@ -200,3 +200,13 @@ func (r *Revocations) Replace(set map[[16]byte]int64) {
 	defer r.mu.Unlock()
 	r.set.Store(&set)
 }
+
+// Snapshot is the set in force now, lapsed entries included, as Replace
+// takes it: a cluster seeds a Redis that lost its set with it. It must
+// not be changed.
+func (r *Revocations) Snapshot() map[[16]byte]int64 {
+	if m := r.set.Load(); m != nil {
+		return *m
+	}
+	return nil
+}
