@@ -14,9 +14,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/loopgate/loopgate/engine/admin"
 	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 )
 
@@ -84,7 +86,9 @@ func answersWithin(t *testing.T, g *apiGateway, credential string, want int, d t
 
 // A JWT admitted and cached on b, revoked on a, is refused on b within
 // 1 s; the announcement carries it (the poll is an hour). Lifted on b, it
-// is admitted on a again; an API key goes the same way.
+// is admitted on a again; an API key goes the same way. Past
+// MaxRevocations a revocation is refused with 409, and while Redis is
+// down with 503.
 func TestClusterRevocation(t *testing.T) {
 	r := redistest.Start(t)
 	up := pathUpstream(t)
@@ -124,6 +128,22 @@ func TestClusterRevocation(t *testing.T) {
 		t.Fatalf("POST /revocations of an API key on b: %d %v", status, resp)
 	}
 	answersWithin(t, a, "k-0123456789", 401, time.Second)
+
+	fill := "for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], '+inf', string.format('%032x', i)) end return 1"
+	if err := r.Do("EVAL", fill, "1", "loopgate:config:revocations", strconv.Itoa(admin.MaxRevocations)).Error(); err != nil {
+		t.Fatal(err)
+	}
+	other, _ := json.Marshal(map[string]string{"credential": "Bearer " + hs256(t, map[string]any{"sub": "x", "jti": "tok-9"})})
+	if status, resp, _ := call(t, a.admin, writeToken, "POST", "/revocations", string(other)); status != 409 || resp["code"] != 40901.0 {
+		t.Fatalf("a revocation past the bound: %d %v", status, resp)
+	}
+	r.Kill()
+	if status, resp, _ := call(t, a.admin, writeToken, "POST", "/revocations", string(other)); status != 503 || resp["code"] != 50301.0 {
+		t.Fatalf("a revocation while Redis is down: %d %v", status, resp)
+	}
+	if code := keyedStatus(t, b, "k-0123456789"); code != 401 {
+		t.Fatalf("b keeps its revocations while Redis is down: %d", code)
+	}
 }
 
 // jtiKey is the member a revocation of the jti is kept under in Redis
