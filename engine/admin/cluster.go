@@ -1,5 +1,5 @@
 // Cluster: the API's changes and the versions kept in Redis and shared by
-// every node (admin.cluster: redis).
+// every node (admin.cluster: redis), and the revocations (revocations.go).
 
 package admin
 

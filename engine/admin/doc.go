@@ -22,7 +22,8 @@
 // overlay) over the config file, validates and compiles the result as a
 // reload does, applies it live and records it as a version in the state
 // file (package confstore), or, with admin.cluster, in Redis, where every
-// node picks it up (cluster.go).
+// node picks it up (cluster.go), as it does the revocations made through
+// the API (revocations.go).
 //
 // Reloads from every trigger (POST /reload here, SIGHUP in the command) go
 // through one Reloader, which debounces them: triggers that arrive within
