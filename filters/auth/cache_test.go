@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // cached reports whether token is in loop 0's cache, by its hash.
@@ -281,5 +283,36 @@ func TestRevokeDottedAPIKey(t *testing.T) {
 	v.Revoke("e30.e30.sig", time.Time{})
 	if _, fail := verify(t, v, "e30.e30.sig"); fail != FailRevoked {
 		t.Fatalf("revoked dotted key: %v", fail)
+	}
+}
+
+// RevocationKey names what Revoke and RevokeKey revoke, with a JWT's exp
+// (plus leeway); a set replaced whole (a cluster's) refuses a cached
+// token and, replaced again without it, admits it.
+func TestRevocationKeyAndReplace(t *testing.T) {
+	cfg := baseConfig()
+	cfg.JWT.Leeway = units.Duration(5 * time.Second)
+	v, _ := newVerifier(t, cfg, 1)
+	tok := "Bearer " + hsToken(t, m{"sub": "alice", "jti": "j-1", "exp": t0.Unix() + 60})
+	key, exp := v.RevocationKey(tok, false)
+	if key != revocationKeyOf("j-1", nil) || !exp.Equal(time.Unix(t0.Unix()+65, 0)) {
+		t.Fatalf("JWT: key %x exp %v", key, exp)
+	}
+	if key, exp := v.RevocationKey("k-1", true); key != credentialKey([]byte("k-1")) || !exp.IsZero() {
+		t.Fatalf("API key: key %x exp %v", key, exp)
+	}
+	if _, fail := verify(t, v, tok); fail != nil {
+		t.Fatal(fail)
+	}
+	v.revoked.Replace(map[[16]byte]int64{key: 0})
+	if _, fail := verify(t, v, tok); fail != FailRevoked {
+		t.Fatalf("cached token after Replace: %v", fail)
+	}
+	if n := len(v.revoked.Snapshot()); n != 1 {
+		t.Fatalf("Snapshot: %d entries", n)
+	}
+	v.revoked.Replace(map[[16]byte]int64{})
+	if _, fail := verify(t, v, tok); fail != nil {
+		t.Fatalf("after a Replace without it: %v", fail)
 	}
 }
