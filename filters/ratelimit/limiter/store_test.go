@@ -95,8 +95,11 @@ routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: ip, rate: 1
 	for i := range 100 {
 		fs[0].Request(exchange(t, fmt.Sprintf("198.51.100.%d", i), nil))
 	}
-	if n := status(t, store, "api/ip", "local").Keys.Len; n != 100 {
-		t.Fatalf("%d keys held, want 100", n)
+	// The sweeper may take the first keys while the last are added (a
+	// loaded machine takes longer than key_idle for the loop): each key is
+	// held or swept, none lost.
+	if k := status(t, store, "api/ip", "local").Keys; k.Len+int(k.Swept) != 100 {
+		t.Fatalf("keys %+v: %d held and %d swept, want 100 in all", k, k.Len, k.Swept)
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for k := status(t, store, "api/ip", "local").Keys; k.Len != 0 || k.Swept != 100; k = status(t, store, "api/ip", "local").Keys {
