@@ -1,0 +1,163 @@
+package alert_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	enginealert "github.com/loopgate/loopgate/engine/alert"
+	"github.com/loopgate/loopgate/pool/alert"
+)
+
+// receiver is a webhook endpoint that records what it got and answers
+// with the statuses it is told to, in turn (then 200).
+type receiver struct {
+	mu       sync.Mutex
+	got      []enginealert.Payload
+	attempts []time.Time
+	answers  []int
+}
+
+func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var p enginealert.Payload
+	if err := json.NewDecoder(r.Body).Decode(&p); err != nil || r.Header.Get("Content-Type") != "application/json" {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	rc.attempts = append(rc.attempts, time.Now())
+	if len(rc.answers) > 0 {
+		st := rc.answers[0]
+		rc.answers = rc.answers[1:]
+		w.WriteHeader(st)
+		return
+	}
+	rc.got = append(rc.got, p)
+}
+
+func (rc *receiver) payloads() []enginealert.Payload {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]enginealert.Payload(nil), rc.got...)
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func metrics(d *enginealert.Dispatcher) string {
+	var b strings.Builder
+	d.WritePrometheus(&b)
+	return b.String()
+}
+
+// TestWebhookRetriesDedupResolves: a receiver answering 500 twice is
+// retried with a doubling backoff until it takes the alert; a second
+// firing of the same episode is suppressed; the resolved event follows
+// with the episode's start; a kind the webhook did not ask for is not sent.
+func TestWebhookRetriesDedupResolves(t *testing.T) {
+	rc := &receiver{answers: []int{500, 500}}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	backoff := 50 * time.Millisecond
+	d := enginealert.New(enginealert.Options{IsolationThreshold: 50, Webhooks: []enginealert.Webhook{{
+		URL: srv.URL, Events: []alert.Kind{alert.BreakerOpen}, Timeout: time.Second, Retries: 3, Backoff: backoff}}})
+	defer d.Close()
+	d.Install()
+	defer alert.SetSink(nil)
+
+	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Message: "closed -> open"})
+	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Message: "half_open -> open"}) // same episode
+	alert.Raise(alert.Event{Kind: alert.UpstreamDown, Subject: "u1"})                            // not asked for
+	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Resolved: true, Message: "half_open -> closed"})
+	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Resolved: true}) // nothing open: ignored
+
+	waitFor(t, "two deliveries", func() bool { return len(rc.payloads()) >= 2 })
+	got := rc.payloads()
+	if len(got) != 2 || got[0].Status != "firing" || got[0].Subject != "r1" || got[0].Event != alert.BreakerOpen ||
+		got[0].Message != "closed -> open" || got[1].Status != "resolved" || got[1].Since == nil || !got[1].Since.Equal(got[0].Time) {
+		t.Fatalf("payloads %+v", got)
+	}
+	rc.mu.Lock()
+	at := rc.attempts
+	rc.mu.Unlock()
+	if len(at) != 4 { // 500, 500, firing taken, resolved taken
+		t.Fatalf("%d attempts, want 4", len(at))
+	}
+	// The backoff doubles: the second retry waited at least twice the first's minimum.
+	if d1, d2 := at[1].Sub(at[0]), at[2].Sub(at[1]); d1 < backoff || d2 < 2*backoff {
+		t.Fatalf("retries after %v and %v, want at least %v and %v", d1, d2, backoff, 2*backoff)
+	}
+	m := metrics(d)
+	for _, want := range []string{
+		`loopgate_alerts_total{event="breaker_open",status="firing"} 1`,
+		`loopgate_alerts_total{event="breaker_open",status="resolved"} 1`,
+		`loopgate_alerts_total{event="upstream_down",status="firing"} 1`,
+		"loopgate_alerts_suppressed_total 1",
+		"loopgate_alert_delivery_retries_total 2",
+		"loopgate_alert_deliveries_total 2",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("metrics lack %q:\n%s", want, m)
+		}
+	}
+	// A new episode after the resolved one is sent again.
+	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1"})
+	waitFor(t, "the next episode", func() bool { return len(rc.payloads()) == 3 })
+}
+
+// TestWebhookDownBoundedAndNonBlocking: a receiver that is down is retried
+// until the last retry, then given up; while it is, raising never waits
+// and what does not fit its queue is dropped and counted.
+func TestWebhookDownBoundedAndNonBlocking(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now: every POST fails to connect
+	d := enginealert.New(enginealert.Options{Webhooks: []enginealert.Webhook{{
+		URL: url, Timeout: time.Second, Retries: 2, Backoff: time.Hour}}})
+	defer d.Close()
+	d.Install()
+	defer alert.SetSink(nil)
+	const n = 3000 // more than the dispatcher's and the webhook's queues hold
+	for i := range n {
+		alert.Raise(alert.Event{Kind: alert.UpstreamDown, Subject: "u" + strconv.Itoa(i)}) // each its own episode
+	}
+	waitFor(t, "the first retry", func() bool { return strings.Contains(metrics(d), "loopgate_alert_delivery_retries_total 1") })
+	m := metrics(d)
+	if strings.Contains(m, "loopgate_alerts_dropped_total 0\n") {
+		t.Fatalf("nothing dropped with %d alerts for a receiver that is down:\n%s", n, m)
+	}
+}
+
+// TestWebhookGivesUp: a receiver answering 503 every time gets 1+retries
+// attempts, then the alert counts as failed.
+func TestWebhookGivesUp(t *testing.T) {
+	rc := &receiver{answers: []int{503, 503, 503, 503, 503}}
+	srv := httptest.NewServer(rc)
+	defer srv.Close()
+	d := enginealert.New(enginealert.Options{Webhooks: []enginealert.Webhook{{
+		URL: srv.URL, Timeout: time.Second, Retries: 2, Backoff: time.Millisecond}}})
+	defer d.Close()
+	d.Install()
+	defer alert.SetSink(nil)
+	alert.Raise(alert.Event{Kind: alert.ReloadRefused, Subject: "config"})
+	waitFor(t, "the failure", func() bool { return strings.Contains(metrics(d), "loopgate_alert_delivery_failures_total 1") })
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if len(rc.attempts) != 3 {
+		t.Fatalf("%d attempts, want 3", len(rc.attempts))
+	}
+}
