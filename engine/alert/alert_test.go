@@ -81,7 +81,7 @@ func TestWebhookRetriesDedupResolves(t *testing.T) {
 
 	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Message: "closed -> open"})
 	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Message: "half_open -> open"}) // same episode
-	alert.Raise(alert.Event{Kind: alert.UpstreamDown, Subject: "u1"})                            // not asked for
+	alert.Raise(alert.Event{Kind: alert.UpstreamDown, Subject: "u1"})                              // not asked for
 	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Resolved: true, Message: "half_open -> closed"})
 	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Resolved: true}) // nothing open: ignored
 
