@@ -88,6 +88,7 @@ type Config struct {
 	HealthChecks HealthChecks `yaml:"health_checks"` // bounds on the active health prober (see HealthChecks)
 
 	WebSocket WebSocket `yaml:"websocket"` // bounds on Upgrade tunnels (see WebSocket)
+	Alerts    Alerts    `yaml:"alerts"`    // webhooks for breaker, isolation, upstream, Redis and reload alerts (see Alerts); default none
 
 	Upstreams []Upstream `yaml:"upstreams"` // default none
 	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404

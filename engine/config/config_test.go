@@ -66,6 +66,7 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 		ErrorLog:     ErrorLog{Path: "stderr", Level: "info"},
 		HealthChecks: HealthChecks{MaxInFlight: 20, Batch: 100},
 		WebSocket:    WebSocket{IdleTimeout: Duration(time.Hour), MaxTunnels: 10000, Buffer: 64 << 10},
+		Alerts:       Alerts{IsolationThreshold: 50},
 	}
 	wantGlobals := map[string]filters.GlobalConfig{
 		auth.Name:           &auth.Global{Auth: documentedAuth()},
@@ -225,6 +226,7 @@ func TestSampleParses(t *testing.T) {
 		ErrorLog:       ErrorLog{Path: "stderr", Level: "info"},
 		HealthChecks:   HealthChecks{MaxInFlight: 20, Batch: 100},
 		WebSocket:      WebSocket{IdleTimeout: Duration(time.Hour), MaxTunnels: 10000, Buffer: 64 << 10},
+		Alerts:         Alerts{IsolationThreshold: 50},
 		Upstreams: []Upstream{{
 			Name:               "users",
 			Nodes:              []Node{{Addr: "10.0.0.1:8080", Weight: 1}, {Addr: "10.0.0.2:8080", Weight: 3}},

@@ -76,6 +76,7 @@ func applyDefaults(c *Config) {
 	}
 	applyFilterDefaults(c)
 	applyObservabilityDefaults(c)
+	applyAlertsDefaults(&c.Alerts)
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		setDefault(&r.ID, defaultRouteID(i))

@@ -64,6 +64,7 @@ func Compare(old, next *Config) Diff {
 		{"trusted_proxies", old.TrustedProxies, next.TrustedProxies},
 		{"metrics", old.Metrics, next.Metrics},
 		{"websocket", old.WebSocket, next.WebSocket},
+		{"alerts", old.Alerts, next.Alerts},
 	} {
 		if !reflect.DeepEqual(s.old, s.next) {
 			d.Settings = append(d.Settings, s.name)

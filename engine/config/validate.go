@@ -59,6 +59,7 @@ func (c *Config) problems() problems {
 	c.validateFilterConfig(&p)
 	c.validateObservability(&p)
 	c.validateWebSocket(&p)
+	c.validateAlerts(&p)
 	c.validateRoutes(&p)
 	return p
 }
