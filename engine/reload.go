@@ -92,6 +92,7 @@ func (s *Server) Apply(c *Compiled) (uint64, error) {
 func (s *Server) apply(old *state, c *Compiled) uint64 {
 	st := &state{version: old.version + 1, cfg: c.cfg, snap: c.snap}
 	s.applyLiveObservability(c.cfg) // metrics.per_request (accesslog.go)
+	s.alerts.Configure(alertOptions(&c.cfg.Alerts))
 	c.snap.activate(s.resilience.Prober())
 	s.state.Store(st)
 	for _, l := range s.loops {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/loopgate/loopgate/engine/accesslog"
+	"github.com/loopgate/loopgate/engine/alert"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/upstream"
@@ -52,6 +53,7 @@ type Server struct {
 	memoryReturns atomic.Uint64 // see returnMemory
 
 	metricSet *metrics.Set // writes the registry out (WriteMetrics)
+	alerts    *alert.Dispatcher
 
 	accepts    acceptStats
 	installing atomic.Int32          // loops still moving to their own accept
@@ -84,6 +86,7 @@ func New(cfg *config.Config) (*Server, error) {
 			resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch), tunnels: newTunnelRegistry(n)},
 		pin:    cfg.Pin,
 		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
+		alerts: alert.New(alertOptions(&cfg.Alerts)),
 	}
 	snap, err := compile(cfg, n, &s.durable)
 	if err != nil {
@@ -102,6 +105,7 @@ func New(cfg *config.Config) (*Server, error) {
 	s.metricSet.RegisterMetricsWriter(s.writeAcceptSeries)
 	s.metricSet.RegisterMetricsWriter(s.writeTunnelSeries)
 	s.metricSet.RegisterMetricsWriter(s.writeTLSSeries)
+	s.metricSet.RegisterMetricsWriter(s.alerts.WritePrometheus)
 	s.loops = make([]*loop, n)
 	for i := range s.loops {
 		s.loops[i] = newLoop(s, i)
@@ -137,6 +141,8 @@ var ErrLoopsStopped = errors.New("engine: the event loops stopped without a shut
 func (s *Server) Run() error {
 	defer close(s.stopped)
 	startNotices(s)
+	s.alerts.Start() // the alerts raised from now on are this server's
+	defer s.alerts.Close()
 	defer s.services.close() // the rate limits' Redis workers and key sweeper stop with the loops
 	s.logs.Start()
 	defer s.logs.Stop() // after the loops: writes what they left in the rings

@@ -6,9 +6,12 @@ package upstream
 
 import (
 	"crypto/tls"
+	"fmt"
 	"log"
 	"sync/atomic"
 	"time"
+
+	"github.com/loopgate/loopgate/pool/alert"
 )
 
 // HealthCheckConfig is one upstream's active health check.
@@ -109,10 +112,16 @@ func (n *Node) setDown(down bool) {
 		return
 	}
 	if g := n.outlier.group.Load(); g != nil {
+		// Every node down is an alert, resolved when the first is back.
+		all := g.nodes.Load()
 		if down {
-			g.down.Add(1)
-		} else {
-			g.down.Add(-1)
+			if g.down.Add(1) == all {
+				alert.Raise(alert.Event{Kind: alert.UpstreamDown, Subject: n.Upstream,
+					Message: fmt.Sprintf("health upstream=%s: all %d nodes unhealthy (the last %s)", n.Upstream, all, n.Addr)})
+			}
+		} else if g.down.Add(-1) == all-1 {
+			alert.Raise(alert.Event{Kind: alert.UpstreamDown, Subject: n.Upstream, Resolved: true,
+				Message: fmt.Sprintf("health upstream=%s node=%s healthy again", n.Upstream, n.Addr)})
 		}
 	}
 	if !down {

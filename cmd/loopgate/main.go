@@ -464,6 +464,7 @@ func logReload(srv *engine.Server, r admin.Result) {
 		ev.Level, ev.Error = accesslog.LevelError, r.Err.Error()
 	}
 	srv.LogEvent(ev)
+	engine.RaiseReloadRefused(r.Err)
 }
 
 // handleControlSignals turns SIGHUP into a reload and SIGUSR1 into

@@ -70,9 +70,10 @@ type Dispatcher struct {
 	in   chan alert.Event
 	done chan struct{}
 
-	mu      sync.Mutex // Configure and Close, off the loops
+	mu      sync.Mutex // Start, Configure and Close, off the loops
 	opts    Options
 	senders atomic.Pointer[[]*sender]
+	started bool
 	closed  bool
 
 	fired, resolved [len(alert.Kinds)]atomic.Uint64
@@ -91,36 +92,54 @@ type episode struct {
 	subject string
 }
 
-// New starts a dispatcher with opts.
+// New makes a dispatcher with opts; Start starts it.
 func New(opts Options) *Dispatcher {
-	d := &Dispatcher{in: make(chan alert.Event, eventQueue), done: make(chan struct{}), open: make(map[episode]time.Time)}
+	d := &Dispatcher{in: make(chan alert.Event, eventQueue), done: make(chan struct{}),
+		open: make(map[episode]time.Time), opts: opts}
 	empty := []*sender{}
 	d.senders.Store(&empty)
-	d.Configure(opts)
-	go d.run()
 	return d
 }
 
-// Install makes d the receiver of every raised event.
-func (d *Dispatcher) Install() { alert.SetSink(d.enqueue) }
-
-// Configure replaces the webhooks and the threshold when they changed (a
-// reload). The old webhooks' queued alerts are dropped with them.
-func (d *Dispatcher) Configure(opts Options) {
+// Start starts the dispatcher and its webhooks, and makes it the receiver
+// of every raised event (one per process: the server run last).
+func (d *Dispatcher) Start() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	alert.SetIsolationThreshold(opts.IsolationThreshold)
-	same := reflect.DeepEqual(opts.Webhooks, d.opts.Webhooks)
-	d.opts = opts
-	if d.closed || same {
+	if d.started || d.closed {
 		return
 	}
-	next := make([]*sender, len(opts.Webhooks))
-	for i, w := range opts.Webhooks {
+	d.started = true
+	alert.SetIsolationThreshold(d.opts.IsolationThreshold)
+	d.startSenders()
+	go d.run()
+	alert.SetSink(d.enqueue)
+}
+
+// startSenders replaces the running webhooks with d.opts's.
+func (d *Dispatcher) startSenders() {
+	next := make([]*sender, len(d.opts.Webhooks))
+	for i, w := range d.opts.Webhooks {
 		next[i] = newSender(d, w)
 	}
 	for _, s := range *d.senders.Swap(&next) {
 		s.stop()
+	}
+}
+
+// Configure replaces the webhooks when they changed, and the threshold (a
+// reload). The old webhooks' queued alerts are dropped with them.
+func (d *Dispatcher) Configure(opts Options) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	same := reflect.DeepEqual(opts.Webhooks, d.opts.Webhooks)
+	d.opts = opts
+	if !d.started || d.closed {
+		return
+	}
+	alert.SetIsolationThreshold(opts.IsolationThreshold)
+	if !same {
+		d.startSenders()
 	}
 }
 
@@ -132,6 +151,9 @@ func (d *Dispatcher) Close() {
 		return
 	}
 	d.closed = true
+	if !d.started {
+		return
+	}
 	close(d.done)
 	empty := []*sender{}
 	for _, s := range *d.senders.Swap(&empty) {

@@ -76,7 +76,7 @@ func TestWebhookRetriesDedupResolves(t *testing.T) {
 	d := enginealert.New(enginealert.Options{IsolationThreshold: 50, Webhooks: []enginealert.Webhook{{
 		URL: srv.URL, Events: []alert.Kind{alert.BreakerOpen}, Timeout: time.Second, Retries: 3, Backoff: backoff}}})
 	defer d.Close()
-	d.Install()
+	d.Start()
 	defer alert.SetSink(nil)
 
 	alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: "r1", Message: "closed -> open"})
@@ -129,7 +129,7 @@ func TestWebhookDownBoundedAndNonBlocking(t *testing.T) {
 	d := enginealert.New(enginealert.Options{Webhooks: []enginealert.Webhook{{
 		URL: url, Timeout: time.Second, Retries: 2, Backoff: time.Hour}}})
 	defer d.Close()
-	d.Install()
+	d.Start()
 	defer alert.SetSink(nil)
 	const n = 3000 // more than the dispatcher's and the webhook's queues hold
 	for i := range n {
@@ -151,7 +151,7 @@ func TestWebhookGivesUp(t *testing.T) {
 	d := enginealert.New(enginealert.Options{Webhooks: []enginealert.Webhook{{
 		URL: srv.URL, Timeout: time.Second, Retries: 2, Backoff: time.Millisecond}}})
 	defer d.Close()
-	d.Install()
+	d.Start()
 	defer alert.SetSink(nil)
 	alert.Raise(alert.Event{Kind: alert.ReloadRefused, Subject: "config"})
 	waitFor(t, "the failure", func() bool { return strings.Contains(metrics(d), "loopgate_alert_delivery_failures_total 1") })

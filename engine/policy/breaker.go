@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/loopgate/loopgate/pool/alert"
 	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
@@ -210,7 +211,16 @@ func (b *Breaker) move(p, next *BreakerPhase, why string) {
 	b.transitions[next.state].Add(1)
 	// Once per transition; a notice (the engine's log writer), so it never waits on
 	// stderr.
-	log.Printf("circuit breaker route=%s %s -> %s (%s)", b.route, p.state, next.state, why)
+	msg := "circuit breaker route=" + b.route + " " + p.state.String() + " -> " + next.state.String() + " (" + why + ")"
+	log.Print(msg)
+	// An episode runs from opening to closing; OPEN again after HALF_OPEN
+	// is the same episode (the dispatcher suppresses it).
+	switch next.state {
+	case BreakerOpen:
+		alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: b.route, Message: msg})
+	case BreakerClosed:
+		alert.Raise(alert.Event{Kind: alert.BreakerOpen, Subject: b.route, Message: msg, Resolved: true})
+	}
 }
 
 func rates(failed, slow, calls int64) string {

@@ -5,10 +5,12 @@
 package policy
 
 import (
+	"fmt"
 	"log"
 	"sync/atomic"
 	"time"
 
+	"github.com/loopgate/loopgate/pool/alert"
 	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 )
@@ -50,6 +52,7 @@ type Limiter struct {
 	seen   atomic.Int64 // calls ended since the start or the last reload, counted up to cold_start (the guard)
 
 	warned   atomic.Bool   // the limit is below half its base: warned once this episode
+	alerted  atomic.Bool   // the limit is below alerts.isolation_threshold of its base: alerted once this episode
 	rejected atomic.Uint64 // requests answered 42901
 	warnings atomic.Uint64 // episodes below half the base
 	shrinks  atomic.Uint64 // windows that shrank the limit
@@ -136,6 +139,16 @@ func (iso *Limiter) Release(s *IsolationSettings, took, now int64) {
 		}
 	} else {
 		iso.warned.Store(false)
+	}
+	// Once per window at most, and only the call that ends it gets here.
+	if limit*100 < alert.IsolationThreshold()*s.limit {
+		if !iso.alerted.Swap(true) {
+			alert.Raise(alert.Event{Kind: alert.IsolationLow, Subject: iso.route,
+				Message: fmt.Sprintf("isolation route=%s limit %d, below %d%% of its base %d", iso.route, limit, alert.IsolationThreshold(), s.limit)})
+		}
+	} else if iso.alerted.Load() && iso.alerted.Swap(false) {
+		alert.Raise(alert.Event{Kind: alert.IsolationLow, Subject: iso.route, Resolved: true,
+			Message: fmt.Sprintf("isolation route=%s limit %d of its base %d", iso.route, limit, s.limit)})
 	}
 }
 

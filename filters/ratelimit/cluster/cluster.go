@@ -9,6 +9,7 @@ import (
 	"net"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,6 +91,7 @@ func New(opt Options) (*Cluster, error) {
 		keepMSArg:  msArg(int64(max(opt.MemberTTL, opt.LiveMaxAge))),
 	}
 	c.br.threshold = int32(opt.FailureThreshold)
+	c.br.redis = strings.Join(opt.Addrs, ",")
 	c.limits.Store(&[]*Limit{})
 	c.effective.Store(int64(max(opt.MinNodes, opt.FallbackNodes)))
 	if !c.probe() {

@@ -6,6 +6,8 @@ package cluster
 import (
 	"sync/atomic"
 	"time"
+
+	"github.com/loopgate/loopgate/pool/alert"
 )
 
 // Health is whether this node is calling Redis.
@@ -53,6 +55,7 @@ func (h Health) MarshalText() ([]byte, error) { return []byte(h.String()), nil }
 // and the controller report to it; loops only read the state.
 type breaker struct {
 	threshold int32
+	redis     string        // the addresses, the subject of its alerts
 	state     atomic.Uint32 // Health; changed only by set
 	failures  atomic.Int32  // consecutive failed calls
 	trips     atomic.Uint64 // Up -> Down transitions
@@ -128,9 +131,13 @@ func (b *breaker) set(from, to Health) bool {
 	b.confirmFrom.Store(0)
 	if to == Down {
 		b.trips.Add(1)
+		alert.Raise(alert.Event{Kind: alert.RedisLost, Subject: b.redis,
+			Message: "redis " + b.redis + " lost: the rate limits use their failure mode (shadow quota)"})
 	} else {
 		b.failures.Store(0)
 		b.recovered.Add(1)
+		alert.Raise(alert.Event{Kind: alert.RedisLost, Subject: b.redis, Resolved: true,
+			Message: "redis " + b.redis + " answers again"})
 	}
 	return true
 }

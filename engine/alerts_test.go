@@ -1,0 +1,101 @@
+// Alerts through a real gateway: a breaker that opens on a failing
+// upstream is one webhook POST per episode, and its closing another.
+
+package engine_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/loopgate/loopgate/engine/alert"
+)
+
+// alertReceiver is a webhook endpoint started by the test.
+type alertReceiver struct {
+	mu  sync.Mutex
+	got []alert.Payload
+}
+
+func (a *alertReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var p alert.Payload
+	if r.Method != http.MethodPost || json.NewDecoder(r.Body).Decode(&p) != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	a.mu.Lock()
+	a.got = append(a.got, p)
+	a.mu.Unlock()
+}
+
+// of returns the payloads about subject, in arrival order.
+func (a *alertReceiver) of(subject string) []alert.Payload {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []alert.Payload
+	for _, p := range a.got {
+		if p.Subject == subject {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// A breaker opens (firing), fails its half-open probe and opens again
+// (the same episode: suppressed), then closes (resolved). The receiver
+// gets exactly those two, and the counters and the error log say so.
+func TestAlertBreakerEpisode(t *testing.T) {
+	rc := &alertReceiver{}
+	hook := "http://" + startUpstream(t, rc) + "/hook"
+	up := &flakyUpstream{}
+	up.failing.Store(true)
+	g := startGateway(t, `
+alerts:
+  webhooks:
+    - {url: "%s", events: [breaker_open], backoff: 10ms}
+upstreams:
+  - {name: flaky, nodes: ["%s"]}
+routes:
+  - id: alerting
+    prefix: /
+    upstream: flaky
+    retry: {attempts: 1}
+    circuit_breaker: {window: 2, min_calls: 2, open_for: 200ms, half_open_calls: 1}
+`, hook, startUpstream(t, up))
+	c := g.client(t)
+	c.get("/x")
+	c.get("/x")
+	waitFor(t, "the firing alert", func() bool { return len(rc.of("alerting")) == 1 })
+	if p := rc.of("alerting")[0]; p.Event != "breaker_open" || p.Status != "firing" {
+		t.Fatalf("first alert %+v", p)
+	}
+	// The half-open probe fails: OPEN again, within the episode.
+	waitFor(t, "a failed half-open probe", func() bool {
+		resp, _ := c.get("/x")
+		return resp.StatusCode == 500
+	})
+	waitMetric(t, g.srv, `loopgate_alerts_suppressed_total`, 1)
+	up.failing.Store(false)
+	waitFor(t, "the breaker to close", func() bool {
+		resp, _ := c.get("/x")
+		return resp.StatusCode == 200
+	})
+	waitFor(t, "the resolved alert", func() bool { return len(rc.of("alerting")) == 2 })
+	got := rc.of("alerting")
+	if got[1].Status != "resolved" || got[1].Since == nil || !got[1].Since.Equal(got[0].Time) {
+		t.Fatalf("second alert %+v, want the episode's resolution", got[1])
+	}
+	s := waitMetric(t, g.srv, `loopgate_alert_deliveries_total`, 2) // counted once the receiver answered
+	for series, want := range map[string]float64{
+		`loopgate_alerts_total{event="breaker_open",status="firing"}`:   1,
+		`loopgate_alerts_total{event="breaker_open",status="resolved"}`: 1,
+	} {
+		if v := s.get(t, series); v != want {
+			t.Errorf("%s = %v, want %v", series, v, want)
+		}
+	}
+	if n := len(rc.of("alerting")); n != 2 {
+		t.Fatalf("%d alerts, want 2", n)
+	}
+}
