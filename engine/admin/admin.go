@@ -152,6 +152,8 @@ func (s *Server) mux() *http.ServeMux {
 	m.Handle("GET /upstreams", s.gw.UpstreamsHandler())
 	s.configAPI(m)
 	s.runtimeAPI(m)
+	m.Handle("GET /ui/", uiHandler())
+	m.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
 	if !s.pprof {
 		m.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, _ *http.Request) {
 			s.fail(w, http.StatusNotFound, 40401, "pprof is off; set admin.pprof: true to serve it")
