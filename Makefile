@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis bench bench-ab bench-reload bench-isolation bench-idle bench-ws bench-go fuzz clean
+.PHONY: build run test vet redis browser bench bench-ab bench-reload bench-isolation bench-idle bench-ws bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -16,7 +16,7 @@ run: build
 # *Allocs*) in a build without it, where their counts mean something; under
 # -race they skip themselves (pooltest.SkipAllocsUnderRace). The second step
 # builds only the packages that have such a test.
-test: vet redis
+test: vet redis browser
 	$(GO) test -race -count=1 ./...
 	$(GO) test -count=1 -run Allocs $$(grep -rlE --include='*_test.go' '^func Test[[:alnum:]_]*Allocs' . | xargs -r dirname | sort -u)
 
@@ -30,6 +30,15 @@ TEST_PACKAGES = redis-server prometheus python3-websockets node-ws
 redis:
 	@(command -v redis-server && command -v promtool && /usr/bin/python3 -c 'import websockets' && test -d /usr/share/nodejs/ws) >/dev/null 2>&1 || \
 		(apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $(TEST_PACKAGES)) || true
+
+# The dashboard test (cmd/loopgate TestDashboardInBrowser) drives Debian's
+# chromium, headless, with puppeteer-core from the checked-in lock file.
+# Install them when missing; if chromium cannot be installed the test
+# skips itself.
+browser:
+	@(command -v chromium && command -v npm) >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium nodejs npm) || true
+	@if command -v npm >/dev/null && ! test -d cmd/loopgate/testdata/browser/node_modules/puppeteer-core; then \
+		cd cmd/loopgate/testdata/browser && npm ci --no-audit --no-fund; fi
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

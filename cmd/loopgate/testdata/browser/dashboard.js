@@ -1,0 +1,68 @@
+// Drives headless chromium against the dashboard: node dashboard.js
+// <admin URL> <gateway URL> <screenshot path>. The running config has the
+// routes "dead" (prefix /dead/, an upstream that refuses connections, a
+// breaker) and "live" (prefix /, an upstream that answers). Exits
+// non-zero, saying why, on the first failed check.
+"use strict";
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const puppeteer = require("puppeteer-core");
+
+const [admin, gateway, shot] = process.argv.slice(2);
+const deadRoute = "dead", liveRoute = "live";
+
+async function main() {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), "loopgate-chromium-"));
+  const browser = await puppeteer.launch({
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + profile],
+  });
+  try {
+    const page = await browser.newPage();
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(e.message));
+    await page.setViewport({ width: 1400, height: 900 });
+    await page.goto(admin + "/ui/", { waitUntil: "load" });
+
+    // The routes of the running config appear.
+    const routes = await page.waitForFunction((a, b) => {
+      const ids = [...document.querySelectorAll("#routes tr td:first-child")].map((td) => td.textContent);
+      return ids.includes(a) && ids.includes(b) && ids;
+    }, { timeout: 5000 }, deadRoute, liveRoute).then((h) => h.jsonValue());
+    console.log("routes shown:", routes.join(", "));
+
+    // Live traffic on the live route, for the numbers to move.
+    const traffic = setInterval(() => fetch(gateway + "/").catch(() => {}), 20);
+    // The dead upstream's breaker opens now, and shows OPEN within 2 s.
+    for (let i = 0; i < 3; i++) await fetch(gateway + "/dead/x").catch(() => {});
+    await page.waitForFunction((r) => [...document.querySelectorAll("#routes tr")].some((tr) =>
+      tr.cells[0].textContent === r && tr.cells[6].textContent === "OPEN"), { timeout: 2000 }, deadRoute);
+    console.log("breaker of", deadRoute, "shows OPEN");
+
+    // Live numbers update: the live route's req/s becomes a positive number.
+    const rate = await page.waitForFunction((r) => {
+      const tr = [...document.querySelectorAll("#routes tr")].find((tr) => tr.cells[0].textContent === r);
+      const v = tr && parseFloat(tr.cells[2].textContent);
+      return v > 0 && v;
+    }, { timeout: 5000 }, liveRoute).then((h) => h.jsonValue());
+    console.log("req/s of", liveRoute, rate);
+    clearInterval(traffic);
+
+    // The node table lists the upstreams' nodes with their health.
+    const nodes = await page.$$eval("#nodes tr", (trs) => trs.length);
+    if (nodes < 2) throw new Error("node table has " + nodes + " rows, want 2");
+    if (errors.length) throw new Error("page errors: " + errors.join("; "));
+    if (shot) await page.screenshot({ path: shot, fullPage: true });
+  } finally {
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  console.error("dashboard check failed:", e.message);
+  process.exit(1);
+});
