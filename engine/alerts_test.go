@@ -6,6 +6,7 @@ package engine_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -96,6 +97,37 @@ routes:
 		}
 	}
 	if n := len(rc.of("alerting")); n != 2 {
+		t.Fatalf("%d alerts, want 2", n)
+	}
+}
+
+// Every node of an upstream failing its health checks is one
+// upstream_down alert, whatever order they fall in; the first node back
+// resolves it, and a second node back sends nothing more.
+func TestAlertUpstreamDown(t *testing.T) {
+	rc := &alertReceiver{}
+	hook := "http://" + startUpstream(t, rc) + "/hook"
+	a, b := &checkedNode{}, &checkedNode{}
+	addrA, addrB := startUpstream(t, a), startUpstream(t, b)
+	g := startGateway(t, "alerts:\n  webhooks: [{url: \"%s\", events: [upstream_down]}]\n"+healthChecked, hook, nodeList(addrA, addrB))
+	a.sick.Store(true)
+	healthy(t, g, addrA, 0)
+	b.sick.Store(true)
+	healthy(t, g, addrB, 0)
+	waitFor(t, "the firing alert", func() bool { return len(rc.of("backend")) == 1 })
+	if p := rc.of("backend")[0]; p.Event != "upstream_down" || p.Status != "firing" {
+		t.Fatalf("alert %+v", p)
+	}
+	b.sick.Store(false)
+	healthy(t, g, addrB, 1)
+	a.sick.Store(false)
+	healthy(t, g, addrA, 1)
+	waitFor(t, "the resolved alert", func() bool { return len(rc.of("backend")) == 2 })
+	if p := rc.of("backend")[1]; p.Status != "resolved" || !strings.Contains(p.Message, addrB) {
+		t.Fatalf("alert %+v, want resolved by %s", p, addrB)
+	}
+	waitMetric(t, g.srv, `loopgate_alert_deliveries_total`, 2)
+	if n := len(rc.of("backend")); n != 2 {
 		t.Fatalf("%d alerts, want 2", n)
 	}
 }
