@@ -5,10 +5,13 @@ package engine_test
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/loopgate/loopgate/engine/alert"
 )
@@ -129,5 +132,54 @@ func TestAlertUpstreamDown(t *testing.T) {
 	waitMetric(t, g.srv, `loopgate_alert_deliveries_total`, 2)
 	if n := len(rc.of("backend")); n != 2 {
 		t.Fatalf("%d alerts, want 2", n)
+	}
+}
+
+// A route's isolation limit cut below alerts.isolation_threshold of its
+// base is one isolation_low alert; growing back above it resolves it.
+func TestAlertIsolationLow(t *testing.T) {
+	rc := &alertReceiver{}
+	hook := "http://" + startUpstream(t, rc) + "/hook"
+	var slow atomic.Bool
+	slowUp := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slow.Load() {
+			time.Sleep(150 * time.Millisecond) // the upstream's slowness under test, not synchronisation
+		}
+		io.WriteString(w, "ok")
+	}))
+	g := startGateway(t, `
+alerts:
+  isolation_threshold: 25
+  webhooks: [{url: "%s", events: [isolation_low]}]
+isolation: {limit: 12, floor: 2, step: 5, slow_call: 100ms, window: 100ms, min_samples: 5, slow_ratio: 30, cold_start: 5}
+upstreams:
+  - {name: slow, nodes: ["%s"]}
+routes:
+  - {id: cut, prefix: /, upstream: slow}
+`, hook, slowUp)
+	burst := func(n int) {
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() { defer wg.Done(); fetch(g.url("/x")) }()
+		}
+		wg.Wait()
+	}
+	burst(1)
+	slow.Store(true)
+	waitFor(t, "the isolation_low alert", func() bool {
+		burst(8)
+		return len(rc.of("cut")) == 1
+	})
+	if p := rc.of("cut")[0]; p.Event != "isolation_low" || p.Status != "firing" || !strings.Contains(p.Message, "below 25% of its base 12") {
+		t.Fatalf("alert %+v", p)
+	}
+	slow.Store(false)
+	waitFor(t, "the resolved alert", func() bool {
+		burst(2)
+		return len(rc.of("cut")) == 2
+	})
+	if p := rc.of("cut")[1]; p.Status != "resolved" {
+		t.Fatalf("alert %+v", p)
 	}
 }
