@@ -14,9 +14,11 @@ import (
 	"time"
 )
 
-// TestDashboardInBrowser: the page loads from the binary, the running
-// config's routes appear, a breaker that opens shows OPEN within 2 s, and
-// the live route's requests per second rise above 0. It skips only when
+// TestDashboardInBrowser: the page loads from the binary and, without a
+// token, asks for one; with it the running config's routes appear, a
+// breaker that opens shows OPEN within 2 s, the live route's requests per
+// second rise above 0, and a rollback from the page restores the old
+// routes. It skips only when
 // chromium (or node, which drives it) is not installed; DASHBOARD_SCREENSHOT
 // names a file to keep the page's screenshot in (docs/dashboard.png).
 func TestDashboardInBrowser(t *testing.T) {
@@ -36,10 +38,17 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("puppeteer-core is not installed: run `make browser` (npm ci in %s)", dir)
 	}
 	up := serveUpstream(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
-	g, listen, admin := startServing(t, fmt.Sprintf(`
+	listen, admin := freeAddr(t), freeAddr(t)
+	const token = "dashboard-test-token-0123"
+	routes := fmt.Sprintf(`listen: %s
+admin:
+  address: %s
+  tokens: [{name: ui, role: write, token: %s}]
+  state: %s
+loops: 1
 upstreams:
   - {name: gone, nodes: ["%s"]}
-  - {name: backend, nodes: ["%%s"]}
+  - {name: backend, nodes: ["%s"]}
 routes:
   - id: dead
     prefix: /dead/
@@ -47,12 +56,30 @@ routes:
     retry: {attempts: 1}
     circuit_breaker: {window: 2, min_calls: 2, open_for: 1m}
   - {id: live, prefix: /, upstream: backend}
-`, freeAddr(t)), up) // nothing listens at a freeAddr: every call fails to connect
+`, listen, admin, token, filepath.Join(t.TempDir(), "state.json"), freeAddr(t), up) // nothing listens at a freeAddr: every call fails to connect
+	cfg := writeConfig(t, routes)
+	g := startProcess(t, "-config", cfg)
+	waitUntil(t, "/readyz to answer 401", g.exited, g.logs, func() bool {
+		code, _, err := adminGet(admin, "/readyz")
+		return err == nil && code == 401
+	})
+	// Version 2 adds a route; the page rolls back to version 1.
+	if err := os.WriteFile(cfg, []byte(routes+"  - {id: extra, prefix: /extra/, upstream: backend}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", "http://"+admin+"/reload", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Loopgate-Admin", "1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("POST /reload: %v %v\n%s", resp, err, g.logs)
+	}
+	resp.Body.Close()
 	shot := os.Getenv("DASHBOARD_SCREENSHOT")
 	if shot == "" {
 		shot = filepath.Join(t.TempDir(), "dashboard.png")
 	}
-	cmd := exec.Command(node, "dashboard.js", "http://"+admin, "http://"+listen, shot)
+	cmd := exec.Command(node, "dashboard.js", "http://"+admin, "http://"+listen, token, shot)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium)
 	timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() }) // a hung browser fails the test, not the suite

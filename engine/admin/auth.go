@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 )
@@ -30,7 +31,8 @@ func tokenName(r *http.Request) string {
 // authenticate refuses, with tokens configured, a request without a valid
 // bearer token (401, code 40101 when there is none, 40102 when it matches
 // no token) and a state change with a read token (403, code 40301). GET
-// and HEAD of Options.OpenReads pass without one. With no tokens every
+// and HEAD of Options.OpenReads and of the dashboard's files pass without
+// one. With no tokens every
 // request passes: Listen allows that on loopback only.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	if len(s.tokens) == 0 {
@@ -38,7 +40,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		read := r.Method == http.MethodGet || r.Method == http.MethodHead
-		if read && slices.Contains(s.openReads, r.URL.Path) {
+		if read && (slices.Contains(s.openReads, r.URL.Path) || uiPath(r.URL.Path)) {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -59,6 +61,15 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, t.Name)))
 		}
 	})
+}
+
+// uiPath reports whether p is the dashboard's page or one of its files
+// (ui.go). They hold nothing secret and are served without a token, so
+// that the page can ask for one; everything they poll needs it. p is
+// cleaned first: "/ui/../config" is not the dashboard's.
+func uiPath(p string) bool {
+	c := path.Clean(p)
+	return c == "/ui" || strings.HasPrefix(c, "/ui/")
 }
 
 // match returns the token whose secret is secret, or nil. It compares the

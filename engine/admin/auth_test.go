@@ -7,7 +7,7 @@ import (
 
 // Each token is told from the others, a prefix or an extension of one
 // matches none, a read token reads but writes nothing, and open_reads
-// serve GET alone without a token.
+// serve GET alone without a token, as the dashboard's files are served.
 func TestAuthenticate(t *testing.T) {
 	s, err := Listen("127.0.0.1:0", &fakeGateway{ready: make(chan struct{})}, nil, Options{
 		Tokens: []Token{
@@ -32,6 +32,10 @@ func TestAuthenticate(t *testing.T) {
 		{"GET", "/metrics", "Basic 0123456789abcdef-read", 401},
 		{"GET", "/healthz", "", 200},
 		{"POST", "/healthz", "", 401}, // open_reads serve reads only
+		{"GET", "/ui/", "", 200}, // the dashboard's files, for the page to ask for a token
+		{"GET", "/ui/app.js", "", 200},
+		{"GET", "/ui/../metrics", "", 401}, // not the dashboard's
+		{"POST", "/ui/", "", 401},
 		{"POST", "/reload", "Bearer 0123456789abcdef-read", 403},
 		{"POST", "/reload", "Bearer 0123456789abcdef-write", 503}, // authorised; no reloader here
 	} {

@@ -7,6 +7,7 @@ const base = new URL("..", location.href); // the admin port's root, whatever se
 const period = 1000;
 let token = sessionStorage.getItem("loopgate-token") || "";
 let last = null; // the previous /metrics sample: {at, routes}
+let shownVersions = ""; // the /config/versions answer drawn: redrawn only when it changes, so a button stays put under the pointer
 
 function headers(extra) {
   const h = Object.assign({}, extra || {});
@@ -184,13 +185,17 @@ async function drawVersions(ver) {
   if (!ver || ver.status === 404 || ver.status === 405) {
     note.textContent = "This gateway keeps no config versions (GET /config/versions is not served).";
     fill("versions", []);
+    shownVersions = "";
     return;
   }
   if (!ver.ok) {
     note.textContent = "GET /config/versions: " + ver.status;
     return;
   }
-  const v = await ver.json();
+  const text = await ver.text();
+  if (text === shownVersions) return;
+  shownVersions = text;
+  const v = JSON.parse(text);
   note.textContent = "Running version " + v.latest + ".";
   fill("versions", v.versions.map((x) => {
     const btn = document.createElement("button");
@@ -209,8 +214,9 @@ async function rollback(n) {
     method: "POST", headers: headers({ "Content-Type": "application/json" }), body: JSON.stringify({ version: n }),
   });
   if (r.status === 401) askToken();
-  document.getElementById("config-note").textContent = r.ok ? "Rolled back to version " + n + "." : "Rollback refused: " + (await r.text());
-  tick();
+  const answer = r.ok ? "" : await r.text();
+  await tick();
+  document.getElementById("config-note").textContent = r.ok ? "Rolled back to version " + n + "." : "Rollback refused: " + answer;
 }
 
 // loop polls one tick after another: a slow answer delays the next poll

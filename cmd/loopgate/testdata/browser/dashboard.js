@@ -1,15 +1,16 @@
 // Drives headless chromium against the dashboard: node dashboard.js
-// <admin URL> <gateway URL> <screenshot path>. The running config has the
-// routes "dead" (prefix /dead/, an upstream that refuses connections, a
-// breaker) and "live" (prefix /, an upstream that answers). Exits
-// non-zero, saying why, on the first failed check.
+// <admin URL> <gateway URL> <admin token> <screenshot path>. The running
+// config (version 2) has the routes "dead" (prefix /dead/, an upstream
+// that refuses connections, a breaker), "live" (prefix /, an upstream that
+// answers) and "extra", which version 1 lacks. Exits non-zero, saying why,
+// on the first failed check.
 "use strict";
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
 const puppeteer = require("puppeteer-core");
 
-const [admin, gateway, shot] = process.argv.slice(2);
+const [admin, gateway, token, shot] = process.argv.slice(2);
 const deadRoute = "dead", liveRoute = "live";
 
 async function main() {
@@ -20,12 +21,20 @@ async function main() {
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
       "--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + profile],
   });
+  let page;
   try {
-    const page = await browser.newPage();
+    page = await browser.newPage();
     const errors = [];
     page.on("pageerror", (e) => errors.push(e.message));
     await page.setViewport({ width: 1400, height: 900 });
+    page.on("dialog", (d) => d.accept()); // the rollback's confirmation
     await page.goto(admin + "/ui/", { waitUntil: "load" });
+
+    // Without a token the page asks for one.
+    await page.waitForSelector("#token:not([hidden])", { timeout: 5000 });
+    console.log("the page asks for a token");
+    await page.type("#token-value", token);
+    await page.click("#token button");
 
     // The routes of the running config appear.
     const routes = await page.waitForFunction((a, b) => {
@@ -54,8 +63,24 @@ async function main() {
     // The node table lists the upstreams' nodes with their health.
     const nodes = await page.$$eval("#nodes tr", (trs) => trs.length);
     if (nodes < 2) throw new Error("node table has " + nodes + " rows, want 2");
-    if (errors.length) throw new Error("page errors: " + errors.join("; "));
     if (shot) await page.screenshot({ path: shot, fullPage: true });
+
+    // A rollback from the page to version 1 restores its routes: "extra" goes.
+    const routeIds = () => [...document.querySelectorAll("#routes tr td:first-child")].map((td) => td.textContent);
+    if (!(await page.evaluate(routeIds)).includes("extra")) throw new Error("route extra not shown before the rollback");
+    const button = await page.waitForFunction(() => [...document.querySelectorAll("#versions button")]
+      .find((b) => b.textContent === "roll back to 1" && !b.disabled), { timeout: 5000 });
+    await button.click();
+    await page.waitForFunction((f) => {
+      const ids = [...document.querySelectorAll("#routes tr td:first-child")].map((td) => td.textContent);
+      return ids.includes("live") && !ids.includes("extra");
+    }, { timeout: 5000 });
+    console.log("rolled back to version 1: route extra gone");
+    if (errors.length) throw new Error("page errors: " + errors.join("; "));
+  } catch (e) {
+    // What the page showed, for the failure's report.
+    if (page) e.message += "\npage:\n" + (await page.evaluate(() => document.body.innerText).catch(() => "?"));
+    throw e;
   } finally {
     await browser.close();
     fs.rmSync(profile, { recursive: true, force: true });
