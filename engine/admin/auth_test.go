@@ -32,7 +32,7 @@ func TestAuthenticate(t *testing.T) {
 		{"GET", "/metrics", "Basic 0123456789abcdef-read", 401},
 		{"GET", "/healthz", "", 200},
 		{"POST", "/healthz", "", 401}, // open_reads serve reads only
-		{"GET", "/ui/", "", 200}, // the dashboard's files, for the page to ask for a token
+		{"GET", "/ui/", "", 200},      // the dashboard's files, for the page to ask for a token
 		{"GET", "/ui/app.js", "", 200},
 		{"GET", "/ui/../metrics", "", 401}, // not the dashboard's
 		{"POST", "/ui/", "", 401},
