@@ -202,10 +202,22 @@ async function drawVersions(ver) {
     btn.textContent = "roll back to " + x.number;
     btn.disabled = x.number === v.latest;
     btn.addEventListener("click", () => rollback(x.number));
+    const diff = document.createElement("button");
+    diff.textContent = "diff";
+    diff.addEventListener("click", () => showDiff(x.number));
     const td = document.createElement("td");
-    td.appendChild(btn);
-    return [cell(String(x.number)), cell(x.time), cell(x.source), cell(x.changes || ""), td];
+    td.append(diff, " ", btn);
+    return [cell(String(x.number)), cell(x.time.replace("T", " ").slice(0, 19) + " UTC"), cell(x.source), cell(x.changes || ""), td];
   }));
+}
+
+// showDiff shows what version n changed against the one before, as the
+// config API answers it (GET /config/versions/{n}/diff).
+async function showDiff(n) {
+  const r = await get("config/versions/" + n + "/diff");
+  const out = document.getElementById("diff");
+  out.hidden = false;
+  out.textContent = r && r.ok ? "version " + n + ":\n" + JSON.stringify(await r.json(), null, 2) : "diff of version " + n + ": " + (r ? r.status : "unreachable");
 }
 
 async function rollback(n) {

@@ -63,6 +63,12 @@ async function main() {
     // The node table lists the upstreams' nodes with their health.
     const nodes = await page.$$eval("#nodes tr", (trs) => trs.length);
     if (nodes < 2) throw new Error("node table has " + nodes + " rows, want 2");
+
+    // Version 2's diff shows the route it added.
+    await page.evaluate(() => [...document.querySelectorAll("#versions tr")]
+      .find((tr) => tr.cells[0].textContent === "2").querySelector("button").click());
+    await page.waitForFunction(() => /version 2:[\s\S]*extra/.test(document.getElementById("diff").textContent), { timeout: 5000 });
+    console.log("version 2's diff shows route extra");
     if (shot) await page.screenshot({ path: shot, fullPage: true });
 
     // A rollback from the page to version 1 restores its routes: "extra" goes.
