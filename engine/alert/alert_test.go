@@ -161,3 +161,33 @@ func TestWebhookGivesUp(t *testing.T) {
 		t.Fatalf("%d attempts, want 3", len(rc.attempts))
 	}
 }
+
+// A reload that changes the webhooks sends the next alerts to the new
+// ones only; one that keeps them keeps their goroutines and queues.
+func TestConfigureReplacesWebhooks(t *testing.T) {
+	first, second := &receiver{}, &receiver{}
+	s1, s2 := httptest.NewServer(first), httptest.NewServer(second)
+	defer s1.Close()
+	defer s2.Close()
+	hook := func(url string) []enginealert.Webhook {
+		return []enginealert.Webhook{{URL: url, Timeout: time.Second, Retries: 1, Backoff: time.Millisecond}}
+	}
+	d := enginealert.New(enginealert.Options{Webhooks: hook(s1.URL)})
+	defer d.Close()
+	d.Start()
+	defer alert.SetSink(nil)
+	alert.Raise(alert.Event{Kind: alert.RedisLost, Subject: "a"})
+	waitFor(t, "the first receiver", func() bool { return len(first.payloads()) == 1 })
+	d.Configure(enginealert.Options{Webhooks: hook(s1.URL)}) // unchanged
+	alert.Raise(alert.Event{Kind: alert.RedisLost, Subject: "b"})
+	waitFor(t, "the first receiver again", func() bool { return len(first.payloads()) == 2 })
+	d.Configure(enginealert.Options{Webhooks: hook(s2.URL)})
+	alert.Raise(alert.Event{Kind: alert.RedisLost, Subject: "a", Resolved: true}) // the episode outlives the change
+	waitFor(t, "the second receiver", func() bool { return len(second.payloads()) == 1 })
+	if p := second.payloads()[0]; p.Subject != "a" || p.Status != "resolved" {
+		t.Fatalf("second receiver got %+v", p)
+	}
+	if n := len(first.payloads()); n != 2 {
+		t.Fatalf("the replaced receiver got %d alerts, want 2", n)
+	}
+}
