@@ -4,6 +4,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/loopgate/loopgate/engine/alert"
@@ -23,6 +24,46 @@ func alertOptions(a *config.Alerts) alert.Options {
 			Retries: w.Retries, Backoff: time.Duration(w.Backoff)}
 	}
 	return o
+}
+
+// certExpiryWindow is how long before its end a listener certificate is
+// alerted; certCheckEvery how often the certificates are looked at (and
+// after every reload).
+const (
+	certExpiryWindow = 14 * 24 * time.Hour
+	certCheckEvery   = time.Hour
+)
+
+// checkCertificates raises certificate_expiring for every listener
+// certificate of the running config that ends within certExpiryWindow of
+// now, and its resolution for the others (the dispatcher keeps one alert
+// per episode and ignores a resolution with none open). Off the loops.
+func (s *Server) checkCertificates(now time.Time) {
+	for _, ts := range s.state.Load().snap.tls {
+		if ts == nil || ts.Certs == nil {
+			continue
+		}
+		ts.Certs.Expiry(func(file string, notAfter time.Time) {
+			left := notAfter.Sub(now)
+			kinds.Raise(kinds.Event{Kind: kinds.CertExpiring, Subject: file, Resolved: left >= certExpiryWindow,
+				Message: fmt.Sprintf("certificate %s expires on %s (in %s)", file, notAfter.UTC().Format(time.RFC3339), left.Round(time.Minute))})
+		})
+	}
+}
+
+// watchCertificates checks the certificates now and every certCheckEvery
+// until stop is closed.
+func (s *Server) watchCertificates(stop <-chan struct{}) {
+	t := time.NewTicker(certCheckEvery)
+	defer t.Stop()
+	for {
+		s.checkCertificates(time.Now())
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // RaiseReloadRefused reports a reload that was refused (err) or, with err

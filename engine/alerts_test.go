@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/engine/alert"
+	"github.com/loopgate/loopgate/engine/tlsedge/tlstest"
 )
 
 // alertReceiver is a webhook endpoint started by the test.
@@ -180,6 +182,50 @@ routes:
 		return len(rc.of("cut")) == 2
 	})
 	if p := rc.of("cut")[1]; p.Status != "resolved" {
+		t.Fatalf("alert %+v", p)
+	}
+}
+
+// A listener certificate that expires within 14 days is one
+// certificate_expiring alert; a reload onto a certificate that does not
+// resolves it.
+func TestAlertCertificateExpiring(t *testing.T) {
+	rc := &alertReceiver{}
+	hook := "http://" + startUpstream(t, rc) + "/hook"
+	ca := tlstest.NewCA(t, "alert test CA")
+	soon := ca.Leaf(tlstest.LeafOptions{Names: []string{"127.0.0.1"}, NotAfter: time.Now().Add(3 * 24 * time.Hour)})
+	later := ca.Leaf(tlstest.LeafOptions{Names: []string{"127.0.0.1"}, NotAfter: time.Now().Add(90 * 24 * time.Hour)})
+	const cfg = `
+alerts:
+  webhooks: [{url: "%s", events: [certificate_expiring]}]
+listeners:
+  - address: 127.0.0.1:0
+    tls:
+      certificates: [{cert: %s, key: %s}]
+upstreams:
+  - {name: u, nodes: ["%s"]}
+routes:
+  - {prefix: /, upstream: u}
+`
+	up := startUpstream(t, okHandler)
+	g := startGateway(t, cfg, hook, soon.CertFile, soon.KeyFile, up)
+	waitFor(t, "the firing alert", func() bool { return len(rc.of(soon.CertFile)) == 1 })
+	if p := rc.of(soon.CertFile)[0]; p.Event != "certificate_expiring" || p.Status != "firing" || !strings.Contains(p.Message, "expires on") {
+		t.Fatalf("alert %+v", p)
+	}
+	// The same path, a certificate valid for longer: as a renewal writes it.
+	for _, f := range [][2]string{{later.CertFile, soon.CertFile}, {later.KeyFile, soon.KeyFile}} {
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.reload(t, cfg, hook, soon.CertFile, soon.KeyFile, up)
+	waitFor(t, "the resolved alert", func() bool { return len(rc.of(soon.CertFile)) == 2 })
+	if p := rc.of(soon.CertFile)[1]; p.Status != "resolved" {
 		t.Fatalf("alert %+v", p)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/policy"
@@ -101,6 +102,7 @@ func (s *Server) apply(old *state, c *Compiled) uint64 {
 		}
 	}
 	s.metrics.applied(st.version, c.snap) // after the store: see registry.sweep
+	s.checkCertificates(time.Now())       // a replaced certificate resolves its alert at once
 	return st.version
 }
 

@@ -149,6 +149,7 @@ func (s *Server) Run() error {
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)
+	go s.watchCertificates(stop)
 	go s.resilience.Prober().Run(stop)
 	addrs := make([]string, len(s.edge.addrs))
 	for i, a := range s.edge.addrs {

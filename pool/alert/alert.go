@@ -20,15 +20,16 @@ type Kind string
 
 // The events.
 const (
-	BreakerOpen   Kind = "breaker_open"   // a route's circuit breaker opened; resolved when it closes
-	IsolationLow  Kind = "isolation_low"  // a route's isolation limit below alerts.isolation_threshold % of its base; resolved at or above it
-	UpstreamDown  Kind = "upstream_down"  // active checks took every node of an upstream down; resolved when one is back
-	RedisLost     Kind = "redis_lost"     // the cluster rate limits lost Redis (shadow quota engaged); resolved when it answers again
-	ReloadRefused Kind = "reload_refused" // a config reload was refused; resolved by the next applied reload
+	BreakerOpen   Kind = "breaker_open"         // a route's circuit breaker opened; resolved when it closes
+	IsolationLow  Kind = "isolation_low"        // a route's isolation limit below alerts.isolation_threshold % of its base; resolved at or above it
+	UpstreamDown  Kind = "upstream_down"        // active checks took every node of an upstream down; resolved when one is back
+	RedisLost     Kind = "redis_lost"           // the cluster rate limits lost Redis (shadow quota engaged); resolved when it answers again
+	ReloadRefused Kind = "reload_refused"       // a config reload was refused; resolved by the next applied reload
+	CertExpiring  Kind = "certificate_expiring" // a listener certificate expires within 14 days; resolved when a reload replaces it
 )
 
 // Kinds are every event, in the order the docs list them.
-var Kinds = [...]Kind{BreakerOpen, IsolationLow, UpstreamDown, RedisLost, ReloadRefused}
+var Kinds = [...]Kind{BreakerOpen, IsolationLow, UpstreamDown, RedisLost, ReloadRefused, CertExpiring}
 
 // Event is one report: an episode of Kind about Subject begins (Resolved
 // false) or ends (Resolved true).
