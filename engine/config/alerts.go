@@ -29,7 +29,8 @@ type Webhook struct {
 	URL string `yaml:"url"`
 
 	// Events are the event names sent to it (breaker_open, isolation_low,
-	// upstream_down, redis_lost, reload_refused). Default: every event.
+	// upstream_down, redis_lost, reload_refused, certificate_expiring).
+	// Default: every event.
 	Events []string `yaml:"events,omitempty"`
 
 	// Timeout bounds one POST. Default 5s.

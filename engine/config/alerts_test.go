@@ -23,7 +23,7 @@ func TestAlertsErrors(t *testing.T) {
 		{"alerts: {isolation_threshold: 101}\n", "alerts.isolation_threshold: 101 is not a percent from 1 to 100"},
 		{"alerts:\n  webhooks: [{url: \"ftp://x/y\"}]\n", `alerts.webhooks[0].url: "ftp://x/y" is not an http:// or https:// URL`},
 		{"alerts:\n  webhooks: [{url: \"http://x/\", events: [breaker_opened]}]\n",
-			`alerts.webhooks[0].events[0]: unknown event "breaker_opened"; want one of breaker_open, isolation_low, upstream_down, redis_lost, reload_refused`},
+			`alerts.webhooks[0].events[0]: unknown event "breaker_opened"; want one of breaker_open, isolation_low, upstream_down, redis_lost, reload_refused, certificate_expiring`},
 		{"alerts:\n  webhooks: [{url: \"http://x/\", retries: -1}]\n", "alerts.webhooks[0].retries: -1 is negative"},
 	} {
 		_, err := Parse([]byte(c.yaml))
