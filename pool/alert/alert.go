@@ -1,6 +1,7 @@
 // Package alert is where the gateway's parts report the events an operator
 // is alerted to: a breaker opened, an isolation limit cut below its
-// threshold, every node of an upstream down, Redis lost, a reload refused.
+// threshold, every node of an upstream down, Redis lost, a reload refused,
+// a certificate near its end.
 // It is a leaf, like the rest of pool/, so the policies, the upstreams and
 // the filters report without importing the engine; the engine's alert
 // dispatcher (engine/alert) installs the sink that queues and sends them.
