@@ -36,7 +36,8 @@ redis:
 # Install them when missing; if chromium cannot be installed the test
 # skips itself.
 browser:
-	@(command -v chromium && command -v npm) >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium nodejs npm) || true
+	@command -v chromium >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium) || true
+	@command -v npm >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm) || true
 	@if command -v npm >/dev/null && ! test -d cmd/loopgate/testdata/browser/node_modules/puppeteer-core; then \
 		cd cmd/loopgate/testdata/browser && npm ci --no-audit --no-fund; fi
 
