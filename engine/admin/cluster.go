@@ -240,7 +240,7 @@ func sameOverlay(a, b *confstore.State) bool {
 func (k *Cluster) adopt(st *confstore.State) error {
 	c := k.c
 	next := confstore.Merge(c.file, st.Overlay)
-	cfg, apply, err := c.prepare(next)
+	cfg, apply, err := c.prepare(next, nil)
 	if err != nil {
 		return err
 	}
@@ -306,7 +306,7 @@ func (k *Cluster) changeOnce(ctx context.Context, w writer, edit func(d confstor
 	if len(diff) == 0 {
 		return unchanged(c.st), false, nil
 	}
-	cfg, apply, err := c.prepare(next)
+	cfg, apply, err := c.prepare(next, diff)
 	if err != nil {
 		return v, false, err
 	}

@@ -1,0 +1,53 @@
+// Splicing routes: the config of a document that differs from a parsed
+// one only in some routes, without parsing the routes that stayed.
+
+package config
+
+import (
+	"fmt"
+
+	"github.com/loopgate/loopgate/engine/router"
+)
+
+// WithRoutes returns a copy of c whose routes are, in order, the routes
+// ids names: changed's route of that id when changed has one, else c's.
+// changed is what Parse returned for c's document with its routes
+// replaced by the changed ones alone, so every top-level setting and
+// upstream is c's and each changed route was provisioned and validated
+// against them. What Parse checks across routes is checked again here:
+// ids stay unique and the router table compiles. The error says only that
+// the splice does not hold; the caller parses the whole document then,
+// for Parse's own error with its paths. c and changed are not modified;
+// the result shares c's settings and upstreams, as both are immutable
+// once parsed.
+//
+// The one check of Parse that looks at other routes from a setting (a
+// filter's FirstRouteRunning) needs no repeat: c passed it with the same
+// settings, and the changed routes passed it in changed.
+func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
+	if len(changed.Upstreams) != len(c.Upstreams) {
+		return nil, fmt.Errorf("config: splice: upstreams differ")
+	}
+	byID := make(map[string]*Route, len(c.Routes)+len(changed.Routes))
+	for i := range c.Routes {
+		byID[c.Routes[i].ID] = &c.Routes[i]
+	}
+	for i := range changed.Routes {
+		byID[changed.Routes[i].ID] = &changed.Routes[i]
+	}
+	out := *c
+	out.Routes = make([]Route, len(ids))
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		r := byID[id]
+		if r == nil || seen[id] {
+			return nil, fmt.Errorf("config: splice: route %q missing or repeated", id)
+		}
+		seen[id] = true
+		out.Routes[i] = *r
+	}
+	if _, err := router.Compile(out.RouterSpecs()); err != nil {
+		return nil, fmt.Errorf("config: splice: %w", err)
+	}
+	return &out, nil
+}
