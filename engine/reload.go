@@ -38,7 +38,7 @@ func Compile(cfg *config.Config) (*Compiled, error) {
 	// A cluster rate limit dials Redis while it compiles; this copy of it
 	// serves nothing.
 	defer scratch.services.close()
-	if _, err := compile(cfg, n, &scratch); err != nil {
+	if _, err := compile(cfg, n, &scratch, nil, nil); err != nil {
 		return nil, err
 	}
 	return &Compiled{cfg: cfg}, nil
@@ -51,7 +51,8 @@ func Compile(cfg *config.Config) (*Compiled, error) {
 // upstream nodes), so compiling changes nothing that runs; a Compiled
 // that is never applied is simply dropped. Safe for concurrent use.
 func (s *Server) Compile(cfg *config.Config) (*Compiled, error) {
-	snap, err := compile(cfg, len(s.loops), &s.durable)
+	old := s.state.Load()
+	snap, err := compile(cfg, len(s.loops), &s.durable, old.snap, old.cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -88,7 +88,7 @@ func New(cfg *config.Config) (*Server, error) {
 		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
 		alerts: alert.New(alertOptions(&cfg.Alerts)),
 	}
-	snap, err := compile(cfg, n, &s.durable)
+	snap, err := compile(cfg, n, &s.durable, nil, nil)
 	if err != nil {
 		return nil, err
 	}

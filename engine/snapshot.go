@@ -160,7 +160,11 @@ func (e compileErrors) Unwrap() []error { return e }
 // outlive it (bans, revocations, metrics and filter stats, upstream nodes)
 // comes from kept, by stable name, and none of it is made on a loop. It
 // reports every error it finds, not just the first.
-func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
+//
+// prev and prevCfg are the running snapshot and its config, or nil: a
+// config that shares prevCfg's settings keeps prev's compiled routes (see
+// below).
+func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevCfg *config.Config) (*snapshot, error) {
 	var errs compileErrors
 	table, err := router.Compile(cfg.RouterSpecs())
 	if err != nil {
@@ -216,17 +220,44 @@ func compile(cfg *config.Config, loops int, kept *durable) (*snapshot, error) {
 		groupIndex[d.name] = i
 		s.upstreams = append(s.upstreams, d)
 	}
-	b, err := newChainBuilder(cfg, loops, groupIndex, kept)
-	if err != nil {
-		return nil, append(errs, err)
+	// A config that shares its settings with the running one (only routes
+	// changed, config.WithRoutes) keeps what the running snapshot built
+	// from them, and each route it shares: its chain, metrics, breaker and
+	// limiter, re-pointed at this snapshot's upstream. At 30,000 routes
+	// that is the difference between a few milliseconds and most of a
+	// second.
+	var keptRoutes map[string]int // route id: its index in prev and prevCfg
+	if prev != nil && cfg.SameSettings(prevCfg) {
+		s.trusted, s.shared = prev.trusted, prev.shared
+		keptRoutes = make(map[string]int, len(prev.routes))
+		for i := range prevCfg.Routes {
+			keptRoutes[prevCfg.Routes[i].ID] = i
+		}
 	}
-	s.trusted, s.shared = b.trusted, b.shared
+	var b *chainBuilder
+	if keptRoutes == nil {
+		var err error
+		if b, err = newChainBuilder(cfg, loops, groupIndex, kept); err != nil {
+			return nil, append(errs, err)
+		}
+		s.trusted, s.shared = b.trusted, b.shared
+	}
 	for i := range cfg.Routes {
 		r := &cfg.Routes[i]
 		g, ok := groupIndex[r.Upstream]
 		if !ok {
 			errs = append(errs, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream))
 			continue
+		}
+		if j, ok := keptRoutes[r.ID]; ok && r.SameRoute(&prevCfg.Routes[j]) {
+			rt := prev.routes[j]
+			rt.upstream = s.upstreams[g]
+			s.routes = append(s.routes, rt)
+			continue
+		}
+		if b == nil { // what the filters' Prepare built is the kept routes'
+			b = &chainBuilder{cfg: cfg, loops: loops, groups: groupIndex, trusted: s.trusted,
+				shared: s.shared, services: &kept.services.byType, reg: kept.metrics}
 		}
 		chain, err := b.chain(r)
 		if err != nil {

@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 
 	"github.com/loopgate/loopgate/engine/router"
 )
@@ -50,4 +51,25 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 		return nil, fmt.Errorf("config: splice: %w", err)
 	}
 	return &out, nil
+}
+
+// SameSettings reports whether c and o are, by construction, one parse's
+// settings and upstreams: one is the other, or WithRoutes made one from
+// the other (or both from a third). Everything but the routes is then
+// equal, and what a compile built from it can be kept.
+func (c *Config) SameSettings(o *Config) bool {
+	return c.filterGlobals != nil && sameMap(c.filterGlobals, o.filterGlobals) &&
+		len(c.Upstreams) == len(o.Upstreams) && (len(c.Upstreams) == 0 || &c.Upstreams[0] == &o.Upstreams[0])
+}
+
+// SameRoute reports whether r and o are, by construction, one parse's
+// route: WithRoutes copies the routes it keeps, sharing what they hold.
+// Nothing changes a parsed route, so what a compile built from one holds
+// for the other.
+func (r *Route) SameRoute(o *Route) bool {
+	return r.ID == o.ID && r.filterConfigs != nil && sameMap(r.filterConfigs, o.filterConfigs)
+}
+
+func sameMap[V any](a, b map[string]V) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }

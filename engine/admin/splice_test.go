@@ -1,0 +1,108 @@
+// The quick way of a routes-only write (parseChange's splice) against the
+// whole parse, over random edits.
+
+package admin
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"testing"
+
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/confstore"
+)
+
+const spliceBase = `listen: 127.0.0.1:0
+upstreams:
+  - {name: a, nodes: ["127.0.0.1:9"], connect_timeout: 2s}
+  - {name: b, nodes: ["127.0.0.1:10", "127.0.0.1:11"]}
+routes:
+`
+
+// randomRoute is a route the config accepts, mostly, and sometimes one it
+// refuses: an unknown upstream, a path another route has, a bad filter
+// value.
+func randomRoute(rng *rand.Rand, id string, n int) map[string]any {
+	r := map[string]any{"id": id, "path": fmt.Sprintf("/p%d/%d", rng.Intn(n*2), rng.Intn(3)), "upstream": []string{"a", "b"}[rng.Intn(2)]}
+	switch rng.Intn(12) {
+	case 0:
+		r["upstream"] = "nosuch"
+	case 1:
+		r["rate_limits"] = []any{map[string]any{"key": "ip", "rate": 5, "burst": 5}}
+	case 2:
+		r["limits"] = map[string]any{"max_body_bytes": 1024}
+	case 3:
+		r["response_timeout"] = "3s"
+	case 4:
+		r["limits"] = map[string]any{"max_body_bytes": -1}
+	case 5:
+		r["methods"] = []any{"GET", "POST"}
+		r["prefix"], r["path"] = fmt.Sprintf("/pre%d/", rng.Intn(n)), nil
+		delete(r, "path")
+	}
+	return r
+}
+
+func TestSpliceMatchesWholeParse(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	const n = 40
+	var b []byte
+	b = append(b, spliceBase...)
+	for i := 0; i < n; i++ {
+		b = fmt.Appendf(b, "  - {id: r%d, path: /r%d, upstream: %s}\n", i, i, []string{"a", "b"}[i%2])
+	}
+	c, _, err := NewControl(ControlOptions{Parse: config.Parse}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spliced, refused := 0, 0
+	for step := 0; step < 400; step++ {
+		next := confstore.Copy(c.cur)
+		routes, _ := next[confstore.Routes].([]any)
+		switch k := rng.Intn(10); {
+		case k < 2 || len(routes) == 0: // add
+			id := fmt.Sprintf("new%d", step)
+			confstore.Set(next, confstore.Routes, id, randomRoute(rng, id, n))
+		case k < 3: // delete
+			id := routes[rng.Intn(len(routes))].(map[string]any)["id"].(string)
+			confstore.Set(next, confstore.Routes, id, nil)
+		case k < 4: // two routes at once
+			for j := 0; j < 2; j++ {
+				id := routes[rng.Intn(len(routes))].(map[string]any)["id"].(string)
+				confstore.Set(next, confstore.Routes, id, randomRoute(rng, id, n))
+			}
+		case k < 5: // an upstream's nodes: not routes alone, parsed whole
+			nodes := []any{fmt.Sprintf("127.0.0.1:%d", 20+rng.Intn(5))}
+			confstore.Set(next, confstore.Upstreams, "b", map[string]any{"name": "b", "nodes": nodes})
+		default: // replace
+			id := routes[rng.Intn(len(routes))].(map[string]any)["id"].(string)
+			confstore.Set(next, confstore.Routes, id, randomRoute(rng, id, n))
+		}
+		diff := confstore.Diff(c.cur, next)
+		if len(diff) == 0 {
+			continue
+		}
+		whole, wholeErr := c.parseDoc(next)
+		got, gotErr := c.parseChange(next, diff)
+		if fmt.Sprint(wholeErr) != fmt.Sprint(gotErr) {
+			t.Fatalf("step %d: whole parse: %v; parseChange: %v", step, wholeErr, gotErr)
+		}
+		if wholeErr != nil {
+			refused++
+			continue
+		}
+		if !reflect.DeepEqual(whole, got) {
+			t.Fatalf("step %d: parseChange's config differs from the whole parse's (%v)", step, diff)
+		}
+		if c.spliceRoutes(next, diff) != nil {
+			spliced++
+		}
+		c.cur, c.cfg = next, got
+	}
+	// The edits must have exercised both ways, and refusals.
+	if spliced < 100 || refused < 20 {
+		t.Fatalf("spliced %d, refused %d of 400 edits", spliced, refused)
+	}
+	t.Logf("spliced %d, refused %d", spliced, refused)
+}

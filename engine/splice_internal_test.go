@@ -1,0 +1,140 @@
+package engine
+
+import (
+	"fmt"
+	"math/rand"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/loopgate/loopgate/engine/config"
+)
+
+// A config spliced from the running one (config.WithRoutes) compiles, by
+// keeping the running snapshot's routes it shares, to what the whole
+// config compiles to: each route's id, upstream, filters, limits and
+// policies, the table's match for every route, and the durable state
+// (metrics, breakers) the same objects. Kept routes keep their chain.
+func TestCompileKeepsSharedRoutes(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	const head = "listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 2\nupstreams:\n  - {name: a, nodes: [\"127.0.0.1:9\"]}\n  - {name: b, nodes: [\"127.0.0.1:10\"]}\nroutes:\n"
+	line := func(id string) string {
+		extra := []string{"", ", rate_limits: [{key: ip, rate: 5, burst: 5}]", ", limits: {max_body_bytes: 512}",
+			", circuit_breaker: {enabled: true, window: 20}", ", response_timeout: 4s"}[rng.Intn(5)]
+		return fmt.Sprintf("  - {id: %s, path: /%s/%d, upstream: %s%s}\n", id, id, rng.Intn(1000), []string{"a", "b"}[rng.Intn(2)], extra)
+	}
+	var ids []string
+	lines := map[string]string{}
+	for i := 0; i < 30; i++ {
+		id := fmt.Sprintf("r%d", i)
+		ids, lines[id] = append(ids, id), line(id)
+	}
+	text := func(only []string) string {
+		var b strings.Builder
+		b.WriteString(head)
+		for _, id := range only {
+			b.WriteString(lines[id])
+		}
+		return b.String()
+	}
+	parse := func(s string) *config.Config {
+		cfg, err := config.Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	srv, err := New(parse(text(ids)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 0; step < 60; step++ {
+		var changed []string
+		switch rng.Intn(3) {
+		case 0:
+			id := fmt.Sprintf("n%d", step)
+			ids, lines[id] = append(ids, id), line(id)
+			changed = append(changed, id)
+		case 1:
+			k := rng.Intn(len(ids))
+			ids = append(ids[:k:k], ids[k+1:]...)
+		default:
+			id := ids[rng.Intn(len(ids))]
+			lines[id] = line(id)
+			changed = append(changed, id)
+		}
+		running := srv.state.Load()
+		spliced, err := running.cfg.WithRoutes(slicesClone(ids), parse(text(changed)))
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		c, err := srv.Compile(spliced)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := compile(parse(text(ids)), len(srv.loops), &srv.durable, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := c.snap
+		if len(got.routes) != len(whole.routes) || got.table.Len() != whole.table.Len() {
+			t.Fatalf("step %d: %d routes, want %d", step, len(got.routes), len(whole.routes))
+		}
+		prevChains := map[string]any{}
+		for i := range running.snap.routes {
+			prevChains[running.snap.routes[i].id] = running.snap.routes[i].chain
+		}
+		for i := range whole.routes {
+			g, w := &got.routes[i], &whole.routes[i]
+			if g.id != w.id || g.upstream.name != w.upstream.name || g.upstream != got.upstreams[indexOf(got.upstreams, g.upstream.name)] ||
+				g.maxBody != w.maxBody || g.connectTimeout != w.connectTimeout || g.responseTimeout != w.responseTimeout ||
+				!reflect.DeepEqual(g.retry, w.retry) || g.breaker != w.breaker || g.breakerCfg != w.breakerCfg ||
+				g.isolation != w.isolation || g.metrics != w.metrics || chainNames(g) != chainNames(w) {
+				t.Fatalf("step %d: route %d: %+v, want %+v", step, i, *g, *w)
+			}
+			kept := !contains(changed, g.id)
+			if pc, ok := prevChains[g.id]; ok && kept && g.chain != nil && any(g.chain) != pc {
+				t.Fatalf("step %d: route %s kept but its chain rebuilt", step, g.id)
+			}
+			_, path, _ := strings.Cut(lines[g.id], "path: ")
+			path, _, _ = strings.Cut(path, ",")
+			if r := got.table.Match(nil, []byte("GET"), []byte(path), nil); r.Index != i {
+				t.Fatalf("step %d: %s matches route %d, want %d", step, path, r.Index, i)
+			}
+		}
+		if _, err := srv.Apply(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func slicesClone(s []string) []string { return append([]string(nil), s...) }
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func indexOf(ups []*upstreamDef, name string) int {
+	for i, u := range ups {
+		if u.name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+func chainNames(r *route) string {
+	if r.chain == nil {
+		return ""
+	}
+	var names []string
+	for i := 0; i < r.chain.Len(); i++ {
+		names = append(names, r.chain.Filter(i).Name())
+	}
+	return strings.Join(names, ",")
+}
