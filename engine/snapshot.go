@@ -166,7 +166,7 @@ func (e compileErrors) Unwrap() []error { return e }
 // below).
 func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevCfg *config.Config) (*snapshot, error) {
 	var errs compileErrors
-	table, err := router.Compile(cfg.RouterSpecs())
+	table, err := cfg.RouterTable() // compiled once, by config.Parse
 	if err != nil {
 		errs = append(errs, fmt.Errorf("engine: routes: %w", err))
 	}

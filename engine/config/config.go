@@ -97,6 +97,9 @@ type Config struct {
 	// filter name: decoded from the keys it owns, then provisioned.
 	filterGlobals map[string]filters.GlobalConfig
 	trusted       []netip.Prefix // TrustedProxies, parsed by Validate
+	// table is the routes' router table, as validating them compiled it;
+	// immutable, so the engine's snapshot takes it as it is (RouterTable).
+	table *router.Table
 }
 
 // Limits bound what one client connection may send or queue.

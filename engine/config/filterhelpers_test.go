@@ -32,7 +32,7 @@ func routeConfig[T filters.RouteConfig](r *Route, filter string) T {
 // reflect.DeepEqual.
 func withoutFilters(c *Config) *Config {
 	cp := *c
-	cp.filterGlobals, cp.trusted = nil, nil
+	cp.filterGlobals, cp.trusted, cp.table = nil, nil, nil
 	cp.Routes = slices.Clone(c.Routes)
 	for i := range cp.Routes {
 		cp.Routes[i].filterConfigs = nil

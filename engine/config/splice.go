@@ -47,9 +47,11 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 		seen[id] = true
 		out.Routes[i] = *r
 	}
-	if _, err := router.Compile(out.RouterSpecs()); err != nil {
+	table, err := router.Compile(out.RouterSpecs())
+	if err != nil {
 		return nil, fmt.Errorf("config: splice: %w", err)
 	}
+	out.table = table
 	return &out, nil
 }
 
@@ -72,4 +74,14 @@ func (r *Route) SameRoute(o *Route) bool {
 
 func sameMap[V any](a, b map[string]V) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
+}
+
+// RouterTable is the routes' router table: the one Parse (or WithRoutes)
+// compiled while validating them, or compiled now for a Config that did
+// not come from Parse. Router indexes are route indexes.
+func (c *Config) RouterTable() (*router.Table, error) {
+	if c.table != nil {
+		return c.table, nil
+	}
+	return router.Compile(c.RouterSpecs())
 }

@@ -178,7 +178,9 @@ func (c *Config) validateRoutes(p *problems) {
 		}
 		c.validateRouteFilters(p, i, path, r)
 	}
-	if _, err := router.Compile(c.RouterSpecs()); err != nil {
+	table, err := router.Compile(c.RouterSpecs())
+	c.table = table
+	if err != nil {
 		var se *router.SpecError
 		if errors.As(err, &se) {
 			path := fmt.Sprintf("routes[%d]", se.Index)

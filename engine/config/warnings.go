@@ -85,7 +85,7 @@ type shadowing struct {
 // out) also counts as reachable.
 func (c *Config) shadowedRoutes() []shadowing {
 	specs := c.RouterSpecs()
-	table, err := router.Compile(specs)
+	table, err := c.RouterTable()
 	if err != nil {
 		return nil // Validate reports it
 	}

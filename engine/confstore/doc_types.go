@@ -203,18 +203,19 @@ func Set(d Doc, kind, id string, v any) bool {
 func Diff(old, next Doc) []Change {
 	var out []Change
 	for _, l := range Lists {
-		before := map[string]any{}
-		for _, it := range items(old, l.Kind) {
+		was, is := items(old, l.Kind), items(next, l.Kind)
+		before := make(map[string]any, len(was))
+		for _, it := range was {
 			before[it.id] = it.v
 		}
-		seen := map[string]bool{}
-		for _, it := range items(next, l.Kind) {
+		seen := make(map[string]bool, len(is))
+		for _, it := range is {
 			seen[it.id] = true
-			if b, ok := before[it.id]; !ok || !reflect.DeepEqual(b, it.v) {
+			if b, ok := before[it.id]; !ok || !same(b, it.v) {
 				out = append(out, Change{Kind: l.Kind, ID: it.id, Before: b, After: it.v})
 			}
 		}
-		for _, it := range items(old, l.Kind) {
+		for _, it := range was {
 			if !seen[it.id] {
 				out = append(out, Change{Kind: l.Kind, ID: it.id, Before: it.v})
 			}
@@ -226,6 +227,17 @@ func Diff(old, next Doc) []Change {
 		}
 	}
 	return out
+}
+
+// same is reflect.DeepEqual(a, b), answered at once for one resource
+// shared by both documents (see Copy), as most of them are.
+func same(a, b any) bool {
+	if x, ok := a.(map[string]any); ok {
+		if y, ok := b.(map[string]any); ok && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() {
+			return true
+		}
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // settingKeys are the top-level keys of either document that are not list
