@@ -45,17 +45,19 @@ type Result struct {
 // into specs. An empty specs slice yields a table that matches nothing.
 // Every error is a *SpecError.
 func Compile(specs []Spec) (*Table, error) {
-	t := &Table{exact: make(map[string]routeSet), n: len(specs)}
+	// Sized for specs: most routes of a large table are exact paths.
+	t := &Table{exact: make(map[string]routeSet, len(specs)), n: len(specs)}
 	seen := make(map[string]int, len(specs))
 	for i, s := range specs {
 		c, err := compileSpec(i, s)
 		if err != nil {
 			return nil, err
 		}
-		if first, dup := seen[c.key()]; dup {
+		k := c.key()
+		if first, dup := seen[k]; dup {
 			return nil, &SpecError{Index: i, Duplicate: true, Of: first}
 		}
-		seen[c.key()] = i
+		seen[k] = i
 		t.add(c)
 	}
 	t.finish()
