@@ -59,6 +59,10 @@ bench-ab: build
 bench-reload: build
 	bash bench/reload.sh
 
+# The config API at 30,000 routes: VmRSS per route, and one route written at a time.
+bench-scale: build
+	bash bench/scale.sh
+
 # Slow-call isolation with the defaults: a 2 s route under 3,000 clients beside wrk -c32 on a fast route, on separate upstreams and on one shared upstream.
 bench-isolation: build
 	bash bench/isolation.sh
