@@ -157,10 +157,11 @@ func TestAcceptErrorsPauseAndRecover(t *testing.T) {
 			if resp.StatusCode != 200 || string(b) != "ok" {
 				t.Fatalf("%d %q", resp.StatusCode, b)
 			}
-			out := g.logs.String()
-			if !strings.Contains(out, "accept: "+tc.logged) || !strings.Contains(out, "accepting again after") {
-				t.Errorf("no pause and resume lines for %s:\n%s", tc.errno, out)
-			}
+			// The notices are written after the request is served.
+			waitUntil(t, "the pause and resume lines for "+tc.errno, g.exited, g.logs, func() bool {
+				out := g.logs.String()
+				return strings.Contains(out, "accept: "+tc.logged) && strings.Contains(out, "accepting again after")
+			})
 			// The cleanup ends the process group: strace keeps a SIGTERM to itself.
 		})
 	}
