@@ -277,7 +277,10 @@ routes:
 		t.Errorf("open client connections %v, want 1", got)
 	}
 	c.Close()
-	s = waitMetric(t, g.srv, `loopgate_route_requests_in_flight{route="slow"}`, 0)
+	waitMetric(t, g.srv, `loopgate_route_requests_in_flight{route="slow"}`, 0)
+	// A page is not one instant: the count may be read before the exchange
+	// ends and the in-flight gauge after it, so wait for the count too.
+	s = waitMetric(t, g.srv, `loopgate_route_requests_total{route="slow",code="4xx"}`, 1)
 	if got := s.get(t, `loopgate_route_requests_total{route="slow",code="4xx"}`); got != 1 {
 		t.Errorf("requests 4xx %v, want 1 (the 499)", got)
 	}
