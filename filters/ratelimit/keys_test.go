@@ -122,8 +122,11 @@ func TestKeysSweepDropsIdle(t *testing.T) {
 	if n := k.Sweep(now + 100*ms - 1); n != 0 {
 		t.Fatalf("swept %d buckets before any was idle for a minute", n)
 	}
-	if n := k.Sweep(now + 100*ms); n != 3000 || k.Len() != 1 || !holds(k, "busy") {
-		t.Fatalf("swept %d, %d left, busy held %v: want 3000 swept and only busy left", n, k.Len(), holds(k, "busy"))
+	// Hashing is seeded per process: a probe group that filled up may
+	// have evicted an idle key to make room, which the sweep then cannot
+	// find. Every idle key is swept or was evicted; only busy is left.
+	if n := k.Sweep(now + 100*ms); uint64(n)+k.Stats().Evictions != 3000 || k.Len() != 1 || !holds(k, "busy") {
+		t.Fatalf("swept %d (evicted %d before), %d left, busy held %v: want 3000 gone and only busy left", n, k.Stats().Evictions, k.Len(), holds(k, "busy"))
 	}
 	if d := k.AllowString(l, "busy", now+100*ms, 1); !d.Allowed || d.Remaining != 0 {
 		t.Fatalf("the busy key after the sweep: %+v, want its one token back and no more", d)
