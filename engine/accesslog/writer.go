@@ -73,6 +73,7 @@ type Writer struct {
 	errMu    sync.Mutex
 	errOut   io.Writer // guarded by errMu, which also orders its lines
 	errFile  *os.File  // the error log file, or nil (a stream); guarded by errMu
+	recent   recent    // the last lines written, for Recent; guarded by errMu
 	lines    atomic.Uint64
 	failures atomic.Uint64 // writes that failed; their lines are lost
 
@@ -370,6 +371,7 @@ func (w *Writer) flush() {
 func (w *Writer) writeErrors(b []byte) {
 	w.errMu.Lock()
 	_, err := w.errOut.Write(b)
+	w.recent.keep(b)
 	w.errMu.Unlock()
 	if err != nil {
 		w.failures.Add(1)
