@@ -4,7 +4,9 @@
 package engine
 
 import (
+	"encoding/json"
 	"io"
+	"net/http"
 
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/config"
@@ -45,6 +47,30 @@ func (s *Server) ReopenLogs() { s.logs.Reopen() }
 // LogEvent writes one line to the error log now, such as a reload's
 // result. Safe for concurrent use; never call it on an event loop.
 func (s *Server) LogEvent(ev accesslog.Event) { s.logs.Event(ev) }
+
+// ErrorsHandler serves GET /errors on the admin port: the last error-log
+// lines (accesslog.RecentLines), oldest first and newest last, as
+// {"lines":[...]}, each line the JSON object the error log wrote. It takes
+// the error log's mutex, never a loop's time.
+func (s *Server) ErrorsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		lines := s.logs.Recent()
+		raw := make([]json.RawMessage, len(lines))
+		for i, l := range lines {
+			if json.Valid([]byte(l)) {
+				raw[i] = json.RawMessage(l)
+			} else { // a line cut at its bound: kept as text
+				raw[i], _ = json.Marshal(l)
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		enc := json.NewEncoder(w)
+		enc.SetEscapeHTML(false) // as every admin answer: the text as written, not "\u003e"
+		_ = enc.Encode(struct {
+			Lines []json.RawMessage `json:"lines"`
+		}{raw})
+	})
+}
 
 // SetErrorLog sends the error log to w instead of stderr. Call it before
 // Run.

@@ -478,6 +478,50 @@ routes:
 	}
 }
 
+// GET /errors on a real admin port answers the error log's last lines,
+// newest last: a 502 to a closed port shows there as the line the log wrote.
+func TestAdminErrorsEndpoint(t *testing.T) {
+	var errLog logBuffer
+	dead := closedPort(t)
+	g := startLoggingGateway(t, &errLog, `
+loops: 1
+upstreams:
+  - {name: dead, nodes: ["%s"]}
+routes:
+  - {id: down, prefix: /down, upstream: dead}
+`, dead)
+	base := adminPort(t, g)
+	var got struct {
+		Lines []logLine `json:"lines"`
+	}
+	get := func() {
+		r := fetch(base + "/errors")
+		if r.err != nil || r.resp.StatusCode != 200 || r.resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("GET /errors: %+v", r)
+		}
+		got.Lines = nil
+		if err := json.Unmarshal(r.body, &got); err != nil {
+			t.Fatalf("GET /errors: %v\n%s", err, r.body)
+		}
+	}
+	r := fetch(g.url("/down/x"))
+	if r.err != nil || r.resp.StatusCode != 502 {
+		t.Fatalf("GET /down/x: %+v", r)
+	}
+	id := r.resp.Header.Get("X-Request-Id")
+	waitFor(t, "the 502's error line in GET /errors", func() bool {
+		get()
+		return len(got.Lines) > 0 && got.Lines[len(got.Lines)-1]["request_id"] == id
+	})
+	last := got.Lines[len(got.Lines)-1]
+	if last["code"] != 50201.0 || last["route"] != "down" || last["status"] != 502.0 {
+		t.Fatalf("newest line %v, want the 502's", last)
+	}
+	if written := jsonLines(t, errLog.Bytes()); len(written) == 0 || written[len(written)-1]["request_id"] != id {
+		t.Fatalf("GET /errors has a line the error log did not end with: %v", written)
+	}
+}
+
 // A request head that never completes gets 408 and an error line, though
 // no exchange began.
 func TestErrorLogHeadTimeout(t *testing.T) {

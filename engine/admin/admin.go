@@ -27,6 +27,7 @@ type Gateway interface {
 	WriteMetrics(w io.Writer)
 	LimitsHandler() http.Handler    // GET /limits: rate limits and Redis health, JSON
 	UpstreamsHandler() http.Handler // GET /upstreams: nodes' health, ejections, breakers, JSON
+	ErrorsHandler() http.Handler    // GET /errors: the last error-log lines, JSON
 }
 
 // Options are the admin port's settings besides its address.
@@ -150,6 +151,7 @@ func (s *Server) mux() *http.ServeMux {
 	m.HandleFunc("/reload", s.reload)
 	m.Handle("GET /limits", s.gw.LimitsHandler())
 	m.Handle("GET /upstreams", s.gw.UpstreamsHandler())
+	m.Handle("GET /errors", s.gw.ErrorsHandler())
 	s.configAPI(m)
 	s.runtimeAPI(m)
 	m.Handle("GET /ui/", uiHandler())

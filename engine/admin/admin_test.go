@@ -148,6 +148,10 @@ func (g *fakeGateway) UpstreamsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"upstreams":[]}`) })
 }
 
+func (g *fakeGateway) ErrorsHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"lines":[]}`) })
+}
+
 func (g *fakeGateway) LimitsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"limits":[]}`) })
 }

@@ -120,7 +120,8 @@ function breakerClass(state) {
 }
 
 async function tick() {
-  const [ups, met, lim, ver] = await Promise.all([get("upstreams"), get("metrics"), get("limits"), get("config/versions")]);
+  const [ups, met, lim, ver, errs] = await Promise.all([get("upstreams"), get("metrics"), get("limits"),
+    get("config/versions"), get("errors")]);
   if (!ups || !ups.ok) {
     if (!ups || ups.status !== 401) setStatus("admin port unreachable", "bad");
     return;
@@ -175,6 +176,7 @@ async function tick() {
   }
 
   await drawVersions(ver);
+  await drawErrors(errs);
   last = now;
   setStatus("live · updated " + new Date().toLocaleTimeString(), "good");
 }
@@ -185,6 +187,20 @@ function limitOfBase(x) {
   if (x.limit === undefined) return "–";
   if (!x.base) return String(x.limit);
   return x.limit + " / " + x.base + " (" + Math.round((100 * x.limit) / x.base) + " %)";
+}
+
+// drawErrors shows the last error-log lines (GET /errors), newest last,
+// as text: a line is never markup.
+async function drawErrors(errs) {
+  const pre = document.getElementById("errors");
+  if (!errs || !errs.ok) {
+    pre.textContent = errs ? "GET /errors: " + errs.status : "";
+    return;
+  }
+  const lines = (await errs.json()).lines || [];
+  pre.textContent = lines.length
+    ? lines.map((l) => (typeof l === "string" ? l : JSON.stringify(l))).join("\n")
+    : "(none since the start)";
 }
 
 // drawVersions shows the config versions when this gateway serves them

@@ -51,6 +51,14 @@ async function main() {
       tr.cells[0].textContent === r && tr.cells[6].textContent === "OPEN"), { timeout: 2000 }, deadRoute);
     console.log("breaker of", deadRoute, "shows OPEN");
 
+    // The failed calls' error-log lines (502, code 50201) show under Config.
+    const errLine = await page.waitForFunction((r) => {
+      const line = document.getElementById("errors").textContent.split("\n")
+        .find((l) => l.includes('"route":"' + r + '"') && l.includes('"code":50201'));
+      return line || false;
+    }, { timeout: 5000 }, deadRoute).then((h) => h.jsonValue());
+    console.log("error line shown:", errLine.slice(0, 120));
+
     // Live numbers update: the live route's req/s becomes a positive number.
     const rate = await page.waitForFunction((r) => {
       const tr = [...document.querySelectorAll("#routes tr")].find((tr) => tr.cells[0].textContent === r);
