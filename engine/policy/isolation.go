@@ -42,7 +42,6 @@ type Limiter struct {
 	tenant *upstream.Tenant // what the route's calls count against in a pool's share (max_pool_share)
 
 	limit    atomic.Int64 // the current limit
-	base     atomic.Int64 // the configured limit it shrinks from and grows back to (series and dashboard)
 	inFlight atomic.Int64 // permits held: upstream calls started and not yet ended
 	waiting  atomic.Int64 // requests waiting for a permit, all loops (Wait)
 
@@ -65,7 +64,6 @@ type Limiter struct {
 func NewLimiter(route string, s *IsolationSettings) *Limiter {
 	iso := &Limiter{route: route, tenant: upstream.NewTenant()}
 	iso.limit.Store(s.limit)
-	iso.base.Store(s.limit)
 	iso.windowStart.Store(loopstat.Now())
 	return iso
 }
@@ -74,7 +72,6 @@ func NewLimiter(route string, s *IsolationSettings) *Limiter {
 // over, and the limit keeps its value unless the new base is lower.
 func (iso *Limiter) Reset(s *IsolationSettings) {
 	iso.seen.Store(0)
-	iso.base.Store(s.limit)
 	if iso.limit.Load() > s.limit {
 		iso.limit.Store(s.limit)
 	}

@@ -165,8 +165,6 @@ var isolationSeries = []struct {
 }{
 	{"loopgate_route_isolation_limit", "gauge", "The route's current concurrency limit on upstream calls (adaptive slow-call isolation).",
 		func(iso *Limiter) uint64 { return uint64(iso.limit.Load()) }},
-	{"loopgate_route_isolation_base_limit", "gauge", "The route's configured isolation limit (isolation.limit): the base its current limit shrinks from and grows back to.",
-		func(iso *Limiter) uint64 { return uint64(iso.base.Load()) }},
 	{"loopgate_route_isolation_in_flight", "gauge", "The route's upstream calls holding an isolation permit.",
 		func(iso *Limiter) uint64 { return uint64(max(iso.inFlight.Load(), 0)) }},
 	{"loopgate_route_isolation_waiting", "gauge", "Requests over the route's limit waiting for a permit (isolation queue).",

@@ -156,12 +156,11 @@ async function tick() {
   fill("nodes", nodeRows);
 
   const iso = {};
-  for (const [name, key] of [["loopgate_route_isolation_limit", "limit"], ["loopgate_route_isolation_base_limit", "base"],
-    ["loopgate_route_isolation_in_flight", "inFlight"],
+  for (const [name, key] of [["loopgate_route_isolation_limit", "limit"], ["loopgate_route_isolation_in_flight", "inFlight"],
     ["loopgate_route_isolation_waiting", "waiting"], ["loopgate_route_isolation_rejected_total", "rejected"]]) {
     for (const s of fam[name] || []) (iso[s.labels.route] = iso[s.labels.route] || {})[key] = s.value;
   }
-  fill("isolation-rows", Object.keys(iso).sort().map((r) => [cell(r), cell(limitOfBase(iso[r]), "num"),
+  fill("isolation-rows", Object.keys(iso).sort().map((r) => [cell(r), cell(String(iso[r].limit ?? "–"), "num"),
     cell(String(iso[r].inFlight ?? 0), "num"), cell(String(iso[r].waiting ?? 0), "num"), cell(String(iso[r].rejected ?? 0), "num")]));
 
   if (lim && lim.ok) {
@@ -179,14 +178,6 @@ async function tick() {
   await drawErrors(errs);
   last = now;
   setStatus("live · updated " + new Date().toLocaleTimeString(), "good");
-}
-
-// limitOfBase is a route's current isolation limit against its configured
-// base, with the share: "6 / 12 (50 %)".
-function limitOfBase(x) {
-  if (x.limit === undefined) return "–";
-  if (!x.base) return String(x.limit);
-  return x.limit + " / " + x.base + " (" + Math.round((100 * x.limit) / x.base) + " %)";
 }
 
 // drawErrors shows the last error-log lines (GET /errors), newest last,

@@ -66,14 +66,6 @@ async function main() {
       return v > 0 && v;
     }, { timeout: 5000 }, liveRoute).then((h) => h.jsonValue());
     console.log("req/s of", liveRoute, rate);
-
-    // The Isolation view shows each route's limit against its configured
-    // base (200 by default) with the share.
-    const iso = await page.waitForFunction((r) => {
-      const tr = [...document.querySelectorAll("#isolation-rows tr")].find((tr) => tr.cells[0].textContent === r);
-      return tr && tr.cells[1].textContent === "200 / 200 (100 %)" && tr.cells[1].textContent;
-    }, { timeout: 5000 }, liveRoute).then((h) => h.jsonValue());
-    console.log("isolation of", liveRoute, iso);
     clearInterval(traffic);
 
     // The node table lists the upstreams' nodes with their health.
