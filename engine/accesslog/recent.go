@@ -13,8 +13,9 @@ const RecentLines = 50
 const recentLineMax = 2048
 
 // recent is a fixed ring of the last error-log lines, oldest overwritten.
-// Its slots' buffers are reused, so keeping a line allocates nothing once
-// each slot has grown. Guarded by Writer.errMu: written by writeErrors
+// Its slots are cut from one buffer of RecentLines × recentLineMax bytes
+// (100 KiB), made with the first line, so keeping a line allocates
+// nothing after that. Guarded by Writer.errMu: written by writeErrors
 // (the writer goroutine, Event's callers), read by Recent (the admin
 // port); never touched by an event loop.
 type recent struct {
@@ -34,6 +35,12 @@ func (r *recent) keep(b []byte) {
 		}
 		if len(line) == 0 {
 			continue
+		}
+		if r.slots[0] == nil {
+			buf := make([]byte, RecentLines*recentLineMax)
+			for i := range r.slots {
+				r.slots[i] = buf[i*recentLineMax : i*recentLineMax : (i+1)*recentLineMax]
+			}
 		}
 		r.slots[r.next] = append(r.slots[r.next][:0], line[:min(len(line), recentLineMax)]...)
 		r.next = (r.next + 1) % RecentLines
