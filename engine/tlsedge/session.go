@@ -339,9 +339,14 @@ func (s *Session) Discard(n int) {
 }
 
 // Buffered is the bytes received and not yet read: plaintext, and
-// ciphertext not yet decrypted.
+// ciphertext not yet decrypted. During the handshake the pipe belongs to
+// the handshake goroutine, so only the transport's bytes are counted.
 func (s *Session) Buffered() int {
-	return len(s.buf) - s.off + len(s.pipe.chunk) + s.tr.InboundBuffered()
+	n := len(s.buf) - s.off + s.tr.InboundBuffered()
+	if s.phase != phaseHandshake {
+		n += len(s.pipe.chunk)
+	}
+	return n
 }
 
 // ReadErr is why no more plaintext will come: io.EOF after the peer's
