@@ -54,6 +54,7 @@ type Server struct {
 
 	metricSet *metrics.Set // writes the registry out (WriteMetrics)
 	alerts    *alert.Dispatcher
+	summary   summarizer // GET /summary's ranking (summary.go)
 
 	accepts    acceptStats
 	installing atomic.Int32          // loops still moving to their own accept

@@ -28,6 +28,7 @@ type Gateway interface {
 	LimitsHandler() http.Handler    // GET /limits: rate limits and Redis health, JSON
 	UpstreamsHandler() http.Handler // GET /upstreams: nodes' health, ejections, breakers, JSON
 	ErrorsHandler() http.Handler    // GET /errors: the last error-log lines, JSON
+	Summary(top int) any            // GET /summary: the dashboard's bounded digest, encoded as JSON (ui.go)
 }
 
 // Options are the admin port's settings besides its address.
@@ -154,8 +155,7 @@ func (s *Server) mux() *http.ServeMux {
 	m.Handle("GET /errors", s.gw.ErrorsHandler())
 	s.configAPI(m)
 	s.runtimeAPI(m)
-	m.Handle("GET /ui/", uiHandler())
-	m.Handle("GET /ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	s.uiRoutes(m)
 	if !s.pprof {
 		m.HandleFunc("/debug/pprof/", func(w http.ResponseWriter, _ *http.Request) {
 			s.fail(w, http.StatusNotFound, 40401, "pprof is off; set admin.pprof: true to serve it")

@@ -152,6 +152,8 @@ func (g *fakeGateway) ErrorsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"lines":[]}`) })
 }
 
+func (g *fakeGateway) Summary(top int) any { return map[string]int{"top": top} }
+
 func (g *fakeGateway) LimitsHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"limits":[]}`) })
 }

@@ -1,0 +1,21 @@
+// Summary: a limiter's figures at one moment, for the admin port's
+// summary (GET /summary), read from its atomics like its series.
+
+package policy
+
+// LimiterState is a route's isolation limiter at one moment.
+type LimiterState struct {
+	Limit    int64  // the current concurrency limit
+	Base     int64  // the configured limit it recovers to
+	InFlight int64  // upstream calls holding a permit
+	Waiting  int64  // requests waiting for a permit
+	Queue    int64  // how many may wait (isolation.queue); 0 = no queue
+	Rejected uint64 // requests answered 429, code 42901, at the limit
+}
+
+// State reads the limiter's figures under settings s (the running
+// version's). Atomic loads only: any goroutine, never waiting for a loop.
+func (iso *Limiter) State(s *IsolationSettings) LimiterState {
+	return LimiterState{Limit: iso.limit.Load(), Base: s.limit, InFlight: max(iso.inFlight.Load(), 0),
+		Waiting: max(iso.waiting.Load(), 0), Queue: s.queue, Rejected: iso.rejected.Load()}
+}

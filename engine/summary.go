@@ -1,0 +1,344 @@
+// The summary the dashboard polls (GET /summary on the admin port): a
+// bounded digest of the routes, upstreams, isolation limiters and rate
+// limits, read from the counters the loops keep anyway.
+
+package engine
+
+import (
+	"cmp"
+	"slices"
+	"sync"
+
+	"github.com/loopgate/loopgate/engine/policy"
+	"github.com/loopgate/loopgate/filters/ratelimit/cluster"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
+	"github.com/loopgate/loopgate/pool/loopstat"
+)
+
+// Summary bounds: top is the default number of the busiest routes (and
+// rate limits) shown, maxTop the most a caller may ask for; maxNodes the
+// nodes listed per upstream. Past top, up to top more routes in a state
+// that is not normal are shown (so a quiet route with an open breaker is
+// never hidden by busy ones), and the upstreams listed are the shown
+// routes' and those with a node out of rotation, up to 2×top.
+const (
+	DefaultSummaryTop = 50
+	MaxSummaryTop     = 1000
+	maxSummaryNodes   = 32
+)
+
+// Summary is the JSON of GET /summary. Counters are totals since the
+// start: the dashboard takes rates from two polls.
+type Summary struct {
+	Version uint64 `json:"version"` // the running config version
+	// LatencyBounds are the upper bounds, in seconds, of the latency
+	// buckets of every route's Latency; its last bucket is above them all.
+	LatencyBounds []float64         `json:"latency_bounds_seconds"`
+	Routes        SummaryRoutes     `json:"routes"`
+	Upstreams     SummaryUpstreams  `json:"upstreams"`
+	RateLimits    SummaryRateLimits `json:"rate_limits"`
+}
+
+// SummaryRoutes are the running config's routes: how many, how many are
+// in a state that is not normal, and the ones shown.
+type SummaryRoutes struct {
+	Total    int            `json:"total"`
+	Abnormal int            `json:"abnormal"` // breaker not closed, isolation limit below its base, or requests waiting
+	List     []RouteSummary `json:"list"`     // the busiest since the last summary, then the abnormal ones
+}
+
+// RouteSummary is one route.
+type RouteSummary struct {
+	ID       string   `json:"id"`
+	Upstream string   `json:"upstream"`
+	Requests uint64   `json:"requests"` // finished, every status
+	Errors   uint64   `json:"errors"`   // of those, 5xx
+	Latency  []uint64 `json:"latency"`  // finished requests per latency bucket (not cumulative)
+	InFlight int64    `json:"in_flight"`
+	Breaker  string   `json:"breaker"` // closed, open, half_open, or off
+	Abnormal bool     `json:"abnormal,omitempty"`
+
+	Isolation *policy.LimiterState `json:"isolation,omitempty"` // nil when the route has none
+}
+
+// SummaryUpstreams are the running config's upstreams: how many, and the
+// ones shown.
+type SummaryUpstreams struct {
+	Total int               `json:"total"`
+	List  []UpstreamSummary `json:"list"`
+}
+
+// UpstreamSummary is one upstream: its node count, how many are out of
+// rotation, and its first maxSummaryNodes nodes.
+type UpstreamSummary struct {
+	Name  string        `json:"name"`
+	Nodes int           `json:"nodes"`
+	Out   int           `json:"out"` // unhealthy or ejected
+	List  []NodeSummary `json:"list"`
+}
+
+// NodeSummary is one node.
+type NodeSummary struct {
+	Addr           string  `json:"addr"`
+	Healthy        bool    `json:"healthy"`
+	EjectedForSecs float64 `json:"ejected_for_seconds"` // 0 when in rotation
+	InFlight       int64   `json:"in_flight"`
+	FailuresInARow int     `json:"failures_in_a_row"`
+}
+
+// SummaryRateLimits are the rate limits: the cluster's mode, how many
+// limits run, and the busiest.
+type SummaryRateLimits struct {
+	Cluster *ClusterSummary `json:"cluster,omitempty"` // nil without a cluster limit
+	Total   int             `json:"total"`
+	List    []LimitSummary  `json:"list"`
+}
+
+// ClusterSummary is the Redis side of the cluster limits.
+type ClusterSummary struct {
+	Mode       string `json:"mode"` // redis, shadow (Redis lost: shadow quotas), or recovering (quotas climbing back)
+	LiveNodes  int    `json:"live_nodes"`
+	KnownNodes int    `json:"known_nodes"`
+}
+
+// LimitSummary is one limit on this node.
+type LimitSummary struct {
+	Name      string  `json:"name"`
+	Route     string  `json:"route,omitempty"`
+	Scope     string  `json:"scope"`
+	Quota     float64 `json:"quota"`
+	Unlimited bool    `json:"unlimited,omitempty"`
+	Admitted  uint64  `json:"admitted"`
+	Refused   uint64  `json:"refused"`
+}
+
+// summarizer ranks the routes by the requests they finished since the
+// previous summary: it keeps each route's total from then, by its
+// metrics, which only it reads and writes (under mu, an admin-side lock no
+// loop takes).
+type summarizer struct {
+	mu   sync.Mutex
+	prev map[*routeMetrics]uint64
+}
+
+// latencyBounds are loopstat.Bounds in seconds.
+var latencyBounds = func() []float64 {
+	b := make([]float64, len(loopstat.Bounds))
+	for i, ns := range loopstat.Bounds {
+		b[i] = float64(ns) / 1e9
+	}
+	return b
+}()
+
+// Summary answers GET /summary on the admin port: a *Summary of the
+// running config's routes, upstreams and rate limits, with the top routes
+// (1 to MaxSummaryTop; other values are clamped) by requests finished
+// since the previous call, then the abnormal ones. It reads atomics and
+// the running snapshot; its own state is under a lock no loop takes. Its
+// size is bounded by top, whatever the number of routes. Safe for
+// concurrent use, off the loops.
+func (s *Server) Summary(top int) any {
+	top = min(max(top, 1), MaxSummaryTop)
+	return s.summary.read(s, top)
+}
+
+// candidate is a route being ranked.
+type candidate struct {
+	i       int    // index in the snapshot's routes
+	recent  uint64 // finished since the previous summary
+	total   uint64
+	classes [5]uint64
+	bad     bool
+}
+
+func (z *summarizer) read(s *Server, top int) *Summary {
+	st := s.state.Load()
+	snap := st.snap
+	out := &Summary{Version: st.version, LatencyBounds: latencyBounds}
+
+	// One pass over every route keeps the top by recent traffic in a
+	// bounded min-heap, and the abnormal ones up to top more.
+	busy := make([]candidate, 0, top)
+	var bad []candidate
+	z.mu.Lock()
+	if z.prev == nil || len(z.prev) > 2*len(snap.routes)+64 {
+		z.prev = make(map[*routeMetrics]uint64, len(snap.routes)) // drops the removed routes' totals
+	}
+	for i := range snap.routes {
+		r := &snap.routes[i]
+		c := candidate{i: i, bad: abnormal(r)}
+		for j := range r.metrics.shards {
+			for k := range c.classes {
+				c.classes[k] += r.metrics.shards[j].classes[k].Load()
+			}
+		}
+		for _, n := range c.classes {
+			c.total += n
+		}
+		c.recent = c.total - min(z.prev[r.metrics], c.total)
+		z.prev[r.metrics] = c.total
+		if c.bad {
+			out.Routes.Abnormal++
+		}
+		switch {
+		case len(busy) < top:
+			busy = append(busy, c)
+			heapUp(busy, len(busy)-1)
+		case busier(c, busy[0]):
+			if busy[0].bad && len(bad) < top {
+				bad = append(bad, busy[0])
+			}
+			busy[0] = c
+			heapDown(busy, 0)
+		case c.bad && len(bad) < top:
+			bad = append(bad, c)
+		}
+	}
+	z.mu.Unlock()
+	slices.SortFunc(busy, func(a, b candidate) int {
+		if busier(a, b) {
+			return -1
+		}
+		return 1
+	})
+	out.Routes.Total = len(snap.routes)
+	out.Routes.List = make([]RouteSummary, 0, len(busy)+len(bad))
+	shownUp := map[*upstreamDef]bool{}
+	for _, c := range append(busy, bad...) {
+		r := &snap.routes[c.i]
+		out.Routes.List = append(out.Routes.List, routeSummary(r, &c))
+		shownUp[r.upstream] = true
+	}
+
+	// The shown routes' upstreams, and those with a node out of rotation,
+	// in config order, up to 2×top.
+	now := loopstat.Now()
+	out.Upstreams.Total = len(snap.upstreams)
+	out.Upstreams.List = []UpstreamSummary{}
+	for _, d := range snap.upstreams {
+		if len(out.Upstreams.List) >= 2*top {
+			break
+		}
+		u := UpstreamSummary{Name: d.name, Nodes: len(d.group.Nodes), List: []NodeSummary{}}
+		for _, nc := range d.group.Nodes {
+			n := nc.Node
+			left := n.EjectedFor(now)
+			if n.Down() || left > 0 {
+				u.Out++
+			}
+			if len(u.List) < maxSummaryNodes {
+				u.List = append(u.List, NodeSummary{Addr: n.Addr, Healthy: !n.Down(), EjectedForSecs: left.Seconds(),
+					InFlight: n.InFlight(), FailuresInARow: n.FailuresInARow()})
+			}
+		}
+		if shownUp[d] || u.Out > 0 {
+			out.Upstreams.List = append(out.Upstreams.List, u)
+		}
+	}
+
+	out.RateLimits = s.rateLimitSummary(top)
+	return out
+}
+
+// abnormal reports a route whose breaker is not closed, whose isolation
+// limit is below its base, or whose requests wait for a permit.
+func abnormal(r *route) bool {
+	if r.breaker != nil && r.breaker.State() != policy.BreakerClosed {
+		return true
+	}
+	if r.isolation != nil {
+		iso := r.isolation.State(&r.isolationCfg)
+		return iso.Limit < iso.Base || iso.Waiting > 0
+	}
+	return false
+}
+
+// busier orders candidates: more recent requests, then more in total,
+// then config order.
+func busier(a, b candidate) bool {
+	if c := cmp.Compare(a.recent, b.recent); c != 0 {
+		return c > 0
+	}
+	if c := cmp.Compare(a.total, b.total); c != 0 {
+		return c > 0
+	}
+	return a.i < b.i
+}
+
+// heapUp and heapDown keep h a min-heap by busier: h[0] is the least
+// busy of the kept candidates, the one a busier route replaces.
+func heapUp(h []candidate, i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !busier(h[p], h[i]) {
+			return
+		}
+		h[p], h[i] = h[i], h[p]
+		i = p
+	}
+}
+
+func heapDown(h []candidate, i int) {
+	for {
+		least := i
+		for _, c := range [2]int{2*i + 1, 2*i + 2} {
+			if c < len(h) && busier(h[least], h[c]) {
+				least = c
+			}
+		}
+		if least == i {
+			return
+		}
+		h[i], h[least] = h[least], h[i]
+		i = least
+	}
+}
+
+func routeSummary(r *route, c *candidate) RouteSummary {
+	var lat loopstat.Sum
+	for j := range r.metrics.shards {
+		lat.Add(&r.metrics.shards[j].latency)
+	}
+	rs := RouteSummary{ID: r.id, Upstream: r.upstream.name, Requests: c.total, Errors: c.classes[4],
+		Latency: lat.Counts[:], InFlight: r.metrics.inFlight(), Breaker: "off", Abnormal: c.bad}
+	if r.breaker != nil {
+		rs.Breaker = r.breaker.State().String()
+	}
+	if r.isolation != nil {
+		iso := r.isolation.State(&r.isolationCfg)
+		rs.Isolation = &iso
+	}
+	return rs
+}
+
+// rateLimitSummary reads the rate limits' status (limiter.Store.Status:
+// atomics, and the store's lock, which its builds and the admin port
+// take, never a loop) and keeps the top limits by decisions.
+func (s *Server) rateLimitSummary(top int) SummaryRateLimits {
+	out := SummaryRateLimits{List: []LimitSummary{}}
+	store, ok := Service[*limiter.Store](s)
+	if !ok {
+		return out
+	}
+	st := store.Status()
+	if c := st.Cluster; c != nil {
+		mode := "redis"
+		switch {
+		case c.Redis != cluster.Up.String():
+			mode = "shadow"
+		case c.Ramping:
+			mode = "recovering"
+		}
+		out.Cluster = &ClusterSummary{Mode: mode, LiveNodes: c.LiveNodes, KnownNodes: c.KnownNodes}
+	}
+	out.Total = len(st.Limits)
+	limits := st.Limits
+	slices.SortStableFunc(limits, func(a, b limiter.LimitStatus) int {
+		return cmp.Compare(b.Grants+b.Rejections, a.Grants+a.Rejections)
+	})
+	for _, l := range limits[:min(top, len(limits))] {
+		out.List = append(out.List, LimitSummary{Name: l.Name, Route: l.Route, Scope: l.Scope, Quota: l.Quota,
+			Unlimited: l.Unlimited, Admitted: l.Grants, Refused: l.Rejections})
+	}
+	return out
+}
