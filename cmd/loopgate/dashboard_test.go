@@ -17,8 +17,8 @@ import (
 // TestDashboardInBrowser: the page loads from the binary and, without a
 // token, asks for one; with it the running config's routes appear, a
 // breaker that opens shows OPEN within 2 s, the live route's requests per
-// second rise above 0, and a rollback from the page restores the old
-// routes. It skips only when
+// second rise above 0, its isolation limit shows against its base and its
+// queue, and a rollback from the page restores the old routes. It skips only when
 // chromium (or node, which drives it) is not installed; DASHBOARD_SCREENSHOT
 // names a file to keep the page's screenshot in (docs/dashboard.png).
 func TestDashboardInBrowser(t *testing.T) {
@@ -55,7 +55,7 @@ routes:
     upstream: gone
     retry: {attempts: 1}
     circuit_breaker: {window: 2, min_calls: 2, open_for: 1m}
-  - {id: live, prefix: /, upstream: backend}
+  - {id: live, prefix: /, upstream: backend, isolation: {limit: 40, queue: 8}}
 `, listen, admin, token, filepath.Join(t.TempDir(), "state.json"), freeAddr(t), up) // nothing listens at a freeAddr: every call fails to connect
 	cfg := writeConfig(t, routes)
 	g := startProcess(t, "-config", cfg)

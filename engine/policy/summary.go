@@ -5,12 +5,12 @@ package policy
 
 // LimiterState is a route's isolation limiter at one moment.
 type LimiterState struct {
-	Limit    int64  // the current concurrency limit
-	Base     int64  // the configured limit it recovers to
-	InFlight int64  // upstream calls holding a permit
-	Waiting  int64  // requests waiting for a permit
-	Queue    int64  // how many may wait (isolation.queue); 0 = no queue
-	Rejected uint64 // requests answered 429, code 42901, at the limit
+	Limit    int64  `json:"limit"`     // the current concurrency limit
+	Base     int64  `json:"base"`      // the configured limit it recovers to
+	InFlight int64  `json:"in_flight"` // upstream calls holding a permit
+	Waiting  int64  `json:"waiting"`   // requests waiting for a permit
+	Queue    int64  `json:"queue"`     // how many may wait (isolation.queue); 0 = no queue
+	Rejected uint64 `json:"rejected"`  // requests answered 429, code 42901, at the limit
 }
 
 // State reads the limiter's figures under settings s (the running

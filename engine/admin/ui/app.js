@@ -1,12 +1,13 @@
-// The Loopgate dashboard: polls the admin port's JSON endpoints and its
-// /metrics page once a second and draws the tables. Plain DOM, no
-// framework; every value goes in as text, never as HTML.
+// The Loopgate dashboard: polls the admin port's bounded summary
+// (GET /summary), its config versions and its last error lines once a
+// second and draws the tables. Plain DOM, no framework; every value goes
+// in as text, never as HTML.
 "use strict";
 
 const base = new URL("..", location.href); // the admin port's root, whatever serves /ui/
 const period = 1000;
 let token = sessionStorage.getItem("loopgate-token") || "";
-let last = null; // the previous /metrics sample: {at, routes}
+let last = null; // the previous poll's route counters: {at, routes: {id: sample}}
 let shownVersions = ""; // the /config/versions answer drawn: redrawn only when it changes, so a button stays put under the pointer
 
 function headers(extra) {
@@ -63,48 +64,23 @@ function fill(id, rows) {
   body.replaceChildren(...next);
 }
 
-// parseMetrics reads the Prometheus text page into
-// {name: [{labels: {...}, value}]}, for the loopgate_route_* families only.
-function parseMetrics(text) {
-  const out = {};
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("loopgate_route_")) continue;
-    const m = line.match(/^([a-z_]+)(?:\{(.*)\})? (\S+)$/);
-    if (!m) continue;
-    const labels = {};
-    if (m[2]) {
-      for (const l of m[2].matchAll(/([a-z_]+)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2].replace(/\\(.)/g, "$1");
-    }
-    (out[m[1]] = out[m[1]] || []).push({ labels, value: parseFloat(m[3]) });
-  }
-  return out;
+// routeSample is what two polls compare for a route: its counters.
+function routeSample(r) {
+  return { total: r.requests, errors: r.errors, latency: r.latency };
 }
 
-// routeStats sums, per route, what the overview needs from a parsed page.
-function routeStats(fam) {
-  const r = {};
-  const of = (name) => (r[name] = r[name] || { total: 0, errors: 0, buckets: {}, inFlight: 0 });
-  for (const s of fam["loopgate_route_requests_total"] || []) {
-    const x = of(s.labels.route);
-    x.total += s.value;
-    if (s.labels.code === "5xx") x.errors += s.value;
-  }
-  for (const s of fam["loopgate_route_request_duration_seconds_bucket"] || []) {
-    of(s.labels.route).buckets[s.labels.le] = s.value;
-  }
-  for (const s of fam["loopgate_route_requests_in_flight"] || []) of(s.labels.route).inFlight = s.value;
-  return r;
-}
-
-// p99 is the upper bound of the bucket holding the 99th percentile of the
-// requests finished between two samples, or "–" when none finished.
-function p99(now, before) {
-  const les = Object.keys(now.buckets).sort((a, b) => parseFloat(a) - parseFloat(b));
-  const d = les.map((le) => [le, now.buckets[le] - ((before && before.buckets[le]) || 0)]);
-  const total = d.length ? d[d.length - 1][1] : 0;
+// p99 is the upper bound of the latency bucket holding the 99th
+// percentile of the requests finished between two samples, or "–" when
+// none finished. bounds are the buckets' upper bounds in seconds; the last
+// bucket is above them all.
+function p99(now, before, bounds) {
+  const d = now.latency.map((n, i) => n - ((before && before.latency[i]) || 0));
+  const total = d.reduce((a, b) => a + b, 0);
   if (total <= 0) return "–";
-  for (const [le, n] of d) {
-    if (n >= 0.99 * total) return le === "+Inf" ? "> 60 s" : "≤ " + fmtSeconds(parseFloat(le));
+  let cum = 0;
+  for (let i = 0; i < d.length; i++) {
+    cum += d[i];
+    if (cum >= 0.99 * total) return i < bounds.length ? "≤ " + fmtSeconds(bounds[i]) : "> " + fmtSeconds(bounds[bounds.length - 1]);
   }
   return "–";
 }
@@ -119,65 +95,77 @@ function breakerClass(state) {
   return state === "open" ? "bad" : state === "half_open" ? "warn" : state === "closed" ? "good" : "";
 }
 
+// shownOf says how many of a total are listed, when not all are.
+function shownOf(n, total, what) {
+  return n < total ? "Showing " + n + " of " + total + " " + what + "." : "";
+}
+
+const clusterModes = { redis: "Redis up", shadow: "Redis lost: shadow quota", recovering: "Redis back: quotas recovering" };
+
 async function tick() {
-  const [ups, met, lim, ver, errs] = await Promise.all([get("upstreams"), get("metrics"), get("limits"),
-    get("config/versions"), get("errors")]);
-  if (!ups || !ups.ok) {
-    if (!ups || ups.status !== 401) setStatus("admin port unreachable", "bad");
+  const [sum, ver, errs] = await Promise.all([get("summary"), get("config/versions"), get("errors")]);
+  if (!sum || !sum.ok) {
+    if (!sum || sum.status !== 401) setStatus(sum ? "GET /summary: " + sum.status : "admin port unreachable", "bad");
     return;
   }
-  const upstreams = await ups.json();
-  const fam = met && met.ok ? parseMetrics(await met.text()) : {};
-  const now = { at: performance.now(), routes: routeStats(fam) };
+  const s = await sum.json();
+  const now = { at: performance.now(), routes: {} };
   const dt = last ? (now.at - last.at) / 1000 : 0;
 
   const routeRows = [];
-  const nodeRows = [];
-  for (const u of upstreams) {
-    for (const r of u.routes) {
-      const s = now.routes[r.route] || { total: 0, errors: 0, buckets: {}, inFlight: 0 };
-      const b = last && last.routes[r.route];
-      const dn = b ? s.total - b.total : 0;
-      const de = b ? s.errors - b.errors : 0;
-      routeRows.push([cell(r.route), cell(u.name),
-        cell(dt > 0 ? (dn / dt).toFixed(1) : "–", "num"),
-        cell(dn > 0 ? ((100 * de) / dn).toFixed(1) + " %" : "–", "num"),
-        cell(p99(s, b), "num"), cell(String(s.inFlight), "num"),
-        cell(r.breaker.toUpperCase(), "breaker " + breakerClass(r.breaker))]);
-    }
-    for (const n of u.nodes) {
-      nodeRows.push([cell(u.name), cell(n.addr),
-        cell(n.healthy ? "healthy" : "unhealthy", n.healthy ? "good" : "bad"),
-        cell(n.ejected ? "for " + n.ejected_for_seconds.toFixed(1) + " s" : "no", n.ejected ? "warn" : ""),
-        cell(String(n.in_flight), "num"), cell(String(n.failures_in_a_row), "num")]);
+  const isoRows = [];
+  const breakers = {}; // upstream: [route breaker, ...] of the routes shown
+  for (const r of s.routes.list) {
+    const cur = (now.routes[r.id] = routeSample(r));
+    const b = last && last.routes[r.id];
+    const dn = b ? cur.total - b.total : 0;
+    const de = b ? cur.errors - b.errors : 0;
+    routeRows.push([cell(r.id), cell(r.upstream),
+      cell(b && dt > 0 ? (dn / dt).toFixed(1) : "–", "num"),
+      cell(dn > 0 ? ((100 * de) / dn).toFixed(1) + " %" : "–", "num"),
+      cell(p99(cur, b, s.latency_bounds_seconds), "num"), cell(String(r.in_flight), "num"),
+      cell(r.breaker.toUpperCase(), "breaker " + breakerClass(r.breaker))]);
+    (breakers[r.upstream] = breakers[r.upstream] || []).push(r.id + " " + r.breaker.toUpperCase());
+    const iso = r.isolation;
+    if (iso) {
+      const low = iso.limit < iso.base;
+      isoRows.push([cell(r.id), cell(iso.limit + " / " + iso.base, "num " + (low ? "warn" : "good")),
+        cell(String(iso.in_flight), "num"),
+        cell(iso.waiting + " / " + iso.queue, "num " + (iso.waiting > 0 ? "warn" : "")),
+        cell(String(iso.rejected), "num")]);
     }
   }
   fill("routes", routeRows);
+  fill("isolation-rows", isoRows);
+  document.getElementById("routes-note").textContent = shownOf(s.routes.list.length, s.routes.total, "routes: the busiest since the last poll, then those not in a normal state (" + s.routes.abnormal + ")");
+
+  const nodeRows = [];
+  for (const u of s.upstreams.list) {
+    u.list.forEach((n, i) => {
+      nodeRows.push([cell(u.name), cell(n.addr),
+        cell(n.healthy ? "healthy" : "unhealthy", n.healthy ? "good" : "bad"),
+        cell(n.ejected_for_seconds > 0 ? "for " + n.ejected_for_seconds.toFixed(1) + " s" : "no", n.ejected_for_seconds > 0 ? "warn" : ""),
+        cell(String(n.in_flight), "num"), cell(String(n.failures_in_a_row), "num"),
+        cell(i === 0 ? (breakers[u.name] || []).join(", ") : "")]);
+    });
+    if (u.list.length < u.nodes) nodeRows.push([cell(u.name), cell("… " + (u.nodes - u.list.length) + " more nodes"), cell(""), cell(""), cell(""), cell(""), cell("")]);
+  }
   fill("nodes", nodeRows);
+  document.getElementById("upstreams-note").textContent = shownOf(s.upstreams.list.length, s.upstreams.total, "upstreams: those of the routes shown, and those with a node out of rotation");
 
-  const iso = {};
-  for (const [name, key] of [["loopgate_route_isolation_limit", "limit"], ["loopgate_route_isolation_in_flight", "inFlight"],
-    ["loopgate_route_isolation_waiting", "waiting"], ["loopgate_route_isolation_rejected_total", "rejected"]]) {
-    for (const s of fam[name] || []) (iso[s.labels.route] = iso[s.labels.route] || {})[key] = s.value;
-  }
-  fill("isolation-rows", Object.keys(iso).sort().map((r) => [cell(r), cell(String(iso[r].limit ?? "–"), "num"),
-    cell(String(iso[r].inFlight ?? 0), "num"), cell(String(iso[r].waiting ?? 0), "num"), cell(String(iso[r].rejected ?? 0), "num")]));
-
-  if (lim && lim.ok) {
-    const l = await lim.json();
-    const c = l.cluster;
-    document.getElementById("cluster").textContent = c
-      ? "Cluster: Redis " + c.redis + (c.redis === "down" ? " (shadow quota)" : "") + (c.ramping ? ", recovering" : "") +
-        "; " + c.live_nodes + " live of " + c.known_nodes + " known nodes"
-      : "Cluster: none (local limits only)";
-    fill("limit-rows", (l.limits || []).map((x) => [cell(x.name), cell(x.route || "(all)"), cell(x.scope),
-      cell(String(x.quota), "num"), cell(String(x.grants), "num"), cell(String(x.rejections), "num")]));
-  }
+  const rl = s.rate_limits;
+  const c = rl.cluster;
+  document.getElementById("cluster").textContent = c
+    ? "Cluster: " + (clusterModes[c.mode] || c.mode) + "; " + c.live_nodes + " live of " + c.known_nodes + " known nodes"
+    : "Cluster: none (local limits only)";
+  fill("limit-rows", rl.list.map((x) => [cell(x.name), cell(x.route || "(all)"), cell(x.scope),
+    cell(x.unlimited ? "unlimited" : String(x.quota), "num"), cell(String(x.admitted), "num"), cell(String(x.refused), "num")]));
+  document.getElementById("limits-note").textContent = shownOf(rl.list.length, rl.total, "limits, the busiest");
 
   await drawVersions(ver);
   await drawErrors(errs);
   last = now;
-  setStatus("live · updated " + new Date().toLocaleTimeString(), "good");
+  setStatus("live · config version " + s.version + " · updated " + new Date().toLocaleTimeString(), "good");
 }
 
 // drawErrors shows the last error-log lines (GET /errors), newest last,

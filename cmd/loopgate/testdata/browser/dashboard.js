@@ -68,9 +68,22 @@ async function main() {
     console.log("req/s of", liveRoute, rate);
     clearInterval(traffic);
 
-    // The node table lists the upstreams' nodes with their health.
+    // The Isolation view shows the live route's limit against its base
+    // (isolation: {limit: 40, queue: 8}) and its queue.
+    const iso = await page.waitForFunction((r) => {
+      const tr = [...document.querySelectorAll("#isolation-rows tr")].find((tr) => tr.cells[0].textContent === r);
+      return tr && tr.cells[1].textContent === "40 / 40" && /^\d+ \/ 8$/.test(tr.cells[3].textContent) &&
+        [...tr.cells].map((c) => c.textContent).join(" | ");
+    }, { timeout: 5000 }, liveRoute).then((h) => h.jsonValue());
+    console.log("isolation of", liveRoute + ":", iso);
+
+    // The node table lists the upstreams' nodes with their health, and the
+    // breakers of the routes on each.
     const nodes = await page.$$eval("#nodes tr", (trs) => trs.length);
     if (nodes < 2) throw new Error("node table has " + nodes + " rows, want 2");
+    const gone = await page.$$eval("#nodes tr", (trs) => trs.filter((tr) => tr.cells[0].textContent === "gone")
+      .map((tr) => tr.cells[6].textContent).join(""));
+    if (gone !== "dead OPEN") throw new Error("upstream gone's breakers show " + JSON.stringify(gone) + ", want \"dead OPEN\"");
 
     // Version 2's diff shows the route it added.
     await page.evaluate(() => [...document.querySelectorAll("#versions tr")]
