@@ -1,7 +1,9 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -148,4 +150,46 @@ routes:
 	if l := rl.List[0]; l.Route != "tight" || l.Admitted != 1 || l.Refused != 2 || l.Scope != "local" {
 		t.Fatalf("limit %+v", l)
 	}
+}
+
+// At 30,000 routes with series, GET /summary stays a few kilobytes (the
+// metrics page is tens of megabytes): 50 routes, their upstream, the
+// totals. After the first call, which sizes the ranking's map, a summary
+// allocates what it answers and no more per route.
+func TestSummaryBoundedAt30kRoutes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("30,000 routes")
+	}
+	const routes = 30_000
+	g := startGateway(t, routesConfig(routes), closedPort(t))
+	g.srv.TouchRoutesForTest()
+	base := adminPort(t, g)
+	first := fetch(base + "/summary")
+	if first.err != nil || first.resp.StatusCode != 200 {
+		t.Fatalf("GET /summary: %v", first.err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	r := fetch(base + "/summary")
+	runtime.ReadMemStats(&after)
+	if r.err != nil || r.resp.StatusCode != 200 {
+		t.Fatalf("GET /summary: %v", r.err)
+	}
+	var s engine.Summary
+	if err := json.Unmarshal(r.body, &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Routes.Total != routes || len(s.Routes.List) != 50 || len(s.Upstreams.List) != 1 {
+		t.Fatalf("summary: %d of %d routes, %d upstreams", len(s.Routes.List), s.Routes.Total, len(s.Upstreams.List))
+	}
+	if len(r.body) > 32<<10 {
+		t.Fatalf("summary of %d bytes at %d routes", len(r.body), routes)
+	}
+	// What the HTTP client and server allocate, and the answer; nothing
+	// that grows with the routes (16 bytes a route would be 480 kB).
+	alloc := after.TotalAlloc - before.TotalAlloc
+	if alloc > 256<<10 {
+		t.Fatalf("a summary at %d routes allocated %d bytes", routes, alloc)
+	}
+	t.Logf("summary %d bytes at %d routes; the second allocated %d bytes", len(r.body), routes, alloc)
 }
