@@ -5,6 +5,7 @@ package engine_test
 
 import (
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net/http"
 	"os"
@@ -227,5 +228,54 @@ routes:
 	waitFor(t, "the resolved alert", func() bool { return len(rc.of(soon.CertFile)) == 2 })
 	if p := rc.of(soon.CertFile)[1]; p.Status != "resolved" {
 		t.Fatalf("alert %+v", p)
+	}
+}
+
+// An upstream's client certificate and CA file that end within 14 days
+// are a certificate_expiring alert each (the test CA lasts a day); a
+// reload onto renewed files resolves both.
+func TestAlertUpstreamCertificatesExpiring(t *testing.T) {
+	rc := &alertReceiver{}
+	hook := "http://" + startUpstream(t, rc) + "/hook"
+	ca := tlstest.NewCA(t, "upstream alert CA")
+	soon := ca.Leaf(tlstest.LeafOptions{Names: []string{"gateway"}, Client: true, NotAfter: time.Now().Add(5 * 24 * time.Hour)})
+	later := ca.Leaf(tlstest.LeafOptions{Names: []string{"gateway"}, Client: true, NotAfter: time.Now().Add(90 * 24 * time.Hour)})
+	const cfg = `
+alerts:
+  webhooks: [{url: "%s", events: [certificate_expiring]}]
+upstreams:
+  - {name: u, nodes: ["%s"], tls: {ca: %s, client_cert: %s, client_key: %s}}
+routes:
+  - {prefix: /, upstream: u}
+`
+	up := closedPort(t) // never called: the files are what is checked
+	g := startGateway(t, cfg, hook, up, ca.File, soon.CertFile, soon.KeyFile)
+	waitFor(t, "both firing alerts", func() bool { return len(rc.of(soon.CertFile)) == 1 && len(rc.of(ca.File)) == 1 })
+	if p := rc.of(soon.CertFile)[0]; p.Status != "firing" || !strings.Contains(p.Message, "upstream client certificate "+soon.CertFile+" expires on") {
+		t.Fatalf("client certificate alert %+v", p)
+	}
+	if p := rc.of(ca.File)[0]; p.Status != "firing" || !strings.Contains(p.Message, "CA certificate in "+ca.File+" expires on") {
+		t.Fatalf("CA alert %+v", p)
+	}
+	// Renewals at the same paths: a client certificate and, for the CA
+	// file, a certificate that ends in 90 days (the later leaf alone,
+	// without the day-long CA its file chains to).
+	for _, f := range [][2]string{{later.CertFile, soon.CertFile}, {later.KeyFile, soon.KeyFile}, {later.CertFile, ca.File}} {
+		b, err := os.ReadFile(f[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f[1] == ca.File {
+			leaf, _ := pem.Decode(b)
+			b = pem.EncodeToMemory(leaf)
+		}
+		if err := os.WriteFile(f[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.reload(t, cfg, hook, up, ca.File, soon.CertFile, soon.KeyFile)
+	waitFor(t, "both resolved alerts", func() bool { return len(rc.of(soon.CertFile)) == 2 && len(rc.of(ca.File)) == 2 })
+	if a, b := rc.of(soon.CertFile)[1], rc.of(ca.File)[1]; a.Status != "resolved" || b.Status != "resolved" {
+		t.Fatalf("alerts %+v, %+v", a, b)
 	}
 }
