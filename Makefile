@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis browser bench bench-ab bench-reload bench-isolation bench-idle bench-ws bench-go fuzz clean
+.PHONY: build run test vet redis browser screenshots bench bench-ab bench-reload bench-isolation bench-idle bench-ws bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -40,6 +40,11 @@ browser:
 	@command -v npm >/dev/null || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y nodejs npm) || true
 	@if command -v npm >/dev/null && ! test -d cmd/loopgate/testdata/browser/node_modules/puppeteer-core; then \
 		cd cmd/loopgate/testdata/browser && npm ci --no-audit --no-fund; fi
+
+# The dashboard's screenshots under docs/ (the whole page and each main
+# view), taken by its browser test from a gateway it runs.
+screenshots: browser
+	DASHBOARD_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run TestDashboardInBrowser ./cmd/loopgate/
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }

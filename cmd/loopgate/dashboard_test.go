@@ -18,9 +18,11 @@ import (
 // token, asks for one; with it the running config's routes appear, a
 // breaker that opens shows OPEN within 2 s, the live route's requests per
 // second rise above 0, its isolation limit shows against its base and its
-// queue, and a rollback from the page restores the old routes. It skips only when
-// chromium (or node, which drives it) is not installed; DASHBOARD_SCREENSHOT
-// names a file to keep the page's screenshot in (docs/dashboard.png).
+// queue, a rate limit shows what it admitted and refused, and a rollback
+// from the page restores the old routes. It skips only when chromium (or
+// node, which drives it) is not installed. DASHBOARD_SCREENSHOTS names a
+// directory to keep the screenshots in (`make screenshots` writes
+// docs/dashboard*.png); by default they go to a temporary one.
 func TestDashboardInBrowser(t *testing.T) {
 	chromium := os.Getenv("CHROMIUM")
 	if chromium == "" {
@@ -55,6 +57,7 @@ routes:
     upstream: gone
     retry: {attempts: 1}
     circuit_breaker: {window: 2, min_calls: 2, open_for: 1m}
+  - {id: limited, prefix: /limited/, upstream: backend, rate_limits: [{key: route, rate: 1, burst: 2}]}
   - {id: live, prefix: /, upstream: backend, isolation: {limit: 40, queue: 8}}
 `, listen, admin, token, filepath.Join(t.TempDir(), "state.json"), freeAddr(t), up) // nothing listens at a freeAddr: every call fails to connect
 	cfg := writeConfig(t, routes)
@@ -75,11 +78,11 @@ routes:
 		t.Fatalf("POST /reload: %v %v\n%s", resp, err, g.logs)
 	}
 	resp.Body.Close()
-	shot := os.Getenv("DASHBOARD_SCREENSHOT")
-	if shot == "" {
-		shot = filepath.Join(t.TempDir(), "dashboard.png")
+	shots := os.Getenv("DASHBOARD_SCREENSHOTS")
+	if shots == "" {
+		shots = t.TempDir()
 	}
-	cmd := exec.Command(node, "dashboard.js", "http://"+admin, "http://"+listen, token, shot)
+	cmd := exec.Command(node, "dashboard.js", "http://"+admin, "http://"+listen, token, shots)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromium)
 	timer := time.AfterFunc(60*time.Second, func() { cmd.Process.Kill() }) // a hung browser fails the test, not the suite

@@ -26,7 +26,7 @@ const (
 	UpstreamDown  Kind = "upstream_down"        // active checks took every node of an upstream down; resolved when one is back
 	RedisLost     Kind = "redis_lost"           // the cluster rate limits lost Redis (shadow quota engaged); resolved when it answers again
 	ReloadRefused Kind = "reload_refused"       // a config reload was refused; resolved by the next applied reload
-	CertExpiring  Kind = "certificate_expiring" // a listener certificate expires within 14 days; resolved when a reload replaces it
+	CertExpiring  Kind = "certificate_expiring" // a listener or upstream client certificate, or a CA file's certificate, expires within 14 days; resolved when a renewal is loaded
 )
 
 // Kinds are every event, in the order the docs list them.

@@ -125,7 +125,7 @@ async function tick() {
       cell(dn > 0 ? ((100 * de) / dn).toFixed(1) + " %" : "–", "num"),
       cell(p99(cur, b, s.latency_bounds_seconds), "num"), cell(String(r.in_flight), "num"),
       cell(r.breaker.toUpperCase(), "breaker " + breakerClass(r.breaker))]);
-    (breakers[r.upstream] = breakers[r.upstream] || []).push(r.id + " " + r.breaker.toUpperCase());
+    if (r.breaker !== "off") (breakers[r.upstream] = breakers[r.upstream] || []).push(r.id + " " + r.breaker.toUpperCase());
     const iso = r.isolation;
     if (iso) {
       const low = iso.limit < iso.base;
@@ -146,7 +146,7 @@ async function tick() {
         cell(n.healthy ? "healthy" : "unhealthy", n.healthy ? "good" : "bad"),
         cell(n.ejected_for_seconds > 0 ? "for " + n.ejected_for_seconds.toFixed(1) + " s" : "no", n.ejected_for_seconds > 0 ? "warn" : ""),
         cell(String(n.in_flight), "num"), cell(String(n.failures_in_a_row), "num"),
-        cell(i === 0 ? (breakers[u.name] || []).join(", ") : "")]);
+        cell(i === 0 ? (breakers[u.name] || ["–"]).join(", ") : "")]);
     });
     if (u.list.length < u.nodes) nodeRows.push([cell(u.name), cell("… " + (u.nodes - u.list.length) + " more nodes"), cell(""), cell(""), cell(""), cell(""), cell("")]);
   }

@@ -1,16 +1,19 @@
 // Drives headless chromium against the dashboard: node dashboard.js
-// <admin URL> <gateway URL> <admin token> <screenshot path>. The running
-// config (version 2) has the routes "dead" (prefix /dead/, an upstream
-// that refuses connections, a breaker), "live" (prefix /, an upstream that
-// answers) and "extra", which version 1 lacks. Exits non-zero, saying why,
-// on the first failed check.
+// <admin URL> <gateway URL> <admin token> <screenshot directory>. The
+// running config (version 2) has the routes "dead" (prefix /dead/, an
+// upstream that refuses connections, a breaker), "limited" (prefix
+// /limited/, a rate limit of 1 a second), "live" (prefix /, an upstream
+// that answers) and "extra", which version 1 lacks. Exits non-zero, saying
+// why, on the first failed check. It leaves dashboard.png (the whole page)
+// and dashboard-<view>.png (each main view) in the directory.
 "use strict";
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
 const puppeteer = require("puppeteer-core");
 
-const [admin, gateway, token, shot] = process.argv.slice(2);
+const [admin, gateway, token, shots] = process.argv.slice(2);
+const views = ["overview", "upstreams", "isolation", "ratelimits", "config"]; // the sections' ids
 const deadRoute = "dead", liveRoute = "live";
 
 async function main() {
@@ -66,7 +69,17 @@ async function main() {
       return v > 0 && v;
     }, { timeout: 5000 }, liveRoute).then((h) => h.jsonValue());
     console.log("req/s of", liveRoute, rate);
-    clearInterval(traffic);
+
+    // The Rate limits view: the limited route's limit admits and refuses.
+    // (Its 429s are error-log lines too: sent only now, they cannot push
+    // the dead route's line out of the last 50 before it was seen.)
+    const overLimit = setInterval(() => fetch(gateway + "/limited/").catch(() => {}), 50);
+    const limit = await page.waitForFunction(() => {
+      const tr = [...document.querySelectorAll("#limit-rows tr")].find((tr) => tr.cells[1].textContent === "limited");
+      return tr && parseInt(tr.cells[4].textContent) > 0 && parseInt(tr.cells[5].textContent) > 0 &&
+        [...tr.cells].map((c) => c.textContent).join(" | ");
+    }, { timeout: 5000 }).then((h) => h.jsonValue());
+    console.log("rate limit:", limit);
 
     // The Isolation view shows the live route's limit against its base
     // (isolation: {limit: 40, queue: 8}) and its queue.
@@ -90,7 +103,11 @@ async function main() {
       .find((tr) => tr.cells[0].textContent === "2").querySelector("button").click());
     await page.waitForFunction(() => /version 2:[\s\S]*extra/.test(document.getElementById("diff").textContent), { timeout: 5000 });
     console.log("version 2's diff shows route extra");
-    if (shot) await page.screenshot({ path: shot, fullPage: true });
+    await page.screenshot({ path: path.join(shots, "dashboard.png"), fullPage: true });
+    for (const v of views) await (await page.$("#" + v)).screenshot({ path: path.join(shots, "dashboard-" + v + ".png") });
+    console.log("screenshots in", shots);
+    clearInterval(traffic);
+    clearInterval(overLimit);
 
     // A rollback from the page to version 1 restores its routes: "extra" goes.
     const routeIds = () => [...document.querySelectorAll("#routes tr td:first-child")].map((td) => td.textContent);
