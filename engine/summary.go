@@ -15,16 +15,16 @@ import (
 	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
-// Summary bounds: top is the default number of the busiest routes (and
-// rate limits) shown, maxTop the most a caller may ask for; maxNodes the
-// nodes listed per upstream. Past top, up to top more routes in a state
-// that is not normal are shown (so a quiet route with an open breaker is
-// never hidden by busy ones), and the upstreams listed are the shown
-// routes' and those with a node out of rotation, up to 2×top.
+// Summary bounds: MaxSummaryTop is the most routes (and rate limits) a
+// caller may ask for as the busiest (the admin port's ?top, default 50),
+// maxSummaryNodes the nodes listed per upstream. Past top, up to top more
+// routes in a state that is not normal are shown (so a quiet route with
+// an open breaker is never hidden by busy ones), and the upstreams listed
+// are the shown routes' and those with a node out of rotation, up to
+// 2×top.
 const (
-	DefaultSummaryTop = 50
-	MaxSummaryTop     = 1000
-	maxSummaryNodes   = 32
+	MaxSummaryTop   = 1000
+	maxSummaryNodes = 32
 )
 
 // Summary is the JSON of GET /summary. Counters are totals since the

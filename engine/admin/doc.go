@@ -1,7 +1,8 @@
 // Package admin serves Loopgate's control plane on its own port, on
 // net/http goroutines and never on an event loop: health and readiness,
 // Prometheus metrics, pprof (when enabled), POST /reload, the config API
-// (api.go) and bans and revocations (runtime.go).
+// (api.go), bans and revocations (runtime.go), and the dashboard with the
+// summary it polls (ui.go).
 //
 // Every handler is registered explicitly on the admin server's own
 // ServeMux; nothing is served from http.DefaultServeMux, so a library that

@@ -24,7 +24,8 @@ func (s *Server) uiRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /summary", s.summary)
 }
 
-// Summary bounds of ?top=N, as the engine applies them (engine.Summary).
+// Summary bounds of ?top=N: the default, and the most (engine.MaxSummaryTop,
+// which the engine clamps to whatever it is asked).
 const (
 	summaryTop    = 50
 	summaryMaxTop = 1000
