@@ -193,3 +193,15 @@ func TestSummaryBoundedAt30kRoutes(t *testing.T) {
 	}
 	t.Logf("summary %d bytes at %d routes; the second allocated %d bytes", len(r.body), routes, alloc)
 }
+
+// BenchmarkSummary30k is one summary at 30,000 routes with series: its
+// allocations are the answer's, not the routes'.
+func BenchmarkSummary30k(b *testing.B) {
+	g := startGateway(b, routesConfig(30_000), "127.0.0.1:1")
+	g.srv.TouchRoutesForTest()
+	g.srv.Summary(50) // sizes the ranking's map
+	b.ReportAllocs()
+	for b.Loop() {
+		g.srv.Summary(50)
+	}
+}
