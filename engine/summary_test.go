@@ -205,3 +205,47 @@ func BenchmarkSummary30k(b *testing.B) {
 		g.srv.Summary(50)
 	}
 }
+
+// An upstream lists its first 32 nodes and counts them all.
+func TestSummaryCapsNodes(t *testing.T) {
+	var nodes []string
+	for i := range 40 {
+		nodes = append(nodes, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", 20001+i))) // never dialed: no request is sent
+	}
+	g := startGateway(t, "upstreams: [{name: many, nodes: [%s]}]\nroutes: [{id: r, prefix: /, upstream: many}]\n", strings.Join(nodes, ", "))
+	u := summary(t, g, 50).Upstreams
+	if u.Total != 1 || len(u.List) != 1 || u.List[0].Nodes != 40 || len(u.List[0].List) != 32 || u.List[0].Out != 0 {
+		t.Fatalf("upstreams %+v", u)
+	}
+}
+
+// An upstream with a node out of rotation is listed though no route shown
+// uses it, with the node counted out and shown unhealthy.
+func TestSummaryListsUpstreamWithNodeOut(t *testing.T) {
+	sick, fine := &checkedNode{}, &checkedNode{}
+	sick.sick.Store(true)
+	g := startGateway(t, `
+upstreams:
+  - {name: busy, nodes: ["%s"]}
+  - name: backend
+    nodes: [%s]
+    outlier: {enabled: false}
+    health_check: {path: /health, interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
+routes:
+  - {id: busy, prefix: /busy/, upstream: busy}
+  - {id: quiet, prefix: /, upstream: backend}
+`, startUpstream(t, okHandler), nodeList(startUpstream(t, sick), startUpstream(t, fine)))
+	expectStatus(t, "busy", fetch(g.url("/busy/")), 200)
+	waitMetric(t, g.srv, `loopgate_route_requests_total{route="busy",code="2xx"}`, 1)
+	waitFor(t, "the sick node out", func() bool {
+		u := summary(t, g, 1).Upstreams
+		return len(u.List) == 2 && u.List[1].Out == 1
+	})
+	s := summary(t, g, 1)
+	if got := strings.Join(listed(s), " "); got != "busy" {
+		t.Fatalf("routes listed %q, want busy alone", got)
+	}
+	if u := s.Upstreams.List[1]; u.Name != "backend" || u.Nodes != 2 || u.List[0].Healthy || !u.List[1].Healthy {
+		t.Fatalf("upstream %+v", u)
+	}
+}
