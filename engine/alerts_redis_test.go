@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"fmt"
 	"testing"
 
@@ -8,14 +9,15 @@ import (
 	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 )
 
-// Redis killed under a cluster limit is one redis_lost webhook POST, and
-// the summary's cluster mode says shadow; Redis back is the resolution,
-// and the mode leaves shadow.
+// Redis killed under a cluster limit is one redis_lost webhook POST, a
+// warn error-log line and a count, and the summary's cluster mode says
+// shadow; Redis back is the resolution, and the mode leaves shadow.
 func TestAlertRedisLostThroughWebhook(t *testing.T) {
 	rc := &alertReceiver{}
 	hook := "http://" + startUpstream(t, rc) + "/hook"
 	r := redistest.Start(t)
-	g := startGateway(t, "alerts:\n  webhooks: [{url: \""+hook+"\", events: [redis_lost]}]\n"+
+	var errLog logBuffer
+	g := startLoggingGateway(t, &errLog, "alerts:\n  webhooks: [{url: \""+hook+"\", events: [redis_lost]}]\n"+
 		fmt.Sprintf(clusterNode, r.Addr(), "a", apiRoute("{key: global, rate: 1000, burst: 1000, scope: cluster}")),
 		startUpstream(t, okHandler))
 	mode := func() *engine.ClusterSummary { return summary(t, g, 50).RateLimits.Cluster }
@@ -32,6 +34,9 @@ func TestAlertRedisLostThroughWebhook(t *testing.T) {
 	if p := rc.of(r.Addr())[0]; p.Event != "redis_lost" || p.Status != "firing" {
 		t.Fatalf("alert %+v", p)
 	}
+	waitFor(t, "the error-log line", func() bool {
+		return bytes.Contains(errLog.Bytes(), []byte(`"level":"warn","event":"notice","message":"warning: alert redis_lost `+r.Addr()+` firing`))
+	})
 	r.Restart()
 	waitFor(t, "the resolved alert", func() bool { return len(rc.of(r.Addr())) == 2 })
 	if p := rc.of(r.Addr())[1]; p.Status != "resolved" || p.Since == nil {
