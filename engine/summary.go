@@ -96,7 +96,7 @@ type SummaryRateLimits struct {
 
 // ClusterSummary is the Redis side of the cluster limits.
 type ClusterSummary struct {
-	Mode       string `json:"mode"` // redis, shadow (Redis lost: shadow quotas), or recovering (quotas climbing back)
+	Mode       string `json:"mode"` // redis, shadow (Redis lost: each limit's on_redis_failure, the shadow quota by default), or recovering (quotas climbing back)
 	LiveNodes  int    `json:"live_nodes"`
 	KnownNodes int    `json:"known_nodes"`
 }
@@ -154,7 +154,7 @@ type candidate struct {
 func (z *summarizer) read(s *Server, top int) *Summary {
 	st := s.state.Load()
 	snap := st.snap
-	out := &Summary{Version: st.version, LatencyBounds: latencyBounds}
+	summary := &Summary{Version: st.version, LatencyBounds: latencyBounds}
 
 	// One pass over every route keeps the top by recent traffic in a
 	// bounded min-heap, and the abnormal ones up to top more.
@@ -178,7 +178,7 @@ func (z *summarizer) read(s *Server, top int) *Summary {
 		c.recent = c.total - min(z.prev[r.metrics], c.total)
 		z.prev[r.metrics] = c.total
 		if c.bad {
-			out.Routes.Abnormal++
+			summary.Routes.Abnormal++
 		}
 		switch {
 		case len(busy) < top:
@@ -196,48 +196,52 @@ func (z *summarizer) read(s *Server, top int) *Summary {
 	}
 	z.mu.Unlock()
 	slices.SortFunc(busy, func(a, b candidate) int {
-		if busier(a, b) {
+		switch {
+		case a.i == b.i:
+			return 0
+		case busier(a, b):
 			return -1
 		}
 		return 1
 	})
-	out.Routes.Total = len(snap.routes)
-	out.Routes.List = make([]RouteSummary, 0, len(busy)+len(bad))
+	summary.Routes.Total = len(snap.routes)
+	summary.Routes.List = make([]RouteSummary, 0, len(busy)+len(bad))
 	shownUp := map[*upstreamDef]bool{}
 	for _, c := range append(busy, bad...) {
 		r := &snap.routes[c.i]
-		out.Routes.List = append(out.Routes.List, routeSummary(r, &c))
+		summary.Routes.List = append(summary.Routes.List, routeSummary(r, &c))
 		shownUp[r.upstream] = true
 	}
 
 	// The shown routes' upstreams, and those with a node out of rotation,
 	// in config order, up to 2×top.
 	now := loopstat.Now()
-	out.Upstreams.Total = len(snap.upstreams)
-	out.Upstreams.List = []UpstreamSummary{}
+	summary.Upstreams.Total = len(snap.upstreams)
+	summary.Upstreams.List = []UpstreamSummary{}
 	for _, d := range snap.upstreams {
-		if len(out.Upstreams.List) >= 2*top {
+		if len(summary.Upstreams.List) >= 2*top {
 			break
 		}
-		u := UpstreamSummary{Name: d.name, Nodes: len(d.group.Nodes), List: []NodeSummary{}}
+		out := 0
 		for _, nc := range d.group.Nodes {
+			if n := nc.Node; n.Down() || n.EjectedFor(now) > 0 {
+				out++
+			}
+		}
+		if !shownUp[d] && out == 0 {
+			continue // read, not listed: nothing is made for it
+		}
+		u := UpstreamSummary{Name: d.name, Nodes: len(d.group.Nodes), Out: out, List: []NodeSummary{}}
+		for _, nc := range d.group.Nodes[:min(len(d.group.Nodes), maxSummaryNodes)] {
 			n := nc.Node
-			left := n.EjectedFor(now)
-			if n.Down() || left > 0 {
-				u.Out++
-			}
-			if len(u.List) < maxSummaryNodes {
-				u.List = append(u.List, NodeSummary{Addr: n.Addr, Healthy: !n.Down(), EjectedForSecs: left.Seconds(),
-					InFlight: n.InFlight(), FailuresInARow: n.FailuresInARow()})
-			}
+			u.List = append(u.List, NodeSummary{Addr: n.Addr, Healthy: !n.Down(), EjectedForSecs: n.EjectedFor(now).Seconds(),
+				InFlight: n.InFlight(), FailuresInARow: n.FailuresInARow()})
 		}
-		if shownUp[d] || u.Out > 0 {
-			out.Upstreams.List = append(out.Upstreams.List, u)
-		}
+		summary.Upstreams.List = append(summary.Upstreams.List, u)
 	}
 
-	out.RateLimits = s.rateLimitSummary(top)
-	return out
+	summary.RateLimits = s.rateLimitSummary(top)
+	return summary
 }
 
 // abnormal reports a route whose breaker is not closed, whose isolation
