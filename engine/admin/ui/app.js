@@ -100,7 +100,7 @@ function shownOf(n, total, what) {
   return n < total ? "Showing " + n + " of " + total + " " + what + "." : "";
 }
 
-const clusterModes = { redis: "Redis up", shadow: "Redis lost: shadow quota", recovering: "Redis back: quotas recovering" };
+const clusterModes = { redis: "Redis up", shadow: "Redis lost: each limit on its on_redis_failure (the shadow quota by default)", recovering: "Redis back: quotas recovering" };
 
 async function tick() {
   const [sum, ver, errs] = await Promise.all([get("summary"), get("config/versions"), get("errors")]);
