@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/loopgate/loopgate/engine"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 	"github.com/loopgate/loopgate/filters/ratelimit/redistest"
 )
 
@@ -20,7 +20,7 @@ func TestAlertRedisLostThroughWebhook(t *testing.T) {
 	g := startLoggingGateway(t, &errLog, "alerts:\n  webhooks: [{url: \""+hook+"\", events: [redis_lost]}]\n"+
 		fmt.Sprintf(clusterNode, r.Addr(), "a", apiRoute("{key: global, rate: 1000, burst: 1000, scope: cluster}")),
 		startUpstream(t, okHandler))
-	mode := func() *engine.ClusterSummary { return summary(t, g, 50).RateLimits.Cluster }
+	mode := func() *limiter.ClusterSummary { return summary(t, g, 50).RateLimits.(limiter.Summary).Cluster }
 	waitFor(t, "the node in the membership set", func() bool {
 		c := mode()
 		return c != nil && c.Mode == "redis" && c.LiveNodes == 1 && c.KnownNodes == 1

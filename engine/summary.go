@@ -10,8 +10,6 @@ import (
 	"sync"
 
 	"github.com/loopgate/loopgate/engine/policy"
-	"github.com/loopgate/loopgate/filters/ratelimit/cluster"
-	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
@@ -33,10 +31,10 @@ type Summary struct {
 	Version uint64 `json:"version"` // the running config version
 	// LatencyBounds are the upper bounds, in seconds, of the latency
 	// buckets of every route's Latency; its last bucket is above them all.
-	LatencyBounds []float64         `json:"latency_bounds_seconds"`
-	Routes        SummaryRoutes     `json:"routes"`
-	Upstreams     SummaryUpstreams  `json:"upstreams"`
-	RateLimits    SummaryRateLimits `json:"rate_limits"`
+	LatencyBounds []float64        `json:"latency_bounds_seconds"`
+	Routes        SummaryRoutes    `json:"routes"`
+	Upstreams     SummaryUpstreams `json:"upstreams"`
+	RateLimits    any              `json:"rate_limits"` // limiter.Summary
 }
 
 // SummaryRoutes are the running config's routes: how many, how many are
@@ -84,32 +82,6 @@ type NodeSummary struct {
 	EjectedForSecs float64 `json:"ejected_for_seconds"` // 0 when in rotation
 	InFlight       int64   `json:"in_flight"`
 	FailuresInARow int     `json:"failures_in_a_row"`
-}
-
-// SummaryRateLimits are the rate limits: the cluster's mode, how many
-// limits run, and the busiest.
-type SummaryRateLimits struct {
-	Cluster *ClusterSummary `json:"cluster,omitempty"` // nil without a cluster limit
-	Total   int             `json:"total"`
-	List    []LimitSummary  `json:"list"`
-}
-
-// ClusterSummary is the Redis side of the cluster limits.
-type ClusterSummary struct {
-	Mode       string `json:"mode"` // redis, shadow (Redis lost: each limit's on_redis_failure, the shadow quota by default), or recovering (quotas climbing back)
-	LiveNodes  int    `json:"live_nodes"`
-	KnownNodes int    `json:"known_nodes"`
-}
-
-// LimitSummary is one limit on this node.
-type LimitSummary struct {
-	Name      string  `json:"name"`
-	Route     string  `json:"route,omitempty"`
-	Scope     string  `json:"scope"`
-	Quota     float64 `json:"quota"`
-	Unlimited bool    `json:"unlimited,omitempty"`
-	Admitted  uint64  `json:"admitted"`
-	Refused   uint64  `json:"refused"`
 }
 
 // summarizer ranks the routes by the requests they finished since the
@@ -315,34 +287,14 @@ func routeSummary(r *route, c *candidate) RouteSummary {
 	return rs
 }
 
-// rateLimitSummary reads the rate limits' status (limiter.Store.Status:
-// atomics, and the store's lock, which its builds and the admin port
-// take, never a loop) and keeps the top limits by decisions.
-func (s *Server) rateLimitSummary(top int) SummaryRateLimits {
-	out := SummaryRateLimits{List: []LimitSummary{}}
-	store, ok := Service[*limiter.Store](s)
-	if !ok {
-		return out
-	}
-	st := store.Status()
-	if c := st.Cluster; c != nil {
-		mode := "redis"
-		switch {
-		case c.Redis != cluster.Up.String():
-			mode = "shadow"
-		case c.Ramping:
-			mode = "recovering"
+// rateLimitSummary is the digest of the filter object that keeps rate
+// limits (limiter.Store.Summary), or nil when none does: the engine knows
+// no filter's types.
+func (s *Server) rateLimitSummary(top int) any {
+	for _, v := range s.services.owned {
+		if rs, ok := v.(interface{ Summary(top int) any }); ok {
+			return rs.Summary(top)
 		}
-		out.Cluster = &ClusterSummary{Mode: mode, LiveNodes: c.LiveNodes, KnownNodes: c.KnownNodes}
 	}
-	out.Total = len(st.Limits)
-	limits := st.Limits
-	slices.SortStableFunc(limits, func(a, b limiter.LimitStatus) int {
-		return cmp.Compare(b.Grants+b.Rejections, a.Grants+a.Rejections)
-	})
-	for _, l := range limits[:min(top, len(limits))] {
-		out.List = append(out.List, LimitSummary{Name: l.Name, Route: l.Route, Scope: l.Scope, Quota: l.Quota,
-			Unlimited: l.Unlimited, Admitted: l.Grants, Refused: l.Rejections})
-	}
-	return out
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/loopgate/loopgate/engine"
+	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
 )
 
 func summary(t *testing.T, g *gateway, top int) *engine.Summary {
@@ -143,7 +144,7 @@ routes:
 	expectStatus(t, "over the burst", fetch(g.url("/tight/")), 429)
 	expectStatus(t, "over the burst", fetch(g.url("/tight/")), 429)
 	waitMetric(t, g.srv, `loopgate_route_requests_total{route="tight",code="4xx"}`, 2)
-	rl := summary(t, g, 1).RateLimits
+	rl := summary(t, g, 1).RateLimits.(limiter.Summary)
 	if rl.Cluster != nil || rl.Total != 2 || len(rl.List) != 1 {
 		t.Fatalf("rate limits %+v", rl)
 	}
