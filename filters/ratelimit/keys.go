@@ -94,6 +94,13 @@ func (k *Keys) AllowString(l Limit, key string, now, n int64) Decision {
 	return k.allow(l, maphash.String(k.seed, key), now, n)
 }
 
+// Hash is the key's hash under the table's seed, for AllowHash: a caller
+// that needs the hash for something else as well computes it once.
+func (k *Keys) Hash(key []byte) uint64 { return maphash.Bytes(k.seed, key) }
+
+// AllowHash is Allow for a key whose Hash the caller already has.
+func (k *Keys) AllowHash(l Limit, h uint64, now, n int64) Decision { return k.allow(l, h, now, n) }
+
 func (k *Keys) allow(l Limit, h uint64, now, n int64) Decision {
 	for {
 		if d, ok := k.find(h).allow(l, now, n); ok {

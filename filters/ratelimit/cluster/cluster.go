@@ -63,6 +63,7 @@ type Cluster struct {
 
 	limitsMu sync.Mutex               // serialises NewLimit and Limit.Close
 	limits   atomic.Pointer[[]*Limit] // immutable snapshot, read by the controller and Status
+	keyed    atomic.Pointer[[]*KeyedLimit]
 
 	submitting atomic.Int64 // submit calls between their closed check and their send
 	closed     atomic.Bool
@@ -93,6 +94,7 @@ func New(opt Options) (*Cluster, error) {
 	c.br.threshold = int32(opt.FailureThreshold)
 	c.br.redis = strings.Join(opt.Addrs, ",")
 	c.limits.Store(&[]*Limit{})
+	c.keyed.Store(&[]*KeyedLimit{})
 	c.effective.Store(int64(max(opt.MinNodes, opt.FallbackNodes)))
 	if !c.probe() {
 		c.br.set(Up, Down)
@@ -137,6 +139,9 @@ func (c *Cluster) Close() {
 	if cl := c.usable(); cl != nil {
 		for _, l := range *c.limits.Load() {
 			l.giveBackHeld(cl)
+		}
+		for _, k := range *c.keyed.Load() {
+			k.giveBackHeld(cl)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.opt.CallTimeout)
 		cl.Do(ctx, cl.B().Zrem().Key(c.membersKey).Member(c.opt.NodeID).Build())
@@ -335,6 +340,9 @@ func (c *Cluster) step(now int64) {
 	}
 	for _, l := range *c.limits.Load() {
 		l.adjust(now)
+	}
+	for _, k := range *c.keyed.Load() {
+		k.adjust(now)
 	}
 }
 

@@ -40,6 +40,7 @@ type Decision struct {
 	RetryAfter time.Duration // for Deny and Unavailable
 	tokens     int64         // what an Allow took, and from where, for Return
 	from       source
+	lim        *Limit // the limit whose lease the tokens came from: a hot key's, for KeyedLimit.Return
 }
 
 // RetryAfterSeconds is RetryAfter rounded up to whole seconds for the
@@ -104,24 +105,28 @@ func (c *Cluster) NewLimit(spec LimitSpec) (*Limit, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
-	intervalUS := max(1, int64(1e6/spec.Rate+0.5))
-	l := &Limit{
-		c:           c,
-		spec:        spec,
-		key:         c.opt.KeyPrefix + spec.Name,
-		intervalUS:  intervalUS,
-		intervalArg: strconv.FormatInt(intervalUS, 10),
-	}
-	l.setShare(c.live.Load(), c.known.Load())
-	eff := c.effective.Load()
-	l.setShadow(eff)
-	l.startLease(spec, eff)
+	l := new(Limit)
+	c.initLimit(l, spec, c.opt.KeyPrefix+spec.Name)
 
 	c.limitsMu.Lock()
 	defer c.limitsMu.Unlock()
 	next := append(append([]*Limit{}, *c.limits.Load()...), l)
 	c.limits.Store(&next)
 	return l, nil
+}
+
+// initLimit readies l, a validated spec with defaults applied, on the
+// Redis key key, sized for the current node counts. It registers nothing
+// and takes no lock, so a loop may call it to make a hot key's limit
+// (KeyedLimit).
+func (c *Cluster) initLimit(l *Limit, spec LimitSpec, key string) {
+	intervalUS := max(1, int64(1e6/spec.Rate+0.5))
+	l.c, l.spec, l.key = c, spec, key
+	l.intervalUS, l.intervalArg = intervalUS, strconv.FormatInt(intervalUS, 10)
+	l.setShare(c.live.Load(), c.known.Load())
+	eff := c.effective.Load()
+	l.setShadow(eff)
+	l.startLease(spec, eff)
 }
 
 // Close removes the limit from its Cluster and hands its leased tokens back
@@ -313,6 +318,7 @@ func (l *Limit) allowed(n int64) Decision {
 		Reset:     time.Duration(l.lastReset.Load()),
 		tokens:    n,
 		from:      fromRedis,
+		lim:       l,
 	}
 }
 

@@ -161,8 +161,11 @@ type Limit struct {
 	// the rate rounded up, at least 1.
 	Burst int64 `yaml:"burst"`
 	// Scope is local (each gateway counts on its own; default) or cluster
-	// (every gateway sharing the redis section counts together). cluster
-	// is for the global and route keys.
+	// (every gateway sharing the redis section counts together). A cluster
+	// ip, user, tenant or header limit gives every key the rate across the
+	// cluster: a key is decided on each gateway at its share (rate and
+	// burst over the node count) until it needs more, and then leased
+	// through a Redis bucket of its own (docs/rate-limiting.md).
 	Scope string `yaml:"scope"`
 	// OnRedisFailure is what a cluster limit does while Redis is down:
 	// shadow (a local share of the rate; default), open (allow all) or
@@ -172,8 +175,14 @@ type Limit struct {
 	// long's worth of its recent demand from Redis per call. Default
 	// 100ms; 0s turns leasing off (one Redis call per request).
 	LeaseWindow *units.Duration `yaml:"lease_window,omitempty"`
-	// MaxKeys bounds a keyed limit's table. Default rate_limit.max_keys.
+	// MaxKeys bounds a keyed limit's table (for a cluster one, the table
+	// of keys decided on this gateway). Default rate_limit.max_keys.
 	MaxKeys int `yaml:"max_keys"`
+	// HotKeys bounds a cluster keyed limit's hot set: the keys leased
+	// through Redis at once, on this gateway. A key that needs more than
+	// its share while its group of the set is full stays at its share.
+	// Default 1024, at most 65536.
+	HotKeys int `yaml:"hot_keys"`
 
 	// Set by Validate.
 	key   keyForm

@@ -30,24 +30,83 @@ type rateFilter struct {
 
 var _ filters.Filter = (*rateFilter)(nil)
 
-// localLimit is one local limit: its parameters and its state in the Store.
-type localLimit struct {
-	key   keyForm
-	limit ratelimit.Limit
-	st    *state
-	rate  []byte // X-RateLimit-Limit
+// keySource is what a limit counts by, and where a request gives it.
+type keySource struct {
+	key keyForm
 	// keyHeader is the request header the key reads ("" for keys no header
 	// gives; for tenant, read only when auth established no tenant), and
 	// repeated the message that refuses a request carrying it twice.
 	keyHeader, repeated string
 }
 
-// remoteLimit is one cluster limit. st holds lim's state in the Store
-// alive: the Store only keeps it while a compiled filter does.
+func newKeySource(k keyForm, tenantHeader string) keySource {
+	ks := keySource{key: k}
+	switch k.kind {
+	case keyHeader:
+		ks.keyHeader = k.header
+	case keyTenant:
+		ks.keyHeader = tenantHeader
+	}
+	if ks.keyHeader != "" {
+		ks.repeated = "more than one " + ks.keyHeader + " header"
+	}
+	return ks
+}
+
+// value is x's key for a keyed limit: the client IP (written into ip), the
+// subject, the tenant (auth's, else the tenant header) or the header's
+// value. A request without one has the empty key, which every such request
+// shares: leaving a header out does not escape its limit.
+func (ks *keySource) value(x *filters.Exchange, ip *[16]byte) []byte {
+	switch ks.key.kind {
+	case keyIP:
+		*ip = x.ClientIP.As16()
+		return ip[:]
+	case keyUser:
+		return x.Identity.Subject
+	case keyTenant:
+		if t := x.Identity.Tenant; len(t) > 0 {
+			return t
+		}
+	}
+	return x.Req.Headers.Get(ks.keyHeader)
+}
+
+// localLimit is one local limit: its parameters and its state in the Store.
+type localLimit struct {
+	keySource
+	limit ratelimit.Limit
+	st    *state
+	rate  []byte // X-RateLimit-Limit
+}
+
+// remoteLimit is one cluster limit: lim for one bucket (global, route),
+// keyed for a bucket per key. st holds its state in the Store alive: the
+// Store only keeps it while a compiled filter does.
 type remoteLimit struct {
-	lim  *cluster.Limit
-	st   *state
-	rate []byte
+	keySource
+	lim   *cluster.Limit
+	keyed *cluster.KeyedLimit
+	st    *state
+	rate  []byte
+}
+
+// take is Take on the limit's bucket for x, or on x's key's.
+func (r *remoteLimit) take(x *filters.Exchange, now int64, done func(cluster.Decision)) cluster.Decision {
+	if r.keyed == nil {
+		return r.lim.Take(now, 1, done)
+	}
+	var ip [16]byte
+	return r.keyed.Take(now, r.value(x, &ip), 1, done)
+}
+
+// giveBack returns what an Allow of take took.
+func (r *remoteLimit) giveBack(d cluster.Decision) {
+	if r.keyed == nil {
+		r.lim.Return(d)
+	} else {
+		r.keyed.Return(d)
+	}
 }
 
 // loopState is what one loop keeps for the filter. Owned by that loop.
@@ -108,7 +167,8 @@ func newFilter(b *filters.Build) (filters.Filter, error) {
 			if err != nil {
 				return nil, err
 			}
-			f.remote = append(f.remote, remoteLimit{lim: st.remote, st: st, rate: rate})
+			f.remote = append(f.remote, remoteLimit{keySource: newKeySource(l.key, f.tenantHeader),
+				lim: st.remote, keyed: st.keyed, st: st, rate: rate})
 			continue
 		}
 		maxKeys := g.RateLimit.MaxKeys
@@ -119,17 +179,7 @@ func newFilter(b *filters.Build) (filters.Filter, error) {
 		if err != nil {
 			return nil, err
 		}
-		ll := localLimit{key: l.key, limit: l.limit, st: st, rate: rate}
-		switch l.key.kind {
-		case keyHeader:
-			ll.keyHeader = l.key.header
-		case keyTenant:
-			ll.keyHeader = f.tenantHeader
-		}
-		if ll.keyHeader != "" {
-			ll.repeated = "more than one " + ll.keyHeader + " header"
-		}
-		f.local = append(f.local, ll)
+		f.local = append(f.local, localLimit{keySource: newKeySource(l.key, f.tenantHeader), limit: l.limit, st: st, rate: rate})
 	}
 	for i := range f.loops {
 		f.loops[i].parked = map[*filters.Exchange]*call{}
@@ -188,39 +238,37 @@ func (f *rateFilter) Request(x *filters.Exchange) filters.Verdict {
 // key whole, commas included, the bytes the upstream receives.
 func (f *rateFilter) repeatedKey(x *filters.Exchange) string {
 	for i := range f.local {
-		l := &f.local[i]
-		if l.keyHeader == "" || l.key.kind == keyTenant && len(x.Identity.Tenant) > 0 {
-			continue
+		if msg := f.local[i].repeatedIn(x); msg != "" {
+			return msg
 		}
-		if _, n := x.Req.Headers.Only(l.keyHeader); n > 1 {
-			return l.repeated
+	}
+	for i := range f.remote {
+		if msg := f.remote[i].repeatedIn(x); msg != "" {
+			return msg
 		}
 	}
 	return ""
 }
 
-// allowLocal takes a token from the limit's bucket for x: the one bucket,
-// or the bucket of x's key. A request without a value for the key (no
-// user, no header) counts in the bucket of the empty key, which every such
-// request shares: leaving a header out does not escape its limit.
-func (f *rateFilter) allowLocal(l *localLimit, x *filters.Exchange, now int64) ratelimit.Decision {
-	switch l.key.kind {
-	case keyGlobal, keyRoute:
-		return l.st.bucket.Allow(l.limit, now, 1)
-	case keyIP:
-		ip := x.ClientIP.As16()
-		return l.st.keys.Allow(l.limit, ip[:], now, 1)
-	case keyUser:
-		return l.st.keys.Allow(l.limit, x.Identity.Subject, now, 1)
-	case keyTenant:
-		t := x.Identity.Tenant
-		if len(t) == 0 {
-			t = x.Req.Headers.Get(f.tenantHeader)
-		}
-		return l.st.keys.Allow(l.limit, t, now, 1)
-	default:
-		return l.st.keys.Allow(l.limit, x.Req.Headers.Get(l.key.header), now, 1)
+// repeatedIn is the refusal for x when it repeats the key's header.
+func (ks *keySource) repeatedIn(x *filters.Exchange) string {
+	if ks.keyHeader == "" || ks.key.kind == keyTenant && len(x.Identity.Tenant) > 0 {
+		return ""
 	}
+	if _, n := x.Req.Headers.Only(ks.keyHeader); n > 1 {
+		return ks.repeated
+	}
+	return ""
+}
+
+// allowLocal takes a token from the limit's bucket for x: the one bucket,
+// or the bucket of x's key (keySource.value).
+func (f *rateFilter) allowLocal(l *localLimit, x *filters.Exchange, now int64) ratelimit.Decision {
+	if !l.key.keyed() {
+		return l.st.bucket.Allow(l.limit, now, 1)
+	}
+	var ip [16]byte
+	return l.st.keys.Allow(l.limit, l.value(x, &ip), now, 1)
 }
 
 // reject answers 429, code 42902, with the refusing limit's figures.

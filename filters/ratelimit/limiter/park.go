@@ -85,7 +85,7 @@ func (f *rateFilter) takeRemote(x *filters.Exchange, c *call, from int, now int6
 		r := &f.remote[i]
 		c.idx = i
 		c.state.Store(asking)
-		d := r.lim.Take(now, 1, c.onTake)
+		d := r.take(x, now, c.onTake)
 		if d.Verdict == cluster.Pending {
 			c.ticket = x.Park()
 			if c.state.CompareAndSwap(asking, parked) {
@@ -122,10 +122,10 @@ func (f *rateFilter) refuse(x *filters.Exchange, c *call, d cluster.Decision) fi
 // with answer the ones c.answer took, for a request that will not run.
 func (f *rateFilter) giveBack(c *call, answer bool) {
 	for j := range c.idx {
-		f.remote[j].lim.Return(c.taken[j])
+		f.remote[j].giveBack(c.taken[j])
 	}
 	if answer {
-		f.remote[c.idx].lim.Return(c.answer)
+		f.remote[c.idx].giveBack(c.answer)
 	}
 }
 

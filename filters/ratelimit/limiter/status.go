@@ -64,8 +64,22 @@ type LimitStatus struct {
 	Grants     uint64 `json:"grants"`     // requests allowed
 	Rejections uint64 `json:"rejections"` // requests refused with 429
 
-	Keys  *KeysStatus  `json:"keys,omitempty"`  // a keyed limit's table
-	Lease *LeaseStatus `json:"lease,omitempty"` // a cluster limit's Redis side
+	Keys  *KeysStatus  `json:"keys,omitempty"`  // a keyed limit's table (a cluster one's: its cold keys)
+	Lease *LeaseStatus `json:"lease,omitempty"` // a cluster limit's Redis side (a keyed one's: summed over its hot keys)
+	Hot   *HotStatus   `json:"hot,omitempty"`   // a cluster keyed limit's hot set
+}
+
+// HotStatus is a cluster keyed limit's hot set: the keys leased through
+// Redis on this node.
+type HotStatus struct {
+	Len            int     `json:"len"`             // hot keys now
+	Cap            int     `json:"cap"`             // hot keys the set can hold
+	ColdRate       float64 `json:"cold_rate"`       // a cold key's share on this node, requests a second
+	Promotions     uint64  `json:"promotions"`      // keys that went hot
+	Demotions      uint64  `json:"demotions"`       // hot keys that went cold again, idle
+	Full           uint64  `json:"full"`            // keys that needed to go hot but found their group full, and stayed at their share
+	ColdGrants     uint64  `json:"cold_grants"`     // requests allowed by a cold key's local bucket
+	ColdRejections uint64  `json:"cold_rejections"` // requests refused at a cold key's share (Redis down, or hot set full)
 }
 
 // KeysStatus is a keyed limit's table.
@@ -129,6 +143,20 @@ func (st *state) status() LimitStatus {
 	conf := st.conf.Load()
 	ls := LimitStatus{Name: st.name, Route: st.route, Key: st.key.String(), Scope: st.scope.String(),
 		Rate: conf.Rate, Burst: conf.Burst, Quota: conf.Rate}
+	if st.keyed != nil {
+		ks := st.keyed.Status()
+		rs := &ks.LimitStatus
+		ls.Quota, ls.Unlimited = rs.Quota, rs.Unlimited
+		ls.Grants, ls.Rejections = rs.Grants, rs.Rejections
+		ls.Lease = &LeaseStatus{OnRedisFailure: rs.OnFailure.String(), ShadowRate: rs.ShadowRate,
+			Size: rs.LeaseSize, Held: rs.Held, Leases: rs.Leases, Leased: rs.Leased, Returned: rs.Returned,
+			Unavailable: rs.Unavailable, Degraded: rs.Degraded}
+		k := ks.Cold
+		ls.Keys = &KeysStatus{Len: k.Len, Cap: k.Cap, Inserts: k.Inserts, Evictions: k.Evictions, Swept: k.Swept}
+		ls.Hot = &HotStatus{Len: ks.Hot, Cap: ks.HotCap, ColdRate: ks.ColdRate, Promotions: ks.Promotions,
+			Demotions: ks.Demotions, Full: ks.HotFull, ColdGrants: ks.ColdGrants, ColdRejections: ks.ColdRejections}
+		return ls
+	}
 	if st.remote != nil {
 		rs := st.remote.Status()
 		ls.Quota, ls.Unlimited = rs.Quota, rs.Unlimited
@@ -230,6 +258,30 @@ func (s *Store) WriteMetrics(w io.Writer) {
 			func(l *LimitStatus) (float64, bool) {
 				return keysf(l, func(k *KeysStatus) int64 { return int64(k.Swept) })
 			}},
+		{"loopgate_ratelimit_hot_keys", "gauge", "Keys a cluster keyed limit leases through Redis on this node.",
+			func(l *LimitStatus) (float64, bool) {
+				return hotf(l, func(h *HotStatus) float64 { return float64(h.Len) })
+			}},
+		{"loopgate_ratelimit_hot_keys_capacity", "gauge", "Keys a cluster keyed limit's hot set can hold.",
+			func(l *LimitStatus) (float64, bool) {
+				return hotf(l, func(h *HotStatus) float64 { return float64(h.Cap) })
+			}},
+		{"loopgate_ratelimit_hot_promotions_total", "counter", "Keys that needed more than their local share and went hot.",
+			func(l *LimitStatus) (float64, bool) {
+				return hotf(l, func(h *HotStatus) float64 { return float64(h.Promotions) })
+			}},
+		{"loopgate_ratelimit_hot_demotions_total", "counter", "Hot keys that went idle and cold again.",
+			func(l *LimitStatus) (float64, bool) {
+				return hotf(l, func(h *HotStatus) float64 { return float64(h.Demotions) })
+			}},
+		{"loopgate_ratelimit_hot_full_total", "counter", "Keys that needed to go hot but found their group of the hot set full, and stayed at their share.",
+			func(l *LimitStatus) (float64, bool) {
+				return hotf(l, func(h *HotStatus) float64 { return float64(h.Full) })
+			}},
+		{"loopgate_ratelimit_cold_grants_total", "counter", "Requests a cluster keyed limit allowed at a cold key's local share, without Redis.",
+			func(l *LimitStatus) (float64, bool) {
+				return hotf(l, func(h *HotStatus) float64 { return float64(h.ColdGrants) })
+			}},
 		{"loopgate_ratelimit_shadow_rate", "gauge", "A cluster limit's quota on this node while Redis is down.",
 			func(l *LimitStatus) (float64, bool) {
 				return leasef(l, func(s *LeaseStatus) float64 { return s.ShadowRate })
@@ -293,6 +345,13 @@ func keysf(l *LimitStatus, f func(*KeysStatus) int64) (float64, bool) {
 		return 0, false
 	}
 	return float64(f(l.Keys)), true
+}
+
+func hotf(l *LimitStatus, f func(*HotStatus) float64) (float64, bool) {
+	if l.Hot == nil {
+		return 0, false
+	}
+	return f(l.Hot), true
 }
 
 func leasef(l *LimitStatus, f func(*LeaseStatus) float64) (float64, bool) {

@@ -83,7 +83,8 @@ type state struct {
 	keys    *ratelimit.Keys  // local keyed limits
 	maxKeys int              // what keys was made with
 	idle    time.Duration
-	remote  *cluster.Limit // cluster limits; it counts its own decisions
+	remote  *cluster.Limit      // cluster global and route limits; it counts its own decisions
+	keyed   *cluster.KeyedLimit // cluster keyed limits; likewise
 
 	shards []countShard          // local decisions, by loop
 	conf   atomic.Pointer[Limit] // the newest compiled config's version, for Status
@@ -166,7 +167,10 @@ func (s *Store) remote(route string, l *Limit, g *Global) (*state, error) {
 	}
 	spec := l.spec(name)
 	k := stateKey{clustered, name}
-	if st := s.states[k].Value(); st != nil && st.remote.Spec() == withLeaseDefault(spec) {
+	if l.key.keyed() {
+		return s.remoteKeyed(k, route, l, g, c, spec)
+	}
+	if st := s.states[k].Value(); st != nil && st.remote != nil && st.remote.Spec() == withLeaseDefault(spec) {
 		st.conf.Store(l)
 		return st, nil
 	}
@@ -178,6 +182,35 @@ func (s *Store) remote(route string, l *Limit, g *Global) (*state, error) {
 	st.conf.Store(l)
 	runtime.AddCleanup(st, (*cluster.Limit).Close, lim)
 	s.states[k] = weak.Make(st)
+	return st, nil
+}
+
+// remoteKeyed is remote for a cluster ip, user, tenant or header limit. A
+// changed rate, burst, failure mode, lease window, max_keys, hot_keys or
+// key_idle makes a new KeyedLimit: its cold keys start afresh, its hot keys
+// on the same Redis buckets. s.mu must be held.
+func (s *Store) remoteKeyed(k stateKey, route string, l *Limit, g *Global, c *cluster.Cluster, spec cluster.LimitSpec) (*state, error) {
+	ks := cluster.KeyedSpec{LimitSpec: withLeaseDefault(spec), MaxKeys: g.RateLimit.MaxKeys,
+		HotKeys: l.HotKeys, Idle: time.Duration(g.RateLimit.KeyIdle)}
+	if l.MaxKeys > 0 {
+		ks.MaxKeys = l.MaxKeys
+	}
+	if ks.HotKeys == 0 {
+		ks.HotKeys = cluster.DefaultHotKeys
+	}
+	if st := s.states[k].Value(); st != nil && st.keyed != nil && st.keyed.Spec() == ks {
+		st.conf.Store(l)
+		return st, nil
+	}
+	lim, err := c.NewKeyedLimit(ks)
+	if err != nil {
+		return nil, err
+	}
+	st := &state{name: k.name, route: routeOf(route, l.key), key: l.key, scope: clustered, keyed: lim}
+	st.conf.Store(l)
+	runtime.AddCleanup(st, (*cluster.KeyedLimit).Close, lim)
+	s.states[k] = weak.Make(st)
+	s.startSweeper()
 	return st, nil
 }
 
@@ -242,6 +275,9 @@ func (s *Store) sweep() {
 		for _, st := range s.live() {
 			if st.keys != nil {
 				st.keys.Sweep(now)
+			}
+			if st.keyed != nil {
+				st.keyed.Keys().Sweep(now)
 			}
 		}
 		t.Reset(time.Duration(s.sweepEvery.Load()))

@@ -72,6 +72,9 @@ func (k keyForm) keyed() bool { return k.kind >= keyIP }
 // maxTableKeys bounds max_keys: 16 Mi keys is 128 MiB of slots.
 const maxTableKeys = 1 << 24
 
+// maxHotKeys bounds hot_keys: the controller walks the set every tick.
+const maxHotKeys = 1 << 16
+
 // Validate checks the top-level keys and, when redis is set, builds the
 // cluster options New uses (TLS files read once, here).
 func (g *Global) Validate(c *filters.Check) {
@@ -271,16 +274,23 @@ func (l *Limit) validate(c *filters.Check, at string, g *Global) {
 	l.mode = mode
 
 	if l.Scope == ScopeCluster {
-		l.validateCluster(c, at, g, ok)
+		l.validateCluster(c, at, g)
 	} else if l.LeaseWindow != nil {
 		c.Add(at+".lease_window", "set, but leases are for scope: cluster")
 	}
 	switch {
 	case l.MaxKeys == 0:
-	case !key.keyed() || l.Scope == ScopeCluster:
-		c.Add(at+".max_keys", "set, but only a local ip, user, tenant or header key keeps a table of keys")
+	case !key.keyed():
+		c.Add(at+".max_keys", "set, but only an ip, user, tenant or header key keeps a table of keys")
 	default:
 		tableSize(c, at+".max_keys", l.MaxKeys)
+	}
+	switch {
+	case l.HotKeys == 0:
+	case !key.keyed() || l.Scope != ScopeCluster:
+		c.Add(at+".hot_keys", "set, but only a cluster ip, user, tenant or header key keeps hot keys")
+	case l.HotKeys < 1 || l.HotKeys > maxHotKeys:
+		c.Add(at+".hot_keys", "must be in [1, %d], got %d", maxHotKeys, l.HotKeys)
 	}
 	if rateOK && l.Burst >= 1 {
 		lim, err := ratelimit.NewLimit(l.Rate, l.Burst)
@@ -291,10 +301,7 @@ func (l *Limit) validate(c *filters.Check, at string, g *Global) {
 	}
 }
 
-func (l *Limit) validateCluster(c *filters.Check, at string, g *Global, keyOK bool) {
-	if keyOK && l.key.keyed() {
-		c.Add(at+".scope", "cluster is for the global and route keys; a cluster-wide %s limit would cost a Redis key and a lease per client", l.Key)
-	}
+func (l *Limit) validateCluster(c *filters.Check, at string, g *Global) {
 	if g == nil || g.Redis == nil {
 		c.Add(at+".scope", "cluster needs the top-level redis section")
 	}
