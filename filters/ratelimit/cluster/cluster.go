@@ -223,6 +223,7 @@ type job struct {
 	lim     *Limit
 	n       int64          // tokens the request itself needs (jobTake, jobAcquire)
 	want    int64          // tokens to ask Redis for: n plus room for the lease
+	debt    int64          // tokens asked for on top of want, granted to no one (Limit.debt)
 	take    func(Decision) // jobTake
 	acquire func(Result)   // jobAcquire
 }
@@ -278,7 +279,7 @@ func (c *Cluster) run(j job) {
 		return
 	}
 	args := l.args.Load()
-	reply, err := c.call(cl, acquireScript, l.key, args.cost, args.tolerance, strconv.FormatInt(j.want, 10))
+	reply, err := c.call(cl, acquireScript, l.key, args.cost, args.tolerance, strconv.FormatInt(j.want+j.debt, 10))
 	if err == nil && len(reply) != 4 {
 		err = errors.New("cluster: acquire script replied " + strconv.Itoa(len(reply)) + " values, want 4")
 	}

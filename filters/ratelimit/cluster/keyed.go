@@ -263,6 +263,10 @@ func (k *KeyedLimit) promote(h uint64, key []byte) *hotKey {
 		if fresh == nil {
 			fresh = &hotKey{hash: h}
 			k.c.initLimit(&fresh.Limit, k.spec.LimitSpec, k.prefix+redisKey(key))
+			// The cold bucket just refused: this node spent the key's
+			// cold burst. Its first Redis take pays for it, so the key
+			// does not get that burst twice.
+			fresh.debt.Store(k.shadow.Load().Burst())
 		}
 		if !g[free].CompareAndSwap(nil, fresh) {
 			continue

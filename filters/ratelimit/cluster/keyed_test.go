@@ -122,9 +122,11 @@ func TestKeyedColdKeysCostNoRedisCalls(t *testing.T) {
 	t.Logf("scripts run meanwhile (heartbeats only): %d", r.CommandCalls("evalsha", "eval")-before)
 }
 
-// A key with more demand on one node than its share goes hot and gets the
-// cluster rate there, within the bound: Rate·t + Burst (its Redis bucket)
-// + the cold burst it had spent. Every key Redis holds expires.
+// A key with more demand than its share on two nodes goes hot on both and
+// gets the cluster rate, within the bound: Rate·t + Burst (its Redis
+// bucket; the leases held nothing when the run began) + the cold bursts
+// the nodes spent before it went hot and have not yet charged to the
+// bucket (at most Burst/2 each). Every key Redis holds expires.
 func TestKeyedHotKeyGetsClusterRate(t *testing.T) {
 	r := redistest.Start(t)
 	const rate, burst = 200, 20
@@ -222,11 +224,12 @@ func TestKeyedHotSetBounded(t *testing.T) {
 		key := "user-" + strconv.Itoa(i)
 		take(key) // the cold burst of 1
 		d := take(key)
-		if i < hotGroup && d.Verdict != Allow {
-			t.Fatalf("key %d: %+v, want it hot and allowed", i, d)
+		hot := k.findHot(k.cold.Hash([]byte(key))) != nil
+		if i < hotGroup && !hot {
+			t.Fatalf("key %d: %+v, not hot", i, d)
 		}
-		if i >= hotGroup && d.Verdict != Deny {
-			t.Fatalf("key %d with the hot set full: %+v, want a refusal at its share", i, d)
+		if i >= hotGroup && (hot || d.Verdict != Deny) {
+			t.Fatalf("key %d with the hot set full: %+v (hot %v), want a refusal at its share", i, d, hot)
 		}
 	}
 	s := k.Status()
@@ -239,7 +242,7 @@ func TestKeyedHotSetBounded(t *testing.T) {
 	}
 	key := "user-" + strconv.Itoa(2*hotGroup)
 	take(key)
-	if d := take(key); d.Verdict != Allow || k.Status().Hot != 1 {
+	if d := take(key); k.Status().Hot != 1 {
 		t.Fatalf("a key going hot after the set emptied: %+v, %+v", d, k.Status())
 	}
 }

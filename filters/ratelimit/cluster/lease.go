@@ -100,8 +100,14 @@ func (l *Limit) refill(now int64) {
 		return
 	}
 	room := l.reserve()
-	if room == 0 || !l.c.submit(job{kind: jobRefill, lim: l, want: room}) {
+	if room == 0 {
+		l.refilling.Store(false)
+		return
+	}
+	debt := l.debt.Swap(0)
+	if !l.c.submit(job{kind: jobRefill, lim: l, want: room, debt: debt}) {
 		l.reserved.Add(-room)
+		l.debt.Add(debt)
 		l.refilling.Store(false)
 	}
 }

@@ -90,6 +90,11 @@ type Limit struct {
 	local  ratelimit.Bucket
 	shadow atomic.Pointer[ratelimit.Limit] // set by the controller; never nil
 
+	// debt is tokens the next Redis take must also spend, granted to no
+	// request: a hot key's cold burst, spent on this node before it went
+	// hot (KeyedLimit.promote), so that it is not spent twice.
+	debt atomic.Int64
+
 	lastRemaining atomic.Int64 // from the latest Redis reply
 	lastReset     atomic.Int64
 
@@ -182,8 +187,10 @@ func (l *Limit) Take(now, n int64, done func(Decision)) Decision {
 		return l.count(l.denied(time.Duration(wait)))
 	}
 	room := l.reserve()
-	if !l.c.submit(job{kind: jobTake, lim: l, n: n, want: n + room, take: done}) {
+	debt := l.debt.Swap(0)
+	if !l.c.submit(job{kind: jobTake, lim: l, n: n, want: n + room, debt: debt, take: done}) {
 		l.reserved.Add(-room)
+		l.debt.Add(debt)
 		return l.fallback(now, n)
 	}
 	return Decision{Verdict: Pending}
@@ -223,8 +230,14 @@ func (l *Limit) Acquire(n int64, done func(Result)) error {
 // (or in Close). A request gets all the tokens it asked for or none; what
 // else Redis granted goes to the lease.
 func (l *Limit) complete(j job, r Result) {
+	paid := int64(0)
 	if r.Err == nil {
+		paid = min(r.Granted, j.debt)
+		r.Granted -= paid
 		l.noteReply(r)
+	}
+	if j.debt > paid {
+		l.debt.Add(j.debt - paid) // a later call pays the rest
 	}
 	switch j.kind {
 	case jobAcquire:
