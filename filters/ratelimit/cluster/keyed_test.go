@@ -295,3 +295,34 @@ func scanKeys(t testing.TB, r *redistest.Server, pattern string) []string {
 		}
 	}
 }
+
+// BenchmarkKeyedTakeHot is a hot key served from its lease: a hash, a
+// probe of the hot set and Limit.Take's compare-and-swap.
+func BenchmarkKeyedTakeHot(b *testing.B) {
+	r := redistest.Start(b)
+	opt := testOptions(r.Addr(), "bench", nil)
+	opt.manual = true
+	k := newKeyed(b, newCluster(b, opt), KeyedSpec{LimitSpec: LimitSpec{Name: "user", Rate: 1000, Burst: 1}})
+	key := []byte("alice")
+	k.promote(k.cold.Hash(key), key).held.Store(1 << 50)
+	done := func(Decision) {}
+	b.ReportAllocs()
+	for b.Loop() {
+		k.Take(nanotime(), key, 1, done)
+	}
+}
+
+// BenchmarkKeyedTakeCold is a cold key within its share: a probe of the
+// hot set and the cold table's compare-and-swap.
+func BenchmarkKeyedTakeCold(b *testing.B) {
+	r := redistest.Start(b)
+	opt := testOptions(r.Addr(), "bench", nil)
+	opt.manual = true
+	k := newKeyed(b, newCluster(b, opt), KeyedSpec{LimitSpec: LimitSpec{Name: "user", Rate: 1e6, Burst: 1e6}})
+	key := []byte("alice")
+	done := func(Decision) {}
+	b.ReportAllocs()
+	for b.Loop() {
+		k.Take(nanotime(), key, 1, done)
+	}
+}
