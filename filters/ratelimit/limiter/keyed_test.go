@@ -145,4 +145,3 @@ func scanKeys(t testing.TB, r *redistest.Server, pattern string) []string {
 		}
 	}
 }
-
