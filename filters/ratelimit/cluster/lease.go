@@ -120,12 +120,16 @@ func (l *Limit) deposit(granted, room int64) {
 }
 
 // exhausted records that Redis granted less than asked: until the tokens
-// would be there (at most one lease window), requests that find the lease
-// empty are refused here without asking. It returns the wait.
+// would be there (at most one lease window, or one token's interval when
+// that is longer: asking sooner could not find a new token), requests that
+// find the lease empty are refused here without asking. It returns the
+// wait.
 func (l *Limit) exhausted(r Result) time.Duration {
 	wait := r.RetryAfter
-	if w := time.Duration(l.window); w > 0 && wait > w {
-		wait = w
+	if w := time.Duration(l.window); w > 0 {
+		if w = max(w, time.Duration(l.intervalUS)*time.Microsecond); wait > w {
+			wait = w
+		}
 	}
 	l.emptyUntil.Store(l.c.now() + int64(wait))
 	return wait
