@@ -1,6 +1,7 @@
 // Package cluster enforces rate limits shared by every Loopgate node
-// through Redis: a GCRA bucket per limit in Redis, spent in leased batches,
-// behind a health breaker, with a local shadow quota while Redis is down.
+// through Redis: a GCRA bucket per limit (or per hot client key) in Redis,
+// spent in leased batches, behind a health breaker, with a local shadow
+// quota while Redis is down.
 //
 // # The cluster bucket
 //
@@ -74,6 +75,22 @@
 // local cap that starts at the shadow quota it was on and rises by
 // RampStep (10 %) of the rate each second, so the cluster returns to its
 // limit gradually, never with a jump.
+//
+// # Per-client limits
+//
+// A KeyedLimit is one limit per client key (an IP, a user, a tenant, a
+// header's value) across the cluster. A key is cold until it needs more
+// than this node may give it alone: it is decided in a local GCRA bucket
+// (a ratelimit.Keys table) at the cold share, Rate / effective nodes and
+// Burst / effective nodes, the shadow quota, with no Redis call and no
+// Redis key. When that bucket refuses it, the key goes hot in the same
+// call: it gets a Limit of its own on a Redis bucket of its own, which
+// decides, leased like any other, and whose first takes pay for the cold
+// burst this node had spent (Limit.debt). The hot set is a fixed array of
+// slots in groups of eight, so it is bounded: a key whose group is full
+// stays cold, and a hot key idle for a second hands its lease back and
+// leaves the set on the controller's tick. docs/rate-limiting.md states
+// and proves the bound on what a key is admitted.
 //
 // # Status
 //

@@ -19,7 +19,9 @@
 // (package ratelimit): one compare-and-swap, never a lock, and keyed
 // tables of bounded size. Cluster limits are one bucket in Redis shared by
 // every node (package cluster), spent from leased batches, with a shadow
-// quota while Redis is down.
+// quota while Redis is down; a cluster ip, user, tenant or header limit
+// (cluster.KeyedLimit) decides each key at its local share until the key
+// needs more, and then leases it through a Redis bucket of its own.
 //
 // # The request path
 //
