@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -151,5 +152,65 @@ routes:
 	resp.Body.Close()
 	if nodes[1].served.Load() != 1 {
 		t.Errorf("node 1 served %d, want 1", nodes[1].served.Load())
+	}
+}
+
+// A directed request skips the balancer only: the route's rate limit
+// counts it and refuses it past the burst (429, code 42902), and the
+// route's breaker, opened by directed requests to a dead node, refuses a
+// directed request to a live one (503, code 55301) without calling it.
+func TestDirectNodeKeepsLimitsAndBreaker(t *testing.T) {
+	var served atomic.Int64
+	live := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		served.Add(1)
+		io.WriteString(w, "ok")
+	}))
+	dead := closedPort(t)
+	g := startGateway(t, `
+upstreams:
+  - {name: backend, nodes: ["%s", "%s"], outlier: {enabled: false}}
+routes:
+  - id: limited
+    prefix: /limited/
+    upstream: backend
+    rate_limits: [{key: route, rate: 0.001, burst: 2}]
+    direct_node: {allow_cidrs: ["127.0.0.1/32"]}
+  - id: broken
+    prefix: /broken/
+    upstream: backend
+    retry: {attempts: 1}
+    circuit_breaker: {window: 2, min_calls: 2, open_for: 1h, half_open_calls: 1}
+    direct_node: {allow_cidrs: ["127.0.0.1/32"]}
+`, live, dead)
+	call := func(p, node string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("GET", g.url(p), nil)
+		req.Header.Set("X-Loopgate-Node", node)
+		resp, err := testClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, b
+	}
+	for i := range 2 {
+		if resp, b := call("/limited/x", live); resp.StatusCode != 200 {
+			t.Fatalf("directed request %d within the burst: %d %s", i, resp.StatusCode, b)
+		}
+	}
+	resp, b := call("/limited/x", live)
+	expectError(t, resp, b, 429, 42902)
+
+	for range 2 {
+		if resp, b := call("/broken/x", dead); resp.StatusCode != 502 {
+			t.Fatalf("directed to the dead node: %d %s", resp.StatusCode, b)
+		}
+	}
+	before := served.Load()
+	resp, b = call("/broken/x", live)
+	expectError(t, resp, b, 503, 55301)
+	if n := served.Load() - before; n != 0 {
+		t.Errorf("the open breaker let %d directed requests through", n)
 	}
 }
