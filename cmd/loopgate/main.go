@@ -402,6 +402,13 @@ func (r gatewayRuntime) Revoke(credential string, until time.Time) {
 func (r gatewayRuntime) RevokeKey(apiKey string)    { r.verifier().RevokeKey(apiKey) }
 func (r gatewayRuntime) Unrevoke(credential string) { r.verifier().Unrevoke(credential) }
 func (r gatewayRuntime) Revocations() int           { return r.verifier().Revocations() }
+func (r gatewayRuntime) RevokeUser(subject string, until time.Time) {
+	r.verifier().RevokeUser(subject, until)
+}
+func (r gatewayRuntime) UnrevokeUser(subject string) { r.verifier().UnrevokeUser(subject) }
+func (r gatewayRuntime) UserRevocationKey(subject string) [16]byte {
+	return r.verifier().UserRevocationKey(subject)
+}
 func (r gatewayRuntime) RevocationKey(credential string, apiKey bool) ([16]byte, time.Time) {
 	return r.verifier().RevocationKey(credential, apiKey)
 }

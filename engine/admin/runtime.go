@@ -20,6 +20,12 @@ type Runtime interface {
 	Revoke(credential string, until time.Time)
 	RevokeKey(apiKey string)
 	Unrevoke(credential string)
+	// RevokeUser and UnrevokeUser refuse, and admit again, every
+	// credential of a subject; UserRevocationKey is the key the cluster
+	// shares for it.
+	RevokeUser(subject string, until time.Time)
+	UnrevokeUser(subject string)
+	UserRevocationKey(subject string) [16]byte
 	Revocations() int
 	// RevocationKey is the key Revoke (RevokeKey when apiKey) keeps
 	// credential under, and a JWT's exp (see auth.Verifier.RevocationKey):
@@ -122,11 +128,24 @@ func (s *Server) deleteBan(w http.ResponseWriter, r *http.Request) {
 }
 
 // revocation is a POST or DELETE /revocations body: a credential (a JWT or
-// an API key) or an api_key, and for a POST an optional until.
+// an API key), an api_key or a user (a subject: every credential of it),
+// and for a POST an optional until.
 type revocation struct {
 	Credential string `json:"credential"`
 	APIKey     string `json:"api_key"`
+	User       string `json:"user"`
 	Until      string `json:"until"` // RFC 3339; default: for good
+}
+
+// named reports whether exactly one of credential, api_key and user is set.
+func (b *revocation) named() bool {
+	n := 0
+	for _, v := range []string{b.Credential, b.APIKey, b.User} {
+		if v != "" {
+			n++
+		}
+	}
+	return n == 1
 }
 
 func (s *Server) postRevocation(w http.ResponseWriter, r *http.Request) {
@@ -143,9 +162,16 @@ func (s *Server) postRevocation(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	switch k := s.sharedRevocations(); {
-	case (body.Credential == "") == (body.APIKey == ""):
-		s.fail(w, http.StatusBadRequest, 40001, "credential or api_key: set exactly one")
+	case !body.named():
+		s.fail(w, http.StatusBadRequest, 40001, "credential, api_key or user: set exactly one")
 		return
+	case k != nil && body.User != "":
+		if err := k.revoke(s.runtime.UserRevocationKey(body.User), until); err != nil {
+			s.revocationFailed(w, err)
+			return
+		}
+	case body.User != "":
+		s.runtime.RevokeUser(body.User, until)
 	case k != nil:
 		key, exp := s.runtime.RevocationKey(body.Credential+body.APIKey, body.APIKey != "")
 		if !exp.IsZero() && (until.IsZero() || exp.Before(until)) {
@@ -169,21 +195,25 @@ func (s *Server) deleteRevocation(w http.ResponseWriter, r *http.Request) {
 	if !s.decode(w, r, &body) {
 		return
 	}
-	cred := body.Credential
-	if cred == "" {
-		cred = body.APIKey
-	}
-	if cred == "" {
-		s.fail(w, http.StatusBadRequest, 40001, "credential or api_key: required")
+	if !body.named() {
+		s.fail(w, http.StatusBadRequest, 40001, "credential, api_key or user: set exactly one")
 		return
 	}
-	if k := s.sharedRevocations(); k != nil {
+	cred := body.Credential + body.APIKey
+	k := s.sharedRevocations()
+	switch {
+	case k != nil:
 		key, _ := s.runtime.RevocationKey(cred, false) // an API key is named as Unrevoke names it
+		if body.User != "" {
+			key = s.runtime.UserRevocationKey(body.User)
+		}
 		if err := k.unrevoke(key); err != nil {
 			s.revocationFailed(w, err)
 			return
 		}
-	} else {
+	case body.User != "":
+		s.runtime.UnrevokeUser(body.User)
+	default:
 		s.runtime.Unrevoke(cred)
 	}
 	s.runtimeAudit(r, "lift a revocation")

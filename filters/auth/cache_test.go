@@ -316,3 +316,37 @@ func TestRevocationKeyAndReplace(t *testing.T) {
 		t.Fatalf("after a Replace without it: %v", fail)
 	}
 }
+
+// A revoked user's every credential is refused, cached JWTs and API keys
+// of that consumer alike, until the revocation ends or is lifted; another
+// user's are not.
+func TestRevokeUser(t *testing.T) {
+	cfg := baseConfig()
+	cfg.APIKeys = []APIKey{{Key: "k-alice-123", Consumer: "alice"}, {Key: "k-bob-1234", Consumer: "bob"}}
+	v, now := newVerifier(t, cfg, 1)
+	alice1, alice2, bob := hsToken(t, m{"sub": "alice", "jti": "1"}), hsToken(t, m{"sub": "alice", "jti": "2"}), hsToken(t, m{"sub": "bob"})
+	creds := map[string]bool{"Bearer " + alice1: true, "Bearer " + alice2: true, "k-alice-123": true, "Bearer " + bob: false, "k-bob-1234": false}
+	for cred := range creds {
+		if _, fail := verify(t, v, cred); fail != nil {
+			t.Fatalf("%q before: %v", cred, fail)
+		}
+	}
+	v.RevokeUser("alice", t0.Add(time.Minute))
+	for cred, alices := range creds {
+		if _, fail := verify(t, v, cred); alices && fail != FailRevoked || !alices && fail != nil {
+			t.Errorf("%q with alice revoked: %v", cred, fail)
+		}
+	}
+	if v.UserRevocationKey("alice") == v.UserRevocationKey("bob") || v.UserRevocationKey("alice") == credentialKey([]byte("alice")) {
+		t.Error("user keys collide with each other or with an API key's")
+	}
+	*now = t0.Add(time.Minute)
+	if _, fail := verify(t, v, "Bearer "+alice1); fail != nil {
+		t.Fatalf("after the revocation's end: %v", fail)
+	}
+	v.RevokeUser("alice", time.Time{})
+	v.UnrevokeUser("alice")
+	if _, fail := verify(t, v, "k-alice-123"); fail != nil || v.Revocations() != 0 {
+		t.Fatalf("lifted: %v, %d revocations", fail, v.Revocations())
+	}
+}

@@ -39,6 +39,13 @@ func (r *Revocations) has(key [16]byte, nowNs int64) bool {
 	return ok && (until == 0 || nowNs < until)
 }
 
+// empty reports whether nothing is revoked, so a Verify need not read the
+// clock for a second lookup.
+func (r *Revocations) empty() bool {
+	m := r.set.Load()
+	return m == nil || len(*m) == 0
+}
+
 // update copies the set without entries that have lapsed, lets edit change
 // the copy, and publishes it.
 func (r *Revocations) update(nowNs int64, edit func(map[[16]byte]int64)) {
@@ -77,6 +84,24 @@ func (v *Verifier) Revoke(credential string, until time.Time) {
 func (v *Verifier) RevokeKey(apiKey string) {
 	v.revoke(credentialKey([]byte(apiKey)), time.Time{})
 }
+
+// RevokeUser refuses every credential whose subject is sub (a JWT's sub,
+// an API key's consumer) until the given time; the zero time means for
+// good. Like Revoke it takes effect on every loop's next Verify, cached
+// verifications included. Safe for concurrent use.
+func (v *Verifier) RevokeUser(sub string, until time.Time) {
+	v.revoke(subjectKey(sub), until)
+}
+
+// UnrevokeUser lifts RevokeUser(sub). Safe for concurrent use.
+func (v *Verifier) UnrevokeUser(sub string) {
+	key := subjectKey(sub)
+	v.revoked.update(v.now().UnixNano(), func(m map[[16]byte]int64) { delete(m, key) })
+}
+
+// UserRevocationKey is the key RevokeUser keeps sub under, for a cluster
+// to share (engine/admin).
+func (v *Verifier) UserRevocationKey(sub string) [16]byte { return subjectKey(sub) }
 
 // Unrevoke lifts a revocation made by Revoke or RevokeKey; credential names
 // it as for Revoke. Safe for concurrent use.
@@ -160,6 +185,16 @@ func revocationKeyOf(jti string, signed []byte) [16]byte {
 		h.Write([]byte("loopgate jws\x00"))
 		h.Write(signed)
 	}
+	var sum [sha256.Size]byte
+	return [16]byte(h.Sum(sum[:0])[:16])
+}
+
+// subjectKey is the key a user (a subject) is revoked under, in its own
+// domain so that it never names a token or an API key.
+func subjectKey(sub string) [16]byte {
+	h := sha256.New()
+	h.Write([]byte("loopgate sub\x00"))
+	h.Write([]byte(sub))
 	var sum [sha256.Size]byte
 	return [16]byte(h.Sum(sum[:0])[:16])
 }

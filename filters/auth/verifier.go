@@ -77,6 +77,10 @@ type verified struct {
 	id    filters.Identity
 	roles []byte // id.Roles joined with ","; nil when there are none
 	kind  []byte // id.Kind
+	// user is the subject's revocation key (subjectKey), hasUser whether
+	// there is a subject: a revoked user's every credential is refused.
+	user    [16]byte
+	hasUser bool
 }
 
 // The kinds as header values. Read-only.
@@ -100,6 +104,7 @@ func newVerified(kind, sub, tenant string, roles []string) (*verified, error) {
 	}
 	if sub != "" {
 		vd.id.Subject = []byte(sub)
+		vd.user, vd.hasUser = subjectKey(sub), true
 	}
 	if tenant != "" {
 		vd.id.Tenant = []byte(tenant)
@@ -230,7 +235,8 @@ func (v *Verifier) Verify(x *filters.Exchange, credential []byte) (filters.Ident
 	return vd.id, nil
 }
 
-// check is Verify, returning the shared verified record.
+// check is Verify, returning the shared verified record. A credential
+// whose subject is revoked (RevokeUser) is refused like a revoked one.
 //
 // A JWT's cache key is SHA-256(token), but its revocation key is its jti
 // or signed content (jwtRevocationKey), kept in the cache entry: every
@@ -238,6 +244,15 @@ func (v *Verifier) Verify(x *filters.Exchange, credential []byte) (filters.Ident
 // is cached even while revoked, so presenting it again costs a lookup, not
 // a signature check; the revocation is checked on every hit.
 func (v *Verifier) check(x *filters.Exchange, credential []byte) (*verified, *Failure) {
+	vd, fail := v.checkCredential(x, credential)
+	if fail == nil && vd.hasUser && !v.revoked.empty() && v.revoked.has(vd.user, v.now().UnixNano()) {
+		return nil, FailRevoked // the user is revoked, whatever the credential
+	}
+	return vd, fail
+}
+
+// checkCredential is check but for the user's revocation.
+func (v *Verifier) checkCredential(x *filters.Exchange, credential []byte) (*verified, *Failure) {
 	token, bearer := splitBearer(credential)
 	if len(token) == 0 {
 		return nil, FailMissing
