@@ -184,8 +184,10 @@ routes:
 		}
 		h := st.Limits[0].Hot
 		t.Logf("gateway %d: %d hot keys, %d promotions, %d refused for a full hot set, %d cold grants", i, h.Len, h.Promotions, h.Full, h.ColdGrants)
-		if h.Promotions < uint64(heavy) || h.Promotions > uint64(heavy)+uint64(heavy)/2 {
-			t.Errorf("gateway %d: %d promotions, want about the %d heavy users", i, h.Promotions, heavy)
+		// A heavy user idle for a second while the load generator stalls
+		// goes cold and hot again, so only the floor is sure.
+		if h.Promotions < uint64(heavy) {
+			t.Errorf("gateway %d: %d promotions, want every one of the %d heavy users hot", i, h.Promotions, heavy)
 		}
 	}
 
