@@ -15,7 +15,8 @@ import (
 )
 
 // DefaultHotKeys is a KeyedLimit's hot set capacity when KeyedSpec.HotKeys
-// is 0: about 1 MiB of lease state when full.
+// is 0: about half a MiB of lease state when full (a hot key's Limit is
+// about 450 bytes with its strings), and 8 KiB of slots.
 const DefaultHotKeys = 1024
 
 // maxHotKeys bounds KeyedSpec.HotKeys: the controller walks the whole set
@@ -286,7 +287,9 @@ func (k *KeyedLimit) promote(h uint64, key []byte) *hotKey {
 
 // drop takes e out of slot if it is still there and hands its lease back.
 // A loop that still holds e may take from it meanwhile: tokens Redis
-// granted it count as spent either way.
+// granted it count as spent either way, and a lease it receives after
+// this (at most one) is never handed back, so the key may get up to that
+// many fewer tokens until its Redis bucket refills; never more.
 func (k *KeyedLimit) drop(slot *atomic.Pointer[hotKey], e *hotKey) bool {
 	if !slot.CompareAndSwap(e, nil) {
 		return false

@@ -326,3 +326,33 @@ func BenchmarkKeyedTakeCold(b *testing.B) {
 		k.Take(nanotime(), key, 1, done)
 	}
 }
+
+// A hot key when Redis goes down behaves as a global limit does: its
+// leased tokens first, then its shadow quota, every decision counted as
+// made without Redis; a cold key keeps its share.
+func TestKeyedHotKeyWhenRedisDown(t *testing.T) {
+	r := redistest.Start(t)
+	n := newFakeNode(t, r.Addr(), nil)
+	k := newKeyed(t, n.c, KeyedSpec{LimitSpec: LimitSpec{Name: "user", Rate: 0.001, Burst: 4}})
+	key := []byte("alice")
+	e := k.promote(k.cold.Hash(key), key)
+	e.debt.Store(0)
+	e.held.Store(3)
+	n.c.br.set(Up, Down)
+	var got []Verdict
+	for range 8 {
+		got = append(got, k.Take(n.now, key, 1, nil).Verdict)
+	}
+	want := []Verdict{Allow, Allow, Allow, Allow, Allow, Allow, Allow, Deny} // 3 leased, then the shadow burst of 4
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("takes with Redis down: %v, want %v", got, want)
+		}
+	}
+	if s := k.Status(); s.Degraded != 8 || s.Quota != s.ShadowRate {
+		t.Fatalf("status %+v: want 8 decisions without Redis at the shadow quota", s)
+	}
+	if d := k.Take(n.now, []byte("bob"), 1, nil); d.Verdict != Allow {
+		t.Fatalf("a cold key with Redis down: %+v", d)
+	}
+}
