@@ -145,3 +145,38 @@ func scanKeys(t testing.TB, r *redistest.Server, pattern string) []string {
 		}
 	}
 }
+
+// A config compiled again keeps a cluster keyed limit, its cold keys and
+// its hot set; one that changes hot_keys builds a new one.
+func TestStoreKeepsClusterKeyedLimit(t *testing.T) {
+	r := redistest.Start(t)
+	store := newStore(t)
+	yaml := func(hot int) string {
+		return fmt.Sprintf(`
+redis: {addrs: [%q]}
+cluster: {node_id: solo}
+routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: user, rate: 0.01, burst: 1, scope: cluster, hot_keys: %d}]}]
+`, r.Addr(), hot)
+	}
+	f := mustCompile(t, parse(t, yaml(64)), store)[0]
+	park := newFakeEngine()
+	x := exchange(t, "192.0.2.1", park)
+	x.Identity.Subject = []byte("alice")
+	run(f, park, x)
+	again := mustCompile(t, parse(t, yaml(64)), store)[0]
+	x = exchange(t, "192.0.2.1", park)
+	x.Identity.Subject = []byte("alice")
+	if v := run(again, park, x); v != filters.Respond || x.Rejection.Status != 429 {
+		t.Fatalf("alice after a recompile: %v %+v, want her burst spent", v, x.Rejection)
+	}
+	if l := status(t, store, "api/user", "cluster"); l.Keys.Len != 1 || l.Hot.Cap != 64 {
+		t.Fatalf("status after a recompile: keys %+v hot %+v", l.Keys, l.Hot)
+	}
+	changed := mustCompile(t, parse(t, yaml(128)), store)[0]
+	if l := status(t, store, "api/user", "cluster"); l.Keys.Len != 0 || l.Hot.Cap != 128 {
+		t.Fatalf("status after hot_keys changed: keys %+v hot %+v", l.Keys, l.Hot)
+	}
+	runtime.KeepAlive(f)
+	runtime.KeepAlive(again)
+	runtime.KeepAlive(changed)
+}
