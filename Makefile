@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis browser screenshots bench bench-ab bench-reload bench-isolation bench-idle bench-ws bench-go fuzz clean
+.PHONY: build run test vet redis browser screenshots bench bench-ab bench-reload bench-isolation bench-idle bench-ws bench-clientlimit bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -79,6 +79,10 @@ bench-idle: build
 # WebSocket echo (CPU per message) and 10,000 idle tunnels, Loopgate vs nginx.
 bench-ws: build
 	bash bench/ws.sh
+
+# Per-client cluster limits: 10,000 users over two gateways and one redis-server.
+bench-clientlimit: redis
+	bash bench/clientlimit.sh
 
 # Hot-path micro-benchmarks with allocs/op.
 bench-go:
