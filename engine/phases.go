@@ -10,7 +10,6 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
-	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/upstream"
 )
@@ -138,7 +137,7 @@ func (ex *exchange) routeRequest() bool {
 	if ex.chain == nil && len(snap.trusted) > 0 && l.log.access != nil {
 		// The access log names the client trusted_proxies yield, as on
 		// a route with filters (fx.ClientIP, runFilters).
-		ex.log.client = access.ClientIP(cc.peer, req.Headers, snap.trusted)
+		ex.log.client = l.srv.services.clientIP(cc.peer, req.Headers, snap.trusted)
 	}
 	return true
 }
@@ -156,7 +155,7 @@ func (ex *exchange) runFilters() filters.Verdict {
 		fx.TLS = cc.tls.State()
 	}
 	if len(snap.trusted) > 0 {
-		fx.ClientIP = access.ClientIP(cc.peer, req.Headers, snap.trusted)
+		fx.ClientIP = ex.loop.srv.services.clientIP(cc.peer, req.Headers, snap.trusted)
 	}
 	ex.setPhase(phaseFiltering)
 	return ex.chain.RunRequest(fx)

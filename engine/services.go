@@ -7,7 +7,9 @@ package engine
 import (
 	"io"
 	"net/http"
+	"net/netip"
 
+	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
 )
 
@@ -17,11 +19,16 @@ import (
 type services struct {
 	byType filters.Services
 	owned  []any
+
+	// resolve names the client behind trusted_proxies: the registered
+	// filter's (filters.Registration.ClientIP, ip_access's), so the
+	// engine calls no filter by name; nil when none registered one.
+	resolve func(peer netip.Addr, h codec.Headers, trusted []netip.Prefix) netip.Addr
 }
 
 // newServices makes every registered filter's object.
 func newServices() *services {
-	sv := &services{}
+	sv := &services{resolve: filters.ClientResolver()}
 	for _, f := range filters.Registered() {
 		if f.Service != nil {
 			v := f.Service()
@@ -30,6 +37,16 @@ func newServices() *services {
 		}
 	}
 	return sv
+}
+
+// clientIP is the client of a request from peer with headers h, as the
+// trusted proxies in front of the gateway name it; the peer when no
+// registered filter resolves clients.
+func (sv *services) clientIP(peer netip.Addr, h codec.Headers, trusted []netip.Prefix) netip.Addr {
+	if sv.resolve == nil {
+		return peer.Unmap()
+	}
+	return sv.resolve(peer, h, trusted)
 }
 
 // metricsWriters are the objects' series writers, for the metrics page.

@@ -5,6 +5,7 @@ package filters
 
 import (
 	"fmt"
+	"net/netip"
 	"reflect"
 	"sort"
 	"strings"
@@ -73,6 +74,15 @@ type Registration struct {
 	// drops a server's worth of them unused (a config compiled only to
 	// be checked).
 	Service func() any
+
+	// ClientIP, when set, names the client behind the trusted proxies
+	// (trusted_proxies) that forwarded the request from peer: ip_access's
+	// X-Forwarded-For walk (access.ClientIP). The engine resolves
+	// Exchange.ClientIP and the access log's client with it, so it names
+	// no filter. At most one registration sets it; without one the
+	// client is the peer. Called per request on the event loop: it must
+	// not allocate or block.
+	ClientIP func(peer netip.Addr, h codec.Headers, trusted []netip.Prefix) netip.Addr
 
 	globalKeys, routeKeys []string // from the configs' yaml tags
 }
@@ -153,6 +163,9 @@ func Register(r Registration) {
 		if o.Order == r.Order {
 			panic(fmt.Sprintf("filters: Register %s: order %d is %s's", r.Name, r.Order, o.Name))
 		}
+	}
+	if r.ClientIP != nil && ClientResolver() != nil {
+		panic("filters: Register " + r.Name + ": a second ClientIP")
 	}
 	reg := &r
 	if r.Global != nil {
@@ -254,6 +267,16 @@ func Lookup(name string) (*Registration, bool) {
 // shared: do not modify it. Safe for concurrent use once init functions
 // have run.
 func Registered() []*Registration { return registry.sorted }
+
+// ClientResolver returns the registered Registration.ClientIP, or nil.
+func ClientResolver() func(peer netip.Addr, h codec.Headers, trusted []netip.Prefix) netip.Addr {
+	for _, r := range registry.sorted {
+		if r.ClientIP != nil {
+			return r.ClientIP
+		}
+	}
+	return nil
+}
 
 // GlobalKeyOwner returns the filter that owns the top-level key, or nil
 // (for the gateway's own keys too).

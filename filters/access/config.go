@@ -24,7 +24,8 @@ func init() {
 		Global:  func() filters.GlobalConfig { return new(IPLists) },
 		Route:   func() filters.RouteConfig { return new(IPLists) },
 		New:     newIPAccess,
-		Service: func() any { return NewBans(MaxBans) }, // the server's one ban list
+		Service:  func() any { return NewBans(MaxBans) }, // the server's one ban list
+		ClientIP: ClientIP,                                // the engine's client behind trusted_proxies
 	})
 	filters.Register(filters.Registration{
 		Name: NameLimits, Order: 150, NeedsRoute: true,

@@ -6,7 +6,8 @@
 // # Client IP
 //
 // The engine computes the client address once per request, before the
-// chain runs, and stores it in Exchange.ClientIP:
+// chain runs, through this package's Registration.ClientIP (so it imports
+// no filter), and stores it in Exchange.ClientIP:
 //
 //	trusted := cfg.TrustedPrefixes() // parsed once, when the config was validated
 //	...
