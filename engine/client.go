@@ -163,10 +163,8 @@ func (cc *clientConn) account() {
 	if d := held - cc.accounted; d != 0 {
 		cc.accounted = held
 		srv := cc.loop.srv
-		// The peak is approximate (racing loops may lose a store); it only
-		// tells returnMemory that a burst happened.
 		if total := srv.buffered.Add(d); d > 0 && total > srv.bufferedPeak.Load() {
-			srv.bufferedPeak.Store(total)
+			srv.notePeak(total)
 		}
 	}
 }

@@ -64,10 +64,12 @@ type loop struct {
 	permitWaiters waitList // requests waiting for an isolation permit (isolationqueue.go)
 	grantDue      bool     // a permit was given back on this loop while some waited
 
-	// Idle ticking (see tickLoop): coarse is set while the loop has no
-	// client; slow tells the ticker, and accept wakes it through wake.
+	// Idle sleeping (see tickLoop): coarse is set while the loop's ticker
+	// sleeps; slow tells the ticker, wakeAt until when (loopstat.Now; 0 =
+	// until woken), and busy wakes it through wake.
 	coarse bool
 	slow   atomic.Bool
+	wakeAt atomic.Int64
 	wake   chan struct{} // capacity 1: a wake-up is never waited for
 
 	adopting any        // what Adopt is registering (*upstream.Conn or *roundBell); OnOpen takes it
@@ -200,33 +202,30 @@ type wheelTimer struct {
 func (t *wheelTimer) Arm(d time.Duration) { t.w.Arm(&t.t, d) }
 func (t *wheelTimer) Stop()               { t.t.Stop() }
 
-// idleTick is the ticker's period while the loop has no client: what is
-// armed then (an idle upstream connection's timeout) may fire this late,
-// and an idle gateway does not wake every wheel tick: those wake-ups cost
-// about 1 % of a CPU on a 2-core VM with nothing to do.
-const idleTick = time.Second
-
 // tickLoop drives the wheel: gnet has no timers, so a goroutine posts the
-// tick to the loop, every wheel tick while the loop has clients and every
-// idleTick while it has none (slow) and no listener is paused (accept.go).
-// Every timer of a request, a spool or an isolation wait belongs to a
-// client, and the first one is armed after accept has set the ticker back
-// (wake); a paused listener's retry is armed after pause has (busy).
-// Advance catches up on the ticks an idle period skipped.
+// tick to the loop, every wheel tick while the loop has clients. A loop
+// with none (and no spool, no request waiting for a permit, no paused
+// listener: accept.go) sleeps (slow) until its earliest timer is due (an
+// idle upstream connection's timeout, a health check's), or until woken
+// when it has none, so an idle gateway does not wake at all: idle wake-ups
+// cost about 1 % of a CPU on a 2-core VM. Every timer of a request, a
+// spool or an isolation wait belongs to a client, and accept wakes the
+// ticker (busy) before the first one is armed; any other timer armed
+// while the loop sleeps, due before it would wake, wakes it (wheel.Sleep).
+// Advance skips the ticks a sleep passed over.
 func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
-	period := wheel.DefaultTick
-	t := time.NewTicker(period)
+	t := time.NewTimer(wheel.DefaultTick)
 	defer t.Stop()
 	tick := gnet.RunnableFunc(func(context.Context) error {
 		l.enter()
+		l.wheel.Awake()
 		l.wheel.Advance(time.Now())
 		if l.permitWaiters.head != nil {
 			l.grantPermits()
 		}
 		l.pumpSpools()
-		if !l.coarse && l.clients.empty() && len(l.spooling) == 0 && l.permitWaiters.head == nil && l.srv.accepts.paused.Load() == 0 {
-			l.coarse = true
-			l.slow.Store(true)
+		if l.clients.empty() && len(l.spooling) == 0 && l.permitWaiters.head == nil && l.srv.accepts.paused.Load() == 0 {
+			l.sleep()
 		}
 		l.leave()
 		return nil
@@ -241,21 +240,45 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 				return // engine stopped
 			}
 		}
-		want := wheel.DefaultTick
-		if l.slow.Load() {
-			want = idleTick
-		}
-		if want != period {
-			period = want
-			t.Reset(period)
-		}
+		t.Stop()
+		if !l.slow.Load() {
+			t.Reset(wheel.DefaultTick)
+		} else if until := l.wakeAt.Load(); until != 0 {
+			t.Reset(max(time.Duration(until-loopstat.Now()), wheel.DefaultTick))
+		} // else asleep until woken
 	}
 }
 
-// busy ends idle ticking: a client arrived.
+// sleep puts the ticker to sleep until the wheel's earliest timer, or
+// until woken when none is armed, and wakes the ticker to read the new
+// deadline. On the loop, from the tick.
+func (l *loop) sleep() {
+	now := time.Now()
+	until := int64(0)
+	if d, ok := l.wheel.Next(now); ok {
+		until = loopstat.Now() + int64(d)
+	}
+	l.coarse = true
+	l.wakeAt.Store(until)
+	l.slow.Store(true)
+	l.wheel.Sleep(l.busy)
+	l.nudge()
+}
+
+// busy ends the ticker's sleep: a client arrived, or a timer was armed
+// that is due before the sleep would end. On the loop.
 func (l *loop) busy() {
+	if !l.coarse {
+		return
+	}
 	l.coarse = false
+	l.wheel.Awake()
 	l.slow.Store(false)
+	l.nudge()
+}
+
+// nudge makes the ticker read slow and wakeAt again.
+func (l *loop) nudge() {
 	select {
 	case l.wake <- struct{}{}:
 	default: // a wake-up is pending already

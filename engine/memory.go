@@ -21,18 +21,31 @@ const (
 // keeps freed connection buffers in sync.Pools, which only a GC empties, and
 // an idle gateway allocates too little to trigger one on its own: without
 // this, RSS stays at the burst's peak indefinitely. Two collections are
-// needed, since a sync.Pool survives its first one as a victim cache.
+// needed, since a sync.Pool survives its first one as a victim cache. It
+// looks every releaseInterval only while a burst is in view; otherwise it
+// sleeps until a loop records a peak of at least releaseFloor (burst), so
+// an idle gateway does not wake for it.
 func (s *Server) returnMemory(stop <-chan struct{}) {
-	t := time.NewTicker(releaseInterval)
+	t := time.NewTimer(releaseInterval)
 	defer t.Stop()
 	var peak int64
 	var last time.Time
 	for {
+		if peak < releaseFloor {
+			t.Stop()
+			select {
+			case <-stop:
+				return
+			case <-s.burst:
+			}
+			t.Reset(releaseInterval)
+		}
 		select {
 		case <-stop:
 			return
 		case <-t.C:
 		}
+		t.Reset(releaseInterval)
 		now := s.buffered.Load()
 		peak = max(peak, s.bufferedPeak.Swap(now))
 		if peak >= releaseFloor && now < peak/4 && time.Since(last) >= releaseMinGap {
@@ -41,6 +54,20 @@ func (s *Server) returnMemory(stop <-chan struct{}) {
 			debug.FreeOSMemory()
 			s.memoryReturns.Add(1)
 			peak = now
+		}
+	}
+}
+
+// notePeak records total as the buffered figure's peak and, once it
+// reaches releaseFloor, wakes returnMemory. The peak is approximate
+// (racing loops may lose a store); it only tells returnMemory that a
+// burst happened.
+func (s *Server) notePeak(total int64) {
+	s.bufferedPeak.Store(total)
+	if total >= releaseFloor {
+		select {
+		case s.burst <- struct{}{}:
+		default: // a wake-up is pending already
 		}
 	}
 }

@@ -50,6 +50,7 @@ type Server struct {
 	buffered atomic.Int64  // bytes client connections hold in memory (see clientConn.account)
 
 	bufferedPeak  atomic.Int64  // highest buffered since returnMemory last looked
+	burst         chan struct{} // capacity 1: a peak reached releaseFloor (notePeak)
 	memoryReturns atomic.Uint64 // see returnMemory
 
 	metricSet *metrics.Set // writes the registry out (WriteMetrics)
@@ -86,7 +87,7 @@ func New(cfg *config.Config) (*Server, error) {
 		durable: durable{services: newServices(), metrics: newRegistry(n),
 			resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch), tunnels: newTunnelRegistry(n)},
 		pin:    cfg.Pin,
-		booted: make(chan struct{}), stopped: make(chan struct{}), metricSet: metrics.NewSet(),
+		booted: make(chan struct{}), stopped: make(chan struct{}), burst: make(chan struct{}, 1), metricSet: metrics.NewSet(),
 		alerts: alert.New(alertOptions(&cfg.Alerts)),
 	}
 	snap, err := compile(cfg, n, &s.durable, nil, nil)
@@ -136,6 +137,10 @@ func resolveListen(addr string) (string, error) {
 // supervisor to restart it.
 var ErrLoopsStopped = errors.New("engine: the event loops stopped without a shutdown")
 
+// quietWorkerPool closes gnet's worker pool while no dial needs it
+// (upstream.QuietWorkerPool): the pool is the process's, shared by servers.
+var quietWorkerPool sync.Once
+
 // Run serves until Shutdown. It returns after every loop has stopped: nil
 // after Shutdown, and an error when the loops could not start or stopped
 // without one.
@@ -147,6 +152,7 @@ func (s *Server) Run() error {
 	defer s.services.close() // the rate limits' Redis workers and key sweeper stop with the loops
 	s.logs.Start()
 	defer s.logs.Stop() // after the loops: writes what they left in the rings
+	quietWorkerPool.Do(upstream.QuietWorkerPool) // once per process, before the first dial
 	stop := make(chan struct{})
 	defer close(stop)
 	go s.returnMemory(stop)

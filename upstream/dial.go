@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/pool/goroutine"
 	"golang.org/x/sys/unix"
 )
 
@@ -114,6 +115,14 @@ func (p *Pool) connected(uc *Conn, fd int, err error) {
 	}
 }
 
+// QuietWorkerPool closes gnet's worker pool until an off-loop dial needs
+// it. The pool serves EventLoop.Enroll alone, and while open it wakes the
+// process twice a second (its clock and its purge tickers), which an idle
+// gateway should not: on Linux only a node given by host name dials off
+// the loop, and dialOffLoop opens the pool again (for good) before its
+// first Enroll. Call it once, before any dial.
+func QuietWorkerPool() { goroutine.DefaultWorkerPool.Release() }
+
 // dialOffLoop dials a node given by host name: a goroutine resolves the
 // name and connects with net.DialTimeout, and enrolls the socket on this
 // loop with EventLoop.Enroll; OnOpen brings it back (Conn.Opened), and a
@@ -132,6 +141,7 @@ func (p *Pool) dialOffLoop(uc *Conn, timeout time.Duration) {
 			fail(err)
 			return
 		}
+		goroutine.DefaultWorkerPool.Reboot() // opened on first use (QuietWorkerPool); a no-op once open
 		res, err := el.Enroll(gnet.NewContext(context.Background(), uc), nc)
 		if err != nil {
 			_ = nc.Close()

@@ -2,7 +2,10 @@
 
 package wheel
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // DefaultTick is the resolution the engine uses.
 const DefaultTick = 10 * time.Millisecond
@@ -11,7 +14,8 @@ const DefaultTick = 10 * time.Millisecond
 // Owned by the loop goroutine of the Wheel it is armed on.
 type Timer struct {
 	prev, next *Timer
-	when       int64 // tick at which the timer is due
+	when       int64  // tick at which the timer is due
+	armed      *int64 // its wheel's count of armed timers, while armed
 	fire       func()
 }
 
@@ -29,6 +33,7 @@ func (t *Timer) Stop() {
 	t.prev.next = t.next
 	t.next.prev = t.prev
 	t.prev, t.next = nil, nil
+	*t.armed--
 }
 
 // Wheel is a ring of slots, each a circular list of timers due at ticks that
@@ -44,6 +49,13 @@ type Wheel struct {
 	slots []Timer
 	mask  int64
 	due   Timer // scratch list of timers firing in the current Advance
+	armed int64 // timers armed, for Next and Advance's fast-forward
+
+	// While the wheel's driver sleeps (Sleep), asleep is the tick it
+	// sleeps until (math.MaxInt64: until woken) and an Arm due before it
+	// calls onArm; 0 while it ticks.
+	asleep int64
+	onArm  func()
 }
 
 // New returns a wheel with the given tick and a power-of-two slot count.
@@ -93,8 +105,54 @@ func (w *Wheel) Arm(t *Timer, d time.Duration) {
 		when = w.now + 1
 	}
 	t.when = when
+	t.armed = &w.armed
+	w.armed++
 	w.link(&w.slots[t.when&w.mask], t)
+	if when < w.asleep {
+		w.asleep = 0
+		w.onArm()
+	}
 }
+
+// Next returns how long after now the earliest armed timer's tick begins
+// (at most 0 when it is due already), or false when none is armed. It
+// walks every slot and timer, so it is for a loop about to sleep, not for
+// each request.
+func (w *Wheel) Next(now time.Time) (time.Duration, bool) {
+	if w.armed == 0 {
+		return 0, false
+	}
+	when := w.earliest()
+	return w.start.Add(time.Duration(when) * w.tick).Sub(now), true
+}
+
+func (w *Wheel) earliest() int64 {
+	when := int64(math.MaxInt64)
+	for i := range w.slots {
+		head := &w.slots[i]
+		for t := head.next; t != head; t = t.next {
+			when = min(when, t.when)
+		}
+	}
+	return when
+}
+
+// Sleep tells the wheel its driver stops advancing it until the earliest
+// timer armed now is due (Next), or until woken when none is: from then
+// until Awake, the first Arm due before that calls onArm, on the Arm's
+// goroutine, so that the driver ticks again. Sleep while asleep moves the
+// mark.
+func (w *Wheel) Sleep(onArm func()) {
+	w.onArm = onArm
+	if w.armed == 0 {
+		w.asleep = math.MaxInt64
+	} else {
+		w.asleep = w.earliest()
+	}
+}
+
+// Awake ends a Sleep: the driver advances the wheel every tick again.
+func (w *Wheel) Awake() { w.asleep = 0 }
 
 func (w *Wheel) link(head, t *Timer) {
 	t.prev = head.prev
@@ -108,12 +166,16 @@ func (w *Wheel) link(head, t *Timer) {
 func (w *Wheel) Advance(now time.Time) {
 	target := int64(now.Sub(w.start) / w.tick)
 	for w.now < target {
+		if w.armed == 0 {
+			w.now = target // nothing left to fire: skip the ticks a sleep passed over
+			break
+		}
 		w.now++
 		head := &w.slots[w.now&w.mask]
 		for t := head.next; t != head; {
 			next := t.next
 			if t.when <= w.now {
-				t.Stop()
+				t.prev.next, t.next.prev = t.next, t.prev // still armed (counted) until it fires
 				w.link(&w.due, t)
 			}
 			t = next

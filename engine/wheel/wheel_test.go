@@ -129,3 +129,56 @@ func TestArmCountsFromSetClock(t *testing.T) {
 		t.Fatal("a 10ms timer armed at 15ms had not fired at 30ms")
 	}
 }
+
+// TestNextAndSleep: Next names the earliest armed timer, even one beyond a
+// revolution; a sleeping wheel calls onArm for an Arm due before the
+// sleep's end, once, and not for a later one; fired and stopped timers
+// leave the count, and an empty wheel skips the ticks it slept through.
+func TestNextAndSleep(t *testing.T) {
+	w := New(10*time.Millisecond, 8)
+	var now time.Time
+	fakeClock(w, &now)
+	if _, ok := w.Next(w.start); ok {
+		t.Fatal("an empty wheel has a next timer")
+	}
+	var far, near, late Timer
+	fired := 0
+	for _, tm := range []*Timer{&far, &near, &late} {
+		tm.Init(func() { fired++ })
+	}
+	w.Arm(&far, 300*time.Millisecond) // beyond one revolution (80 ms)
+	if d, ok := w.Next(w.start); !ok || d != 300*time.Millisecond {
+		t.Fatalf("Next = %v, %v; want 300ms", d, ok)
+	}
+	woken := 0
+	w.Sleep(func() { woken++ })
+	w.Arm(&late, 500*time.Millisecond)
+	if woken != 0 {
+		t.Fatal("an Arm after the sleep's end woke the driver")
+	}
+	w.Arm(&near, 50*time.Millisecond)
+	w.Arm(&near, 40*time.Millisecond)
+	if woken != 1 {
+		t.Fatalf("woken %d times, want once", woken)
+	}
+	if d, _ := w.Next(w.start); d != 40*time.Millisecond {
+		t.Fatalf("Next = %v, want 40ms", d)
+	}
+	late.Stop()
+	w.Advance(w.start.Add(310 * time.Millisecond))
+	if fired != 2 {
+		t.Fatalf("fired %d, want 2", fired)
+	}
+	if _, ok := w.Next(w.start); ok || w.armed != 0 {
+		t.Fatalf("armed %d after every timer fired or stopped", w.armed)
+	}
+	w.Sleep(func() { woken++ })
+	w.Advance(w.start.Add(time.Hour)) // an hour asleep: one step, no walk
+	if w.now != int64(time.Hour/w.tick) {
+		t.Fatalf("now %d after an hour", w.now)
+	}
+	w.Arm(&near, time.Hour)
+	if woken != 2 {
+		t.Fatal("an Arm on a wheel asleep until woken did not wake it")
+	}
+}
