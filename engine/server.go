@@ -151,7 +151,7 @@ func (s *Server) Run() error {
 	defer s.alerts.Close()
 	defer s.services.close() // the rate limits' Redis workers and key sweeper stop with the loops
 	s.logs.Start()
-	defer s.logs.Stop() // after the loops: writes what they left in the rings
+	defer s.logs.Stop()                          // after the loops: writes what they left in the rings
 	quietWorkerPool.Do(upstream.QuietWorkerPool) // once per process, before the first dial
 	stop := make(chan struct{})
 	defer close(stop)
