@@ -14,8 +14,7 @@ const DefaultTick = 10 * time.Millisecond
 // Owned by the loop goroutine of the Wheel it is armed on.
 type Timer struct {
 	prev, next *Timer
-	when       int64  // tick at which the timer is due
-	armed      *int64 // its wheel's count of armed timers, while armed
+	when       int64 // tick at which the timer is due
 	fire       func()
 }
 
@@ -33,7 +32,6 @@ func (t *Timer) Stop() {
 	t.prev.next = t.next
 	t.next.prev = t.prev
 	t.prev, t.next = nil, nil
-	*t.armed--
 }
 
 // Wheel is a ring of slots, each a circular list of timers due at ticks that
@@ -49,7 +47,6 @@ type Wheel struct {
 	slots []Timer
 	mask  int64
 	due   Timer // scratch list of timers firing in the current Advance
-	armed int64 // timers armed, for Next and Advance's fast-forward
 
 	// While the wheel's driver sleeps (Sleep), asleep is the tick it
 	// sleeps until (math.MaxInt64: until woken) and an Arm due before it
@@ -105,8 +102,6 @@ func (w *Wheel) Arm(t *Timer, d time.Duration) {
 		when = w.now + 1
 	}
 	t.when = when
-	t.armed = &w.armed
-	w.armed++
 	w.link(&w.slots[t.when&w.mask], t)
 	if when < w.asleep {
 		w.asleep = 0
@@ -119,13 +114,16 @@ func (w *Wheel) Arm(t *Timer, d time.Duration) {
 // walks every slot and timer, so it is for a loop about to sleep, not for
 // each request.
 func (w *Wheel) Next(now time.Time) (time.Duration, bool) {
-	if w.armed == 0 {
+	when := w.earliest()
+	if when == math.MaxInt64 {
 		return 0, false
 	}
-	when := w.earliest()
 	return w.start.Add(time.Duration(when) * w.tick).Sub(now), true
 }
 
+// earliest is the due tick of the earliest armed timer, math.MaxInt64
+// when none is armed. It walks every slot: armed timers are not counted,
+// which would cost every Arm and Stop on the request path.
 func (w *Wheel) earliest() int64 {
 	when := int64(math.MaxInt64)
 	for i := range w.slots {
@@ -144,11 +142,7 @@ func (w *Wheel) earliest() int64 {
 // mark.
 func (w *Wheel) Sleep(onArm func()) {
 	w.onArm = onArm
-	if w.armed == 0 {
-		w.asleep = math.MaxInt64
-	} else {
-		w.asleep = w.earliest()
-	}
+	w.asleep = w.earliest()
 }
 
 // Awake ends a Sleep: the driver advances the wheel every tick again.
@@ -165,11 +159,14 @@ func (w *Wheel) link(head, t *Timer) {
 // any timer, including ones due in the same Advance.
 func (w *Wheel) Advance(now time.Time) {
 	target := int64(now.Sub(w.start) / w.tick)
-	for w.now < target {
-		if w.armed == 0 {
-			w.now = target // nothing left to fire: skip the ticks a sleep passed over
-			break
+	if target-w.now > int64(len(w.slots)) {
+		// More than a revolution behind, after a sleep: skip to the
+		// earliest timer's tick rather than step through every one.
+		if e := w.earliest(); e > w.now+1 {
+			w.now = min(target, e-1)
 		}
+	}
+	for w.now < target {
 		w.now++
 		head := &w.slots[w.now&w.mask]
 		for t := head.next; t != head; {
