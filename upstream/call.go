@@ -304,7 +304,9 @@ func (c *Call) parseHead(buf []byte) int {
 	}
 	if !c.gotBytes {
 		c.gotBytes = true
-		c.pool.stats.FirstByte.Observe(c.loop.host.Now() - c.started)
+		// The first byte ends a duration: Fresh, so the call's and the
+		// exchange's ends in this callback share its reading.
+		c.pool.stats.FirstByte.Observe(c.loop.host.Fresh() - c.started)
 	}
 	if r.Status == 101 {
 		return c.switched(r, n)

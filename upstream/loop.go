@@ -34,12 +34,12 @@ type Host interface {
 	// is true.
 	RingRoundBell() bool
 	// Now is the loop's monotonic clock in nanoseconds (loopstat.Now's
-	// scale), for the timestamps that begin a call's durations (its start,
-	// its first response head). The host may read it once per callback and
+	// scale), for the timestamp that begins a call's durations (its
+	// start). The host may read it once per callback and
 	// answer every call in that callback with that reading.
 	Now() int64
 	// Fresh is the same clock for a timestamp that ends a duration (a
-	// call's end): later than every reading Now gave out before it, so a
+	// call's first response byte, its end): later than every reading Now gave out before it, so a
 	// call begun and ended in one callback does not come out 0.
 	Fresh() int64
 	// TLS is the loop's part in TLS connections to nodes: how a handshake
