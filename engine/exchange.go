@@ -299,8 +299,11 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 
 // idempotent: only these methods are resent after a stale connection.
 func idempotent(method []byte) bool {
-	m := string(method)
-	return m == "GET" || m == "HEAD" || m == "OPTIONS"
+	switch string(method) { // compared in place: a string(method) variable would be a copy
+	case "GET", "HEAD", "OPTIONS":
+		return true
+	}
+	return false
 }
 
 // requestID is the generated ID, or the one the request_id filter kept.
