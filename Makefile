@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis browser screenshots bench bench-ab bench-reload bench-isolation bench-idle bench-ws bench-clientlimit bench-go fuzz clean
+.PHONY: build run test vet redis browser screenshots bench bench-ab bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-clientlimit bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -61,6 +61,11 @@ bench-ab: build
 	BASE='$(BASE)' ROUNDS='$(or $(ROUNDS),5)' bash bench/ab.sh
 
 # Live reload under wrk -c64: a reload every 250 ms, POST /reload and SIGHUP.
+# Instructions per request against BASE, with cachegrind (deterministic
+# on a busy machine): make bench-instructions BASE=v0.1.
+bench-instructions: build
+	BASE='$(BASE)' bash bench/instructions.sh
+
 bench-reload: build
 	bash bench/reload.sh
 
