@@ -226,6 +226,8 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 		l.pumpSpools()
 		if l.clients.empty() && len(l.spooling) == 0 && l.permitWaiters.head == nil && l.srv.accepts.paused.Load() == 0 {
 			l.sleep()
+		} else {
+			l.busy() // what the tick ran left work: tick on (a no-op unless asleep)
 		}
 		l.leave()
 		return nil
