@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis browser screenshots bench bench-ab bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-clientlimit bench-go fuzz clean
+.PHONY: build run test vet redis browser screenshots bench bench-ab bench-tls bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-clientlimit bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -54,6 +54,11 @@ vet:
 bench: build
 	bash bench/run.sh
 	bash bench/churn.sh
+	bash bench/tls.sh
+
+# The HTTPS rows alone: keep-alive, handshakes full and resumed, TLS to the upstream, a handshake flood.
+bench-tls: build
+	bash bench/tls.sh
 
 # The current build against BASE (a tag or commit, built in a temporary
 # worktree) and nginx, interleaved: make bench-ab BASE=v0.1 [ROUNDS=5].

@@ -65,7 +65,7 @@ ensure_wrk() {
 # build_tools builds the helper commands into $TMP/bin.
 build_tools() {
 	mkdir -p "$TMP/bin"
-	go build -o "$TMP/bin/" ./bench/cmd/freeport ./bench/cmd/backend ./bench/cmd/idleconns
+	go build -o "$TMP/bin/" ./bench/cmd/freeport ./bench/cmd/backend ./bench/cmd/idleconns ./bench/cmd/tlsload
 }
 
 # free_ports N prints N distinct free loopback ports, one per line.
@@ -125,16 +125,17 @@ probe_http() {
 }
 
 # wait_ready NAME PID PORT waits up to 10 s for the process to answer the
-# probe. On failure it prints the tail of the process log and returns 1.
+# probe (probe_http, or the function named by PROBE, such as probe_https).
+# On failure it prints the tail of the process log and returns 1.
 wait_ready() {
-	local name=$1 pid=$2 port=$3 i
+	local name=$1 pid=$2 port=$3 i probe=${PROBE:-probe_http}
 	for i in $(seq 100); do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			log "$name exited during startup; log tail:"
 			tail -n 20 "$TMP/$name.log" >&2 || true
 			return 1
 		fi
-		probe_http "$port" && return 0
+		"$probe" "$port" && return 0
 		sleep 0.1
 	done
 	log "$name did not answer 200 \"hello world\" on port $port within 10 s; log tail:"
@@ -475,4 +476,84 @@ column() {
 # fmt FORMAT VALUE formats a number, passing NA through as a dash.
 fmt() {
 	if [[ $2 == NA ]]; then echo "—"; else printf "$1" "$2"; fi
+}
+
+# TLS helpers for bench/tls.sh. Every TLS target serves one certificate:
+# ECDSA P-256, self-signed for bench.test, made with openssl in $TMP.
+
+# write_bench_cert writes $TMP/bench.pem and $TMP/bench.key (PKCS#8).
+write_bench_cert() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+		-keyout "$TMP/bench.key" -out "$TMP/bench.pem" -days 2 -subj /CN=bench.test \
+		-addext subjectAltName=DNS:bench.test 2>/dev/null
+}
+
+# probe_https PORT: as probe_http, over TLS (the certificate is not checked).
+probe_https() {
+	local reply
+	reply=$(curl -sk --max-time 2 --resolve "bench.test:$1:127.0.0.1" "https://bench.test:$1/" 2>/dev/null) || return 1
+	[[ $reply == *"hello world"* ]]
+}
+
+# nginx_ssl_server_lines prints the TLS lines of an nginx server block: the
+# bench certificate, TLS 1.2 and 1.3 with Mozilla's intermediate TLS 1.2
+# suites (Loopgate's), and resumption by session cache and tickets.
+nginx_ssl_server_lines() {
+	cat <<EOF
+        ssl_certificate $TMP/bench.pem;
+        ssl_certificate_key $TMP/bench.key;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;
+        ssl_session_cache shared:SSL:10m;
+        ssl_session_timeout 1d;
+        ssl_session_tickets on;
+EOF
+}
+
+# with_ssl_listener FILE: adds " ssl" to the listen line of an nginx config
+# written by the writers above, and the TLS lines after it.
+with_ssl_listener() {
+	local file=$1 lines
+	lines=$(nginx_ssl_server_lines)
+	awk -v tls="$lines" '/^        listen / { sub(/ reuseport;$/, " ssl reuseport;"); if ($0 !~ / ssl/) sub(/;$/, " ssl;"); print; print tls; next } { print }' \
+		"$file" >"$file.new"
+	mv "$file.new" "$file"
+}
+
+# write_nginx_tls_proxy_conf DIR PORT BACKEND_PORT: the nginx proxy of
+# write_nginx_proxy_conf with an HTTPS listener.
+write_nginx_tls_proxy_conf() {
+	write_nginx_proxy_conf "$@"
+	with_ssl_listener "$1/nginx.conf"
+}
+
+# write_nginx_tls_backend_conf DIR PORT: the backend of
+# write_nginx_backend_conf, over TLS.
+write_nginx_tls_backend_conf() {
+	write_nginx_backend_conf "$@"
+	with_ssl_listener "$1/nginx.conf"
+}
+
+# write_nginx_upstream_tls_conf DIR PORT BACKEND_PORT: the nginx proxy of
+# write_nginx_proxy_conf speaking TLS to the backend, verifying it as
+# Loopgate does (name bench.test, the bench certificate as the CA) and
+# reusing sessions.
+write_nginx_upstream_tls_conf() {
+	write_nginx_proxy_conf "$@"
+	sed -i "s|proxy_pass http://backend;|proxy_pass https://backend;\n            proxy_ssl_server_name on;\n            proxy_ssl_name bench.test;\n            proxy_ssl_verify on;\n            proxy_ssl_trusted_certificate $TMP/bench.pem;\n            proxy_ssl_session_reuse on;|" \
+		"$1/nginx.conf"
+}
+
+# loopgate_tls_listener FILE turns a write_loopgate_config file's plain
+# listener into an HTTPS one with the bench certificate.
+loopgate_tls_listener() {
+	local file=$1 addr
+	addr=$(sed -n 's/^listen: //p' "$file")
+	sed -i "s|^listen: .*|listeners:\n  - address: $addr\n    tls:\n      certificates: [{cert: $TMP/bench.pem, key: $TMP/bench.key}]|" "$file"
+}
+
+# loopgate_tls_upstream FILE: the upstream of a write_loopgate_config file
+# over TLS, verified against the bench certificate as nginx's is.
+loopgate_tls_upstream() {
+	sed -i "s|^    max_idle: 64$|    max_idle: 64\n    tls: {server_name: bench.test, ca: $TMP/bench.pem}|" "$1"
 }
