@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ type echoServer struct {
 	timeout time.Duration
 	scratch tlsedge.Scratch // one loop
 	addr    string
+	posts   atomic.Int64 // the Sessions' Post calls: loop wake-ups
 	eng     gnet.Engine
 	booted  chan struct{}
 
@@ -79,6 +81,7 @@ func (e *echoServer) OnOpen(gc gnet.Conn) ([]byte, gnet.Action) {
 	c := &echoConn{srv: e, gc: gc}
 	el := gc.EventLoop()
 	post := func(f func()) error {
+		e.posts.Add(1)
 		return el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error { f(); return nil }))
 	}
 	if e.cfg != nil {

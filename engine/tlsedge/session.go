@@ -134,6 +134,9 @@ type Session struct {
 func NewServer(cfg *tls.Config, tr Transport, local, remote net.Addr, post Post, h Handler, r *Runner, scratch *Scratch) *Session {
 	s := newSession(tr, local, remote, post, h, r, scratch)
 	s.conn = tls.Server(&s.pipe, cfg)
+	// A server's handshake begins by reading the hello: it is wanting
+	// from the start, without asking (one loop wake-up fewer).
+	s.wanting, s.pipe.primed = true, true
 	return s
 }
 
@@ -163,6 +166,9 @@ func (s *Session) Start(timeout time.Duration) error {
 		return ErrHandshakeRefused
 	}
 	go s.handshake()
+	if err := s.feed(); err != nil { // a hello that came with the accept
+		s.failHandshake(err)
+	}
 	return nil
 }
 
@@ -174,7 +180,10 @@ func (s *Session) handshake() {
 	t := time.NewTimer(time.Until(s.deadline))
 	defer t.Stop()
 	s.pipe.expire = t.C
-	err := s.work()
+	var err error
+	if !s.pipe.primed { // a primed server takes a worker once the hello is in
+		err = s.work()
+	}
 	if err == nil {
 		err = s.conn.Handshake()
 		s.rest()
@@ -478,6 +487,9 @@ type pipe struct {
 	expire <-chan time.Time
 	// working: the handshake holds one of the Runner's workers; the goroutine's.
 	working bool
+	// primed: the loop is feeding the first read without being asked
+	// (a server's hello); the goroutine's after NewServer.
+	primed bool
 	// left is how much of the record being handed to crypto/tls is still
 	// to go (see Read): the goroutine's during the handshake, the loop's after.
 	left int
@@ -518,9 +530,12 @@ func (p *pipe) nextRecord() (int, error) {
 		// Waiting for the peer, the worker is free for another handshake.
 		p.s.rest()
 		var err error
-		if !p.s.send(event{out: p.takeOut(), want: true}) {
+		if p.primed && len(p.out) == 0 {
+			p.primed = false // the loop knows already (NewServer)
+		} else if !p.s.send(event{out: p.takeOut(), want: true}) {
 			err = net.ErrClosed
-		} else {
+		}
+		if err == nil {
 			select {
 			case c := <-p.s.in:
 				p.chunk = append(p.chunk, c...)

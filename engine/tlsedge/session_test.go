@@ -108,6 +108,25 @@ func TestEchoBothVersions(t *testing.T) {
 	}
 }
 
+// A server's handshake wakes its loop twice, whatever the version: the
+// output of its first flight with the request for the client's next one,
+// and the end. Its first read, the hello, is fed without being asked.
+func TestServerHandshakeWakesLoopTwice(t *testing.T) {
+	e, ca := serverFixture(t, tlsedge.ServerOptions{}, newRunner(4, 4))
+	for i, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		c, err := dialTLS(t, e.addr, &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test", MinVersion: v, MaxVersion: v}, nil)
+		if err != nil {
+			t.Fatalf("version %x: %v", v, err)
+		}
+		roundTrip(t, c, []byte("hello"))
+		c.Close()
+		waitFor(t, "the handshake counted", func() bool { return e.runner.Stats().OK == uint64(i+1) })
+		if n := e.posts.Load(); n != int64(2*(i+1)) {
+			t.Fatalf("version %x: %d posts after %d handshakes, want 2 each", v, n, i+1)
+		}
+	}
+}
+
 // The client sends every byte in its own segment, its hello included, and
 // records arrive split at every byte.
 func TestHandshakeAndRecordsByteByByte(t *testing.T) {
