@@ -484,7 +484,7 @@ fmt() {
 # write_bench_cert writes $TMP/bench.pem and $TMP/bench.key (PKCS#8).
 write_bench_cert() {
 	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-		-keyout "$TMP/bench.key" -out "$TMP/bench.pem" -days 2 -subj /CN=bench.test \
+		-keyout "$TMP/bench.key" -out "$TMP/bench.pem" -days 90 -subj /CN=bench.test \
 		-addext subjectAltName=DNS:bench.test 2>/dev/null
 }
 

@@ -83,7 +83,8 @@ func newEdge(s *Server, cfg *config.Config) (*edge, error) {
 		})
 	}
 	// Always made: a reload may add an upstream that speaks TLS.
-	e.runner = tlsedge.NewRunner(tlsedge.RunnerOptions{Workers: cfg.TLS.Workers(), MaxPending: cfg.TLS.MaxHandshakes})
+	e.runner = tlsedge.NewRunner(tlsedge.RunnerOptions{Workers: cfg.TLS.Workers(), MaxPending: cfg.TLS.MaxHandshakes,
+		LowPriority: cfg.TLS.HandshakePriority == config.PriorityLow})
 	e.upRunner = e.runner.Twin()
 	return e, nil
 }

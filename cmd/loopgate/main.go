@@ -28,6 +28,7 @@ import (
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/admin"
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
 	"github.com/loopgate/loopgate/filters/ratelimit/limiter"
@@ -143,7 +144,11 @@ func run(opts *options) error {
 	if err != nil {
 		return err
 	}
-	setMaxProcs(cfg.Loops)
+	workers := 0
+	if cfg.UsesTLS() {
+		workers = cfg.TLS.Workers()
+	}
+	setMaxProcs(cfg.Loops, workers)
 
 	// engine.New compiles routes and filter chains, loads keys and opens the
 	// access log, so a -check catches everything short of binding the ports.
@@ -155,6 +160,9 @@ func run(opts *options) error {
 	warnings := cfg.Warnings()
 	if w := cfg.DescriptorWarning(fdLimit); w != "" {
 		warnings = append(warnings, w)
+	}
+	if cfg.UsesTLS() && cfg.TLS.HandshakePriority == config.PriorityLow && !tlsedge.LowPriorityAvailable() {
+		warnings = append(warnings, "config: tls.handshake_priority: low is not available here (Linux, with CAP_SYS_NICE or an RLIMIT_NICE of 20: systemd AmbientCapabilities=CAP_SYS_NICE or LimitNICE=+0); handshakes compute at normal priority")
 	}
 	for _, w := range warnings {
 		if opts.check {
@@ -531,20 +539,23 @@ func listenError(addr string, err error) error {
 	return fmt.Errorf("listen %s: %w", addr, err)
 }
 
-// setMaxProcs gives the runtime one P more than there are loops, unless
-// GOMAXPROCS is set explicitly. Each loop blocks in epoll_wait as a plain
-// syscall; when no P is idle, the runtime's sysmon takes the blocked loop's P
-// away every 20 µs and the loop must win it back on every wake-up, which
-// shows as a p90 several times the median. With one idle P, sysmon leaves
-// the loop alone. The spare P costs nothing while it has no work.
-func setMaxProcs(loops int) {
+// setMaxProcs gives the runtime one P more than there are loops and TLS
+// handshake workers together, unless GOMAXPROCS is set explicitly. Each
+// loop blocks in epoll_wait as a plain syscall; when no P is idle, the
+// runtime's sysmon takes the blocked loop's P away every 20 µs and the
+// loop must win it back on every wake-up, which shows as a p90 several
+// times the median. With one idle P, sysmon leaves the loop alone. The
+// workers' Ps keep a flood of handshakes from taking the loops' Ps (Go
+// does not preempt a handshake for a loop; the kernel does, on CPUs, at
+// tls.handshake_priority low). An idle P costs nothing while it has no work.
+func setMaxProcs(loops, handshakeWorkers int) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
 	}
 	if loops <= 0 {
 		loops = runtime.NumCPU()
 	}
-	if runtime.GOMAXPROCS(0) < loops+1 {
-		runtime.GOMAXPROCS(loops + 1)
+	if n := loops + handshakeWorkers + 1; runtime.GOMAXPROCS(0) < n {
+		runtime.GOMAXPROCS(n)
 	}
 }

@@ -112,21 +112,48 @@ type TLS struct {
 	// HandshakeWorkers is how many handshakes may compute at once. A
 	// handshake waiting for its peer holds no worker. The rest of the
 	// CPUs stay with the event loops, so a flood of handshakes cannot
-	// starve established connections. Default 0 = half the CPUs
-	// (GOMAXPROCS), at least 1.
+	// starve established connections. Default 0 = half the CPUs the
+	// process may run on, at least 1.
 	HandshakeWorkers int `yaml:"handshake_workers"`
+	// HandshakePriority is the kernel priority handshakes compute at:
+	// "low" (Linux SCHED_IDLE: a loop that wakes preempts a handshake at
+	// once; while the loops keep every CPU busy, handshakes wait) or
+	// "normal" (they share the CPUs with the loops). Default "low".
+	HandshakePriority string `yaml:"handshake_priority"`
 	// MaxHandshakes is how many handshakes may be in progress, computing or
 	// waiting. Past it a new HTTPS connection is closed at once and counted.
 	// Default 10000.
 	MaxHandshakes int `yaml:"max_handshakes"`
 }
 
-// Workers returns handshake_workers with its default applied.
+// Handshake priorities.
+const (
+	PriorityLow    = "low"
+	PriorityNormal = "normal"
+)
+
+// Workers returns handshake_workers with its default applied: half the
+// CPUs (runtime.NumCPU counts those of the affinity mask), not of
+// GOMAXPROCS, which the binary raises by the workers (UsesTLS).
 func (t *TLS) Workers() int {
 	if t.HandshakeWorkers > 0 {
 		return t.HandshakeWorkers
 	}
-	return max(1, runtime.GOMAXPROCS(0)/2)
+	return max(1, runtime.NumCPU()/2)
+}
+
+// UsesTLS reports whether any listener serves HTTPS or any upstream
+// speaks TLS: whether handshakes will compute.
+func (c *Config) UsesTLS() bool {
+	if c.HasTLS() {
+		return true
+	}
+	for i := range c.Upstreams {
+		if c.Upstreams[i].TLS != nil {
+			return true
+		}
+	}
+	return false
 }
 
 const (
@@ -170,6 +197,7 @@ func applyListenerDefaults(c *Config) {
 		}
 	}
 	setDefault(&c.TLS.MaxHandshakes, defaultMaxHandshakes)
+	setDefault(&c.TLS.HandshakePriority, PriorityLow)
 	setDefault(&c.Timeouts.TLSHandshake, defaultTLSHandshake)
 }
 
@@ -201,6 +229,9 @@ func (c *Config) validateListeners(p *problems) {
 		p.add("tls.handshake_workers", "%d is negative; 0 means half the CPUs", c.TLS.HandshakeWorkers)
 	}
 	positive(p, "tls.max_handshakes", c.TLS.MaxHandshakes)
+	if v := c.TLS.HandshakePriority; v != PriorityLow && v != PriorityNormal {
+		p.add("tls.handshake_priority", "unknown priority %q (want %q or %q)", v, PriorityLow, PriorityNormal)
+	}
 	positive(p, "timeouts.tls_handshake", c.Timeouts.TLSHandshake)
 }
 

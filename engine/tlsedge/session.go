@@ -198,6 +198,9 @@ func (s *Session) work() error {
 	case s.r.slots <- struct{}{}:
 		s.r.active.Add(1)
 		s.pipe.working = true
+		if s.r.low && LowPriorityAvailable() {
+			s.pipe.low.lower()
+		}
 		return nil
 	case <-s.cancel:
 		return net.ErrClosed
@@ -209,6 +212,7 @@ func (s *Session) work() error {
 // rest gives the worker back, if the handshake holds one.
 func (s *Session) rest() {
 	if s.pipe.working {
+		s.pipe.low.restore()
 		s.pipe.working = false
 		s.r.active.Add(-1)
 		<-s.r.slots
@@ -487,6 +491,8 @@ type pipe struct {
 	expire <-chan time.Time
 	// working: the handshake holds one of the Runner's workers; the goroutine's.
 	working bool
+	// low: the thread's priority while the handshake computes; the goroutine's.
+	low lowered
 	// primed: the loop is feeding the first read without being asked
 	// (a server's hello); the goroutine's after NewServer.
 	primed bool
