@@ -144,11 +144,7 @@ func run(opts *options) error {
 	if err != nil {
 		return err
 	}
-	workers := 0
-	if cfg.UsesTLS() {
-		workers = cfg.TLS.Workers()
-	}
-	setMaxProcs(cfg.Loops, workers)
+	setMaxProcs(cfg.Loops)
 
 	// engine.New compiles routes and filter chains, loads keys and opens the
 	// access log, so a -check catches everything short of binding the ports.
@@ -539,23 +535,24 @@ func listenError(addr string, err error) error {
 	return fmt.Errorf("listen %s: %w", addr, err)
 }
 
-// setMaxProcs gives the runtime one P more than there are loops and TLS
-// handshake workers together, unless GOMAXPROCS is set explicitly. Each
-// loop blocks in epoll_wait as a plain syscall; when no P is idle, the
-// runtime's sysmon takes the blocked loop's P away every 20 µs and the
-// loop must win it back on every wake-up, which shows as a p90 several
-// times the median. With one idle P, sysmon leaves the loop alone. The
-// workers' Ps keep a flood of handshakes from taking the loops' Ps (Go
-// does not preempt a handshake for a loop; the kernel does, on CPUs, at
-// tls.handshake_priority low). An idle P costs nothing while it has no work.
-func setMaxProcs(loops, handshakeWorkers int) {
+// setMaxProcs gives the runtime one P more than there are loops, unless
+// GOMAXPROCS is set explicitly. Each loop blocks in epoll_wait as a plain
+// syscall; when no P is idle, the runtime's sysmon takes the blocked loop's P
+// away every 20 µs and the loop must win it back on every wake-up, which
+// shows as a p90 several times the median. With one idle P, sysmon leaves
+// the loop alone. The spare P costs nothing while it has no work; TLS
+// handshakes compute on it (tls.handshake_workers defaults to half the
+// CPUs). A P per handshake worker besides was tried and dropped: with
+// more idle Ps the runtime spins more threads looking for work, which
+// cost 5 to 15 % more CPU per handshake (loops: 1, pinned to one CPU).
+func setMaxProcs(loops int) {
 	if os.Getenv("GOMAXPROCS") != "" {
 		return
 	}
 	if loops <= 0 {
 		loops = runtime.NumCPU()
 	}
-	if n := loops + handshakeWorkers + 1; runtime.GOMAXPROCS(0) < n {
-		runtime.GOMAXPROCS(n)
+	if runtime.GOMAXPROCS(0) < loops+1 {
+		runtime.GOMAXPROCS(loops + 1)
 	}
 }

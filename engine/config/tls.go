@@ -116,9 +116,10 @@ type TLS struct {
 	// process may run on, at least 1.
 	HandshakeWorkers int `yaml:"handshake_workers"`
 	// HandshakePriority is the kernel priority handshakes compute at:
-	// "low" (Linux SCHED_IDLE: a loop that wakes preempts a handshake at
-	// once; while the loops keep every CPU busy, handshakes wait) or
-	// "normal" (they share the CPUs with the loops). Default "low".
+	// "normal" (they share the CPUs with the loops) or "low" (Linux
+	// SCHED_IDLE while computing: a loop that wakes preempts a handshake at
+	// once; while the loops keep every CPU busy, handshakes wait; each
+	// switch costs CPU, see docs/configuration.md). Default "normal".
 	HandshakePriority string `yaml:"handshake_priority"`
 	// MaxHandshakes is how many handshakes may be in progress, computing or
 	// waiting. Past it a new HTTPS connection is closed at once and counted.
@@ -134,7 +135,7 @@ const (
 
 // Workers returns handshake_workers with its default applied: half the
 // CPUs (runtime.NumCPU counts those of the affinity mask), not of
-// GOMAXPROCS, which the binary raises by the workers (UsesTLS).
+// GOMAXPROCS, which the binary sets from the loops.
 func (t *TLS) Workers() int {
 	if t.HandshakeWorkers > 0 {
 		return t.HandshakeWorkers
@@ -197,7 +198,7 @@ func applyListenerDefaults(c *Config) {
 		}
 	}
 	setDefault(&c.TLS.MaxHandshakes, defaultMaxHandshakes)
-	setDefault(&c.TLS.HandshakePriority, PriorityLow)
+	setDefault(&c.TLS.HandshakePriority, PriorityNormal)
 	setDefault(&c.Timeouts.TLSHandshake, defaultTLSHandshake)
 }
 
