@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 )
 
@@ -25,6 +26,12 @@ const (
 type ServerState struct {
 	Certs     *Certificates
 	ClientCAs *x509.CertPool // nil unless the listener asks for client certificates
+
+	// forClient is the listener's tls.Config with ClientCAs set, so the
+	// certificate request names the CAs; made at this version's first
+	// handshake (see NewServerConfig).
+	forClient     *tls.Config
+	forClientOnce sync.Once
 }
 
 // ServerOptions are a listener's fixed settings.
@@ -68,9 +75,13 @@ func NewServerConfig(o ServerOptions, current func() *ServerState) *tls.Config {
 	if o.ClientAuth == ClientAuthNone {
 		return cfg
 	}
-	// The pool is verified here rather than with ClientCAs, which only a
-	// new tls.Config could change: a new Config would bring new ticket
-	// keys, and every session issued before a reload would stop resuming.
+	// The pool is verified here rather than by crypto/tls with ClientCAs,
+	// which only another tls.Config could change. The names of its CAs go
+	// in the certificate request all the same, so that a client holding
+	// several certificates picks one they issued: each config version
+	// hands its handshakes a clone with ClientCAs set. A clone without
+	// keys of its own resumes with the listener config's automatic ticket
+	// keys (crypto/tls Config.ticketKeys), so sessions survive a reload.
 	cfg.ClientAuth = tls.RequestClientCert
 	if o.ClientAuth == ClientAuthRequire {
 		cfg.ClientAuth = tls.RequireAnyClientCert
@@ -80,6 +91,19 @@ func NewServerConfig(o ServerOptions, current func() *ServerState) *tls.Config {
 			return nil // optional, and none sent (require is enforced before)
 		}
 		return verifyClient(raw, current().ClientCAs, time.Now())
+	}
+	cfg.GetConfigForClient = func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		st := current()
+		if st.ClientCAs == nil {
+			return nil, nil // the listener's config, naming no CA
+		}
+		st.forClientOnce.Do(func() {
+			c := cfg.Clone()
+			c.GetConfigForClient = nil
+			c.ClientCAs = st.ClientCAs
+			st.forClient = c
+		})
+		return st.forClient, nil
 	}
 	return cfg
 }

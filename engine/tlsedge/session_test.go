@@ -370,11 +370,20 @@ func TestMutualTLS(t *testing.T) {
 		stranger := tlstest.NewCA(t, "other CA").Leaf(tlstest.LeafOptions{Names: []string{"mallory"}, Client: true})
 		base := func() *tls.Config { return &tls.Config{RootCAs: ca.Pool(), ServerName: "example.test"} }
 
+		// The certificate request names the client CA, so a client with
+		// several certificates can choose.
 		cfg := base()
-		cfg.Certificates = []tls.Certificate{good.TLS}
+		var named [][]byte
+		cfg.GetClientCertificate = func(cri *tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			named = cri.AcceptableCAs
+			return &good.TLS, nil
+		}
 		c, err := dialTLS(t, e.addr, cfg, nil)
 		if err != nil {
 			t.Fatalf("mode %d, good cert: %v", mode, err)
+		}
+		if len(named) != 1 || !bytes.Equal(named[0], ca.Cert.RawSubject) {
+			t.Fatalf("mode %d: the certificate request names %d CAs, want the client CA", mode, len(named))
 		}
 		roundTrip(t, c, []byte("hi"))
 		e.mu.Lock()
@@ -384,8 +393,29 @@ func TestMutualTLS(t *testing.T) {
 			t.Fatalf("subject %q", subject)
 		}
 
+		// Sessions resume (the per-version config shares the listener's
+		// ticket keys), the client certificate with them.
+		for _, v := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+			cfg = base()
+			cfg.Certificates = []tls.Certificate{good.TLS}
+			cfg.MaxVersion = v
+			cfg.ClientSessionCache = tls.NewLRUClientSessionCache(1)
+			for i := range 2 {
+				c, err := dialTLS(t, e.addr, cfg, nil)
+				if err != nil {
+					t.Fatalf("mode %d, version %x, connection %d: %v", mode, v, i, err)
+				}
+				roundTrip(t, c, []byte("again")) // TLS 1.3: the ticket comes after the handshake
+				if got := c.ConnectionState().DidResume; got != (i == 1) {
+					t.Fatalf("mode %d, version %x, connection %d: resumed %v", mode, v, i, got)
+				}
+				c.Close()
+			}
+		}
+
+		// Sent whatever the request names, as a client bent on it would.
 		cfg = base()
-		cfg.Certificates = []tls.Certificate{stranger.TLS}
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &stranger.TLS, nil }
 		if c, err := dialTLS(t, e.addr, cfg, nil); err == nil {
 			// TLS 1.3: the client learns of the refusal on its first read.
 			_, _ = c.Write([]byte("x"))
