@@ -286,8 +286,9 @@ targets() {
 		for proxy in "${PROXIES[@]}"; do
 			n=$(med "$scen" "$proxy" 4)
 			r=$(med "$scen" "$proxy" 10)
+			[[ $n != NA && $r != NA ]] || continue
 			# Each worker's first connection is a full handshake.
-			[[ $n == NA || $r == NA ]] || awk -v n="$n" -v r="$r" -v c="$HS_CONNS" 'BEGIN { exit !(r < n - c) }' || continue
+			awk -v n="$n" -v r="$r" -v c="$HS_CONNS" 'BEGIN { exit !(r < n - c) }' || continue
 			echo "- $scen $proxy: only $r of $n handshakes resumed (median)."
 		done
 	done
