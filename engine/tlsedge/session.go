@@ -165,10 +165,7 @@ func (s *Session) Start(timeout time.Duration) error {
 		s.phase = phaseFailed
 		return ErrHandshakeRefused
 	}
-	go s.handshake()
-	if err := s.feed(); err != nil { // a hello that came with the accept
-		s.failHandshake(err)
-	}
+	go s.handshake() // fed by Traffic, the hello included
 	return nil
 }
 
