@@ -104,6 +104,7 @@ const (
 	frameDecode                     // chunked upstream, HTTP/1.0 client: payload only, then close
 	frameEncode                     // close-delimited upstream, HTTP/1.1 client: chunk the payload
 	frameRechunk                    // chunked upstream, HTTP/1.1 client: canonical size lines, no extensions
+	frameHold                       // held for the route's body filter; nothing written yet (respbody.go)
 )
 
 // exchange is one request from a client and its upstream call. Exchanges
@@ -134,6 +135,8 @@ type exchange struct {
 	upgrade upgradeState // an Upgrade request's tunnel slot and tunnel (upgrade.go); reset by endUpgrade
 
 	call upstream.Call
+
+	hold respHold // a response body held for the route's body filter (respbody.go); zeroed by endHold
 
 	// retryAfterBuf holds the Retry-After value of a 55301 while it is
 	// written; begin need not clear it.

@@ -574,6 +574,7 @@ func (l *loop) putExchange(ex *exchange) {
 	ex.saved = nil
 	ex.resp.trailers.SafeRelease()
 	ex.resp.trailers = nil
+	ex.endHold()
 	if len(l.free) < maxFreeExchanges {
 		l.free = append(l.free, ex)
 	}

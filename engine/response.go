@@ -80,6 +80,9 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	if ex.chain != nil {
 		ex.runResponseFilters(r.Status)
 		edits = &ex.fx.RespEdits
+		if ex.chain.Body() != nil && ex.holdResponse(r) {
+			return true // the head waits for the body (respbody.go)
+		}
 	}
 	l := ex.loop
 	l.out = appendClientHead(l.takeOut(), r, ex.resp.framing, ex.head.minor, cc.closeAfter, edits, cc.hsts)
@@ -135,6 +138,8 @@ func (ex *exchange) ResponseBody(c *upstream.Call, raw, data []byte, done bool) 
 	}
 	ok := true
 	switch ex.resp.framing {
+	case frameHold:
+		return ex.holdPiece(c, raw, data, done)
 	case frameAsIs:
 		if cc.headPending && len(raw) <= maxCoalesce {
 			ex.loop.out = append(ex.loop.out, raw...)
@@ -197,7 +202,9 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	ex.end.upErr = err
 	ex.dropKeptBody()
 	if ex.responding() {
-		if !cc.headPending {
+		if ex.resp.framing == frameHold {
+			ex.endHold() // nothing of the response left: a clean 502 as below
+		} else if !cc.headPending {
 			// Too late for an error response: the client sees the
 			// connection close mid-response, and the logs say why.
 			why := filters.EndUpstreamFailed
@@ -206,9 +213,10 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 			}
 			ex.cut(why, err.Code, err.Message)
 			return
+		} else {
+			cc.headPending = false
+			ex.loop.pendingHead = nil
 		}
-		cc.headPending = false
-		ex.loop.pendingHead = nil
 		ex.resp.framing = frameAsIs
 	}
 	if !ex.body.done {

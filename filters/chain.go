@@ -25,7 +25,8 @@ type Timing struct {
 // concurrent use.
 type Chain struct {
 	filters []Filter
-	stats   []*Stats // per filter, cumulative
+	stats   []*Stats   // per filter, cumulative
+	body    BodyFilter // the first filter that rewrites bodies; nil when none
 }
 
 // NewChain orders filters and rejects duplicate orders or names. Each
@@ -59,6 +60,9 @@ func NewChainStats(fs []Filter, loops int, statsFor func(filter string) *Stats) 
 	}
 	c := &Chain{filters: sorted, stats: make([]*Stats, len(sorted))}
 	for i, f := range sorted {
+		if b, ok := f.(BodyFilter); ok && c.body == nil {
+			c.body = b
+		}
 		if statsFor != nil {
 			c.stats[i] = statsFor(f.Name())
 		}

@@ -8,5 +8,6 @@ import (
 	_ "github.com/loopgate/loopgate/filters/access"            // ip_access, limits
 	_ "github.com/loopgate/loopgate/filters/auth"              // auth, external_auth
 	_ "github.com/loopgate/loopgate/filters/ratelimit/limiter" // rate_limit
+	_ "github.com/loopgate/loopgate/filters/respbody"          // response_body
 	_ "github.com/loopgate/loopgate/filters/transform"         // request_id, headers, rewrite, gray, hash, forwarded
 )
