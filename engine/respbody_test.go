@@ -1,0 +1,257 @@
+// The response_body filter end to end: a scripted upstream delivering its
+// responses byte by byte, in each framing, and a raw client reading them.
+
+package engine_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/loopgate/loopgate/engine"
+	"github.com/loopgate/loopgate/filters/respbody"
+)
+
+const respBodyRoute = `
+upstreams:
+  - name: backend
+    nodes: ["%s"]
+routes:
+  - id: plain
+    prefix: /plain/
+    upstream: backend
+  - id: all
+    prefix: /
+    upstream: backend
+    response_body:
+      max_bytes: 256B
+      mask:
+        - {path: $.user.phone, keep_last: 4}
+        - {path: "$.items[*].card", replacement: "****"}
+      remove: [$.user.password]
+      envelope: '{"code":0,"data":<body>}'
+      replace:
+        - {status: [500], body: '{"code":50000,"message":"upstream failed"}'}
+`
+
+const (
+	userJSON   = `{"user":{"name":"ada","phone":"13812345678","password":"s3cret"},"items":[{"card":"4111"},{"id":2}]}`
+	userMasked = `{"code":0,"data":{"user":{"name":"ada","phone":"*******5678"},"items":[{"card":"****"},{"id":2}]}}`
+)
+
+// bigJSON is valid JSON over the route's max_bytes, with a field a mask
+// would change: it must arrive exactly as sent.
+var bigJSON = `{"user":{"phone":"13812345678"},"pad":"` + strings.Repeat("x", 600) + `"}`
+
+func chunk(s string, size int) string {
+	var b strings.Builder
+	for len(s) > 0 {
+		n := min(size, len(s))
+		fmt.Fprintf(&b, "%x;ext=1\r\n%s\r\n", n, s[:n])
+		s = s[n:]
+	}
+	return b.String() + "0\r\n\r\n"
+}
+
+func gzipped(s string) string {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	w.Write([]byte(s))
+	w.Close()
+	return b.String()
+}
+
+// respBodyUpstream answers by path; the response is written in pieces of
+// one byte (seven for the long bodies), so the gateway meets every split.
+func respBodyUpstream(t *testing.T) *rawUpstream {
+	clResp := func(status, ctype, extra, body string) string {
+		return "HTTP/1.1 " + status + "\r\nContent-Type: " + ctype + "\r\n" + extra + "Content-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body
+	}
+	chunked := func(ctype, body string, size int) string {
+		return "HTTP/1.1 200 OK\r\nContent-Type: " + ctype + "\r\nTransfer-Encoding: chunked\r\n\r\n" + chunk(body, size)
+	}
+	return startScriptedUpstream(t, func(c *upConn) {
+		for {
+			r, err := c.read()
+			if err != nil {
+				return
+			}
+			path := r.req.URL.Path
+			var resp string
+			sizes := []int{1}
+			switch strings.TrimPrefix(path, "/plain") {
+			case "/cl":
+				resp = clResp("200 OK", "application/json; charset=utf-8", "ETag: \"v1\"\r\n", userJSON)
+			case "/problem":
+				resp = clResp("200 OK", "application/problem+json", "", userJSON)
+			case "/chunked":
+				resp = chunked("application/json", userJSON, 5)
+			case "/bad":
+				resp = clResp("200 OK", "application/json", "", `{"user":{"phone":"13812345678"`)
+			case "/badchunked":
+				resp = chunked("application/json", `{"user":`, 3)
+			case "/big":
+				resp, sizes = chunked("application/json", bigJSON, 50), []int{7}
+			case "/bigcl":
+				resp, sizes = clResp("200 OK", "application/json", "", bigJSON), []int{7}
+			case "/gzip":
+				resp = clResp("200 OK", "application/json", "Content-Encoding: gzip\r\n", gzipped(userJSON))
+			case "/text":
+				resp = clResp("200 OK", "text/plain", "", userJSON)
+			case "/500":
+				resp = clResp("500 Internal Server Error", "text/html", "Content-Encoding: gzip\r\n", gzipped("<h1>oops</h1>"))
+			case "/404":
+				resp = clResp("404 Not Found", "application/json", "", userJSON)
+			case "/204":
+				resp = "HTTP/1.1 204 No Content\r\n\r\n"
+			case "/close":
+				resp = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + userJSON
+				c.writeSplit(resp, sizes...)
+				return
+			case "/trunc":
+				c.writeSplit("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"use", 1)
+				return
+			default:
+				resp = clResp("404 Not Found", "text/plain", "", "no such path")
+			}
+			if r.req.Method == "HEAD" {
+				resp = resp[:strings.Index(resp, "\r\n\r\n")+4]
+			}
+			if c.writeSplit(resp, sizes...) != nil {
+				return
+			}
+		}
+	})
+}
+
+// TestResponseBody: each kind of response on one keep-alive connection,
+// rewritten or passed through exactly, with the framing that fits.
+func TestResponseBody(t *testing.T) {
+	up := respBodyUpstream(t)
+	g := startGateway(t, respBodyRoute, up.addr)
+	c := g.client(t)
+	cases := []struct {
+		path, want string
+		chunked    bool // the client gets a chunked body
+		header     map[string]string
+	}{
+		{path: "/cl", want: userMasked, header: map[string]string{"ETag": "", "Content-Type": "application/json; charset=utf-8"}},
+		{path: "/problem", want: userMasked},
+		{path: "/chunked", want: userMasked},
+		{path: "/bad", want: `{"user":{"phone":"13812345678"`},
+		{path: "/badchunked", want: `{"user":`},
+		{path: "/big", want: bigJSON, chunked: true},
+		{path: "/bigcl", want: bigJSON},
+		{path: "/gzip", want: gzipped(userJSON), header: map[string]string{"Content-Encoding": "gzip"}},
+		{path: "/text", want: userJSON},
+		{path: "/404", want: `{"user":{"name":"ada","phone":"*******5678"},"items":[{"card":"****"},{"id":2}]}`}, // masked, not wrapped
+		{path: "/500", want: `{"code":50000,"message":"upstream failed"}`, header: map[string]string{"Content-Type": "application/json", "Content-Encoding": ""}},
+		{path: "/plain/cl", want: userJSON, header: map[string]string{"ETag": `"v1"`}},
+		{path: "/204", want: ""},
+		{path: "/cl", want: userMasked}, // the connection still serves after all of them
+	}
+	for _, tc := range cases {
+		resp, body := c.get(tc.path)
+		if string(body) != tc.want {
+			t.Fatalf("%s: body %q, want %q", tc.path, body, tc.want)
+		}
+		if chunked := len(resp.TransferEncoding) > 0; chunked != tc.chunked {
+			t.Fatalf("%s: chunked %v, want %v", tc.path, chunked, tc.chunked)
+		}
+		if !tc.chunked && tc.path != "/204" && resp.ContentLength != int64(len(tc.want)) {
+			t.Fatalf("%s: Content-Length %d, want %d", tc.path, resp.ContentLength, len(tc.want))
+		}
+		for k, v := range tc.header {
+			if got := resp.Header.Get(k); got != v {
+				t.Fatalf("%s: %s %q, want %q", tc.path, k, got, v)
+			}
+		}
+	}
+	if n := up.connections(); n != 1 {
+		t.Fatalf("the upstream saw %d connections, want 1 (kept alive across rewrites)", n)
+	}
+	counts, _ := engine.Service[*respbody.Counts](g.srv)
+	want := map[string]uint64{"rewritten": 5, "invalid_json": 2, "over_limit": 2, "encoded": 1, "type": 1, "replaced": 1}
+	var metrics bytes.Buffer
+	counts.WriteMetrics(&metrics)
+	for o, n := range want {
+		line := fmt.Sprintf("loopgate_response_body_total{outcome=%q} %d\n", o, n)
+		if !strings.Contains(metrics.String(), line) {
+			t.Errorf("metrics lack %q:\n%s", line, metrics.String())
+		}
+	}
+}
+
+// TestResponseBodyHeadAndClose: a HEAD is untouched; a body delimited by
+// the upstream's close is rewritten and sent with a Content-Length, so the
+// client's connection stays open.
+func TestResponseBodyHeadAndClose(t *testing.T) {
+	up := respBodyUpstream(t)
+	g := startGateway(t, respBodyRoute, up.addr)
+	c := g.client(t)
+	resp, body := c.exchange("HEAD /cl HTTP/1.1\r\nHost: test\r\n\r\n")
+	if len(body) != 0 || resp.ContentLength != int64(len(userJSON)) || resp.Header.Get("ETag") != `"v1"` {
+		t.Fatalf("HEAD: length %d, ETag %q, body %q", resp.ContentLength, resp.Header.Get("ETag"), body)
+	}
+	resp, body = c.get("/close")
+	if string(body) != userMasked || resp.ContentLength != int64(len(userMasked)) || resp.Close {
+		t.Fatalf("/close: %q, length %d, close %v", body, resp.ContentLength, resp.Close)
+	}
+	if _, body = c.get("/cl"); string(body) != userMasked {
+		t.Fatalf("after /close: %q", body)
+	}
+}
+
+// TestResponseBodyPipelined: requests sent together are answered in order,
+// rewritten, streamed and passed through alike.
+func TestResponseBodyPipelined(t *testing.T) {
+	up := respBodyUpstream(t)
+	g := startGateway(t, respBodyRoute, up.addr)
+	c := g.client(t)
+	paths := []string{"/chunked", "/big", "/bad", "/cl", "/gzip", "/500"}
+	want := []string{userMasked, bigJSON, `{"user":{"phone":"13812345678"`, userMasked, gzipped(userJSON), `{"code":50000,"message":"upstream failed"}`}
+	var reqs strings.Builder
+	for _, p := range paths {
+		reqs.WriteString("GET " + p + " HTTP/1.1\r\nHost: test\r\n\r\n")
+	}
+	c.send(reqs.String())
+	for i, p := range paths {
+		_, body := readResponse(t, c.br, "GET")
+		if string(body) != want[i] {
+			t.Fatalf("pipelined %s: %q, want %q", p, body, want[i])
+		}
+	}
+}
+
+// TestResponseBodyTruncated: an upstream that breaks off a held body gets
+// the client a clean 502, since nothing of the response had left.
+func TestResponseBodyTruncated(t *testing.T) {
+	up := respBodyUpstream(t)
+	g := startGateway(t, respBodyRoute, up.addr)
+	resp, body := g.client(t).get("/trunc")
+	expectError(t, resp, body, 502, 50202)
+}
+
+// TestResponseBodyBudget: with the process's buffer budget spent, a body
+// streams untouched (and is counted) rather than being held.
+func TestResponseBodyBudget(t *testing.T) {
+	up := respBodyUpstream(t)
+	g := startGateway(t, "limits: {max_buffered_bytes: 16B}\n"+respBodyRoute, up.addr)
+	resp, body := g.client(t).get("/chunked")
+	if string(body) != userJSON || len(resp.TransferEncoding) == 0 {
+		t.Fatalf("over budget: %q (chunked %v), want the body untouched", body, resp.TransferEncoding)
+	}
+	counts, _ := engine.Service[*respbody.Counts](g.srv)
+	var metrics bytes.Buffer
+	counts.WriteMetrics(&metrics)
+	if !strings.Contains(metrics.String(), `loopgate_response_body_total{outcome="budget"} 1`) {
+		t.Fatalf("budget not counted:\n%s", metrics.String())
+	}
+	if n := g.srv.BufferedBytes(); n < 0 {
+		t.Fatalf("buffered bytes %d after the hold ended", n)
+	}
+}
+
