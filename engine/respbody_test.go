@@ -203,6 +203,18 @@ func TestResponseBodyHeadAndClose(t *testing.T) {
 	if _, body = c.get("/cl"); string(body) != userMasked {
 		t.Fatalf("after /close: %q", body)
 	}
+	// An HTTP/1.0 client: a held chunked body goes out with a length; one
+	// that outgrows the hold is decoded and ends with the connection. Both
+	// close it, as a chunked response to HTTP/1.0 does on any route: that
+	// is decided from the head, before the body is held.
+	resp, body = g.client(t).exchange("GET /chunked HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+	if string(body) != userMasked || resp.ContentLength != int64(len(userMasked)) {
+		t.Fatalf("HTTP/1.0 /chunked: %q, length %d", body, resp.ContentLength)
+	}
+	resp, body = g.client(t).exchange("GET /big HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+	if string(body) != bigJSON || !resp.Close {
+		t.Fatalf("HTTP/1.0 /big: %q, close %v", body, resp.Close)
+	}
 }
 
 // TestResponseBodyPipelined: requests sent together are answered in order,
