@@ -222,10 +222,12 @@ nginx_http_common() {
 EOF
 }
 
-# write_nginx_backend_conf DIR PORT: one worker answering 12 bytes.
+# write_nginx_backend_conf DIR PORT: one worker answering 12 bytes, and
+# the 4 KiB JSON of bench/cmd/backend at /json.
 write_nginx_backend_conf() {
 	local dir=$1 port=$2
 	write_nginx_dirs "$dir"
+	mkdir -p "$dir/www" && "$TMP/bin/backend" -print-json >"$dir/www/json"
 	{
 		nginx_common "$dir"
 		echo "http {"
@@ -236,6 +238,10 @@ write_nginx_backend_conf() {
         location / {
             default_type text/plain;
             return 200 "hello world\n";
+        }
+        location = /json {
+            root $dir/www;
+            default_type application/json;
         }
     }
 }
@@ -323,6 +329,8 @@ BENCH_JWT=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJiZW5jaC11c2VyIiwiaXNzI
 #              route (the one line that enables each)
 #   cluster    plain with a cluster rate limit on global through Redis on
 #              $REDIS_PORT, leased, far above the load
+#   respbody   plain with response_body masking two fields (one in every
+#              item), removing one and wrapping the body
 write_loopgate_config() {
 	local file=$1 port=$2 backend=$3 setup=$4
 	cat >"$file" <<EOF
@@ -370,6 +378,10 @@ EOF
 		;;
 	resilience)
 		printf 'filters: []\nmetrics: {per_request: false}\ncircuit_breaker: {}\nisolation: {}\n' >>"$file"
+		;;
+	respbody)
+		sed -i 's/^    upstream: backend$/    upstream: backend\n    response_body: {mask: [{path: $.user.phone, keep_last: 4}, {path: "$.items[*].card", keep_last: 4}], remove: [$.user.email], envelope: '"'"'{"code":0,"data":<body>}'"'"'}/' "$file"
+		printf 'filters: []\nmetrics: {per_request: false}\n' >>"$file"
 		;;
 	cluster)
 		sed -i 's/^    upstream: backend$/    upstream: backend\n    rate_limits: [{key: global, rate: 1000000, burst: 1000000, scope: cluster}]/' "$file"

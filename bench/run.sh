@@ -9,6 +9,7 @@
 #   BENCH_ONLY      space-separated subset of: direct nginx haproxy loopgate
 #                   loopgate-metrics loopgate-accesslog loopgate-chain
 #                   loopgate-ratelimit loopgate-cluster loopgate-resilience
+#                   loopgate-json loopgate-respbody
 #   LOOPGATE_BIN    gateway binary (default bin/loopgate, built by `make build`)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -35,11 +36,16 @@ declare -A LABEL=(
 	[loopgate-ratelimit]="loopgate (local rate limit, ip)"
 	[loopgate-cluster]="loopgate (cluster rate limit, leased)"
 	[loopgate-resilience]="loopgate (breaker + isolation)"
+	[loopgate-json]="loopgate (plain, 4 KiB JSON)"
+	[loopgate-respbody]="loopgate (response_body, 4 KiB JSON)"
 )
+# URLPATH is what a row requests when not "/": the JSON rows get the 4 KiB body.
+declare -A URLPATH=([loopgate-json]=/json [loopgate-respbody]=/json)
 # The Loopgate rows in table order, and the write_loopgate_config setup of each.
-LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain loopgate-ratelimit loopgate-cluster loopgate-resilience)
+LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain loopgate-ratelimit loopgate-cluster loopgate-resilience loopgate-json loopgate-respbody)
 declare -A SETUP=([loopgate]=plain [loopgate-metrics]=metrics [loopgate-accesslog]=accesslog [loopgate-chain]=default
-	[loopgate-ratelimit]=ratelimit [loopgate-cluster]=cluster [loopgate-resilience]=resilience)
+	[loopgate-ratelimit]=ratelimit [loopgate-cluster]=cluster [loopgate-resilience]=resilience
+	[loopgate-json]=plain [loopgate-respbody]=respbody)
 declare -A PORT=() PID=()
 TARGETS=()  # keys of the targets that started, in table order
 NOTES=()    # lines printed under the table
@@ -128,7 +134,7 @@ start_proxies() {
 # reading the proxy's CPU ticks on both sides, and appends one results line:
 # round key requests req/s p50 p99 cpu_us_per_req non2xx connect read write timeout
 measure() {
-	local round=$1 key=$2 url="http://127.0.0.1:${PORT[$2]}/" pid=${PID[$2]}
+	local round=$1 key=$2 url="http://127.0.0.1:${PORT[$2]}${URLPATH[$2]:-/}" pid=${PID[$2]}
 	local raw="$RAW/round$round-$key.txt" before="" after="" cpu=NA
 	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${WARMUP}s" -H "Authorization: Bearer $BENCH_JWT" "$url" >/dev/null 2>&1 || true
 	[[ -n $pid ]] && before=$(cpu_ticks "$pid")
@@ -241,6 +247,12 @@ relative_to_plain() {
 			printf "- %s: CPU/req %+.1f %% over loopgate (plain) (target ≤ %d %%: %s).\n", l, d, lim, (d <= lim ? "met" : "missed")
 		}'
 	done
+	local jcpu=${MEDIAN_CPU[loopgate-json]:-NA} rcpu=${MEDIAN_CPU[loopgate-respbody]:-NA}
+	if [[ $jcpu != NA && $rcpu != NA && -z ${HAS_ERRORS[loopgate-json]:-}${HAS_ERRORS[loopgate-respbody]:-} ]]; then
+		awk -v j="$jcpu" -v r="$rcpu" 'BEGIN {
+			printf "- loopgate (response_body, 4 KiB JSON): CPU/req %+.1f %% over loopgate (plain, 4 KiB JSON).\n", (r / j - 1) * 100
+		}'
+	fi
 	local lrps=${MEDIAN_RPS[loopgate-ratelimit]:-NA} crps=${MEDIAN_RPS[loopgate-cluster]:-NA}
 	if [[ $lrps != NA && $crps != NA && -z ${HAS_ERRORS[loopgate-cluster]:-}${HAS_ERRORS[loopgate-ratelimit]:-} ]]; then
 		awk -v l="$lrps" -v c="$crps" 'BEGIN {

@@ -5,6 +5,7 @@ package respbody
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/bits"
 )
 
@@ -154,18 +155,44 @@ func (p *pass) mask(r *rule, from, to int) {
 	if v[0] == '"' {
 		content = v[1 : len(v)-1]
 	}
-	total := countUnits(content)
-	masked := max(total-r.keep, 0)
+	var total, tail int // characters, and the offset of the last keep
+	if plainASCII(content) {
+		total, tail = len(content), len(content)-r.keep
+	} else {
+		total = countUnits(content)
+		tail = skipUnits(content, total-r.keep)
+	}
+	masked := total - r.keep
 	if total <= r.keep {
-		masked = total // all of it would show: mask it all
+		masked, tail = total, len(content) // all of it would show: mask it all
 	}
 	p.cut(from, to, nil)
 	p.dst = append(p.dst, '"')
-	for range masked {
-		p.dst = append(p.dst, '*')
+	for ; masked > len(stars); masked -= len(stars) {
+		p.dst = append(p.dst, stars...)
 	}
-	p.dst = append(p.dst, content[skipUnits(content, masked):]...)
+	p.dst = append(p.dst, stars[:masked]...)
+	p.dst = append(p.dst, content[tail:]...)
 	p.dst = append(p.dst, '"')
+}
+
+const stars = "****************************************************************"
+
+// plainASCII reports whether s is ASCII without escapes, so that each
+// byte is a character: the common case of numbers, phones and cards.
+func plainASCII(s []byte) bool {
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if binary.LittleEndian.Uint64(s[i:])&0x8080808080808080 != 0 {
+			return false
+		}
+	}
+	for ; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return bytes.IndexByte(s, '\\') < 0
 }
 
 // countUnits counts the characters of a JSON string's raw content: an escape

@@ -38,6 +38,8 @@ func TestEdit(t *testing.T) {
 			`{"pin":"123"}`, `{"pin":"***"}`},
 		{"keep last counts escapes and UTF-8 as one", []Mask{{Path: "$.n", KeepLast: 2}}, nil,
 			`{"n":"a\"b\u00e9日本"}`, `{"n":"****日本"}`},
+		{"keep last of a long value", []Mask{{Path: "$.t", KeepLast: 1}}, nil,
+			`{"t":"` + strings.Repeat("a", 100) + `b"}`, `{"t":"` + strings.Repeat("*", 100) + `b"}`},
 		{"keep last on an object replaces it", []Mask{{Path: "$.o", KeepLast: 2}}, nil,
 			`{"o":{"a":1}}`, `{"o":"***"}`},
 		{"wildcard array", []Mask{{Path: "$.items[*].card", Replacement: "x"}}, nil,

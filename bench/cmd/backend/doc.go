@@ -1,6 +1,8 @@
 // Command backend is the benchmark's fallback upstream: a tiny raw-TCP
 // HTTP/1.1 server that answers every request with 200 and the 12-byte body
-// "hello world\n", keeping the connection alive.
+// "hello world\n", keeping the connection alive; a GET under /json gets a
+// 4 KiB JSON body instead (the response_body row), which -print-json
+// writes out for the nginx backend to serve.
 //
 // bench/run.sh uses nginx as the backend when it is installed and this
 // program otherwise, so the proxies under test always talk to something that

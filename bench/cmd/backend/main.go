@@ -4,8 +4,10 @@ package main
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"log"
 	"net"
+	"os"
 	"strconv"
 )
 
@@ -17,9 +19,32 @@ var response = []byte("HTTP/1.1 200 OK\r\n" +
 	"\r\n" +
 	"hello world\n")
 
+// jsonResponse answers a GET of a path under /json: a 4 KiB JSON body (a
+// user and a list of items with card numbers), for the response_body row.
+var jsonResponse = func() []byte {
+	body := []byte(`{"user":{"id":42,"name":"Ada Lovelace","phone":"13812345678","email":"ada@example.com"},"items":[`)
+	for i := 0; len(body) < 4096-80; i++ {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = fmt.Appendf(body, `{"id":%d,"sku":"SKU-%05d","card":"4111111111%06d","qty":%d}`, i, i, i, i%7)
+	}
+	body = append(body, `],"total":12345}`...)
+	body = append(body, bytes.Repeat([]byte(" "), 4096-len(body))...)
+	head := "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+	return append([]byte(head), body...)
+}()
+
+var jsonPath = []byte("GET /json")
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
+	printJSON := flag.Bool("print-json", false, "write the /json body to stdout and exit (for the nginx backend)")
 	flag.Parse()
+	if *printJSON {
+		os.Stdout.Write(jsonResponse[bytes.Index(jsonResponse, []byte("\r\n\r\n"))+4:])
+		return
+	}
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
@@ -54,8 +79,12 @@ func serve(conn net.Conn) {
 			if !ok {
 				break
 			}
+			if bytes.HasPrefix(in, jsonPath) {
+				out = append(out, jsonResponse...)
+			} else {
+				out = append(out, response...)
+			}
 			in = in[:copy(in, in[used:])]
-			out = append(out, response...)
 			closing = wantsClose
 		}
 		if len(out) > 0 {
