@@ -266,4 +266,3 @@ func TestResponseBodyBudget(t *testing.T) {
 		t.Fatalf("buffered bytes %d after the hold ended", n)
 	}
 }
-
