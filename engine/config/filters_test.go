@@ -113,7 +113,7 @@ func TestFilterOrder(t *testing.T) {
 	if _, ok := c.FilterOrder("nope"); ok {
 		t.Error("FilterOrder(nope) reported a known filter")
 	}
-	if n := len(filters.Registered()); n != 13 {
+	if n := len(filters.Registered()); n != 14 {
 		t.Errorf("%d built-in filters; update docs/filters.md and this test", n)
 	}
 }
@@ -137,7 +137,7 @@ func withRoute(top, opts string) string {
 	return b.String()
 }
 
-const allFilters = "request_id, trace_context, limits, ip_access, auth, external_auth, rate_limit, headers, rewrite, gray, direct_node, hash, forwarded"
+const allFilters = "request_id, trace_context, limits, ip_access, auth, external_auth, rate_limit, headers, rewrite, gray, direct_node, hash, forwarded, response_body"
 
 func TestFilterValidationErrors(t *testing.T) {
 	cases := []struct{ yaml, want string }{
