@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -265,4 +266,25 @@ func TestResponseBodyBudget(t *testing.T) {
 	if n := g.srv.BufferedBytes(); n < 0 {
 		t.Fatalf("buffered bytes %d after the hold ended", n)
 	}
+}
+
+// TestResponseBodyClientGone: a client that leaves while its response is
+// held takes nothing with it: the held bytes leave the buffer budget, and
+// the pooled buffers go back (the leak check at the end of the test).
+func TestResponseBodyClientGone(t *testing.T) {
+	release := make(chan struct{})
+	up := startScriptedUpstream(t, func(c *upConn) {
+		if _, err := c.read(); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n{\"user\":\r\n")
+		<-release
+	})
+	defer close(release)
+	g := startGateway(t, respBodyRoute, up.addr)
+	c := g.client(t)
+	c.send("GET /held HTTP/1.1\r\nHost: test\r\n\r\n")
+	waitFor(t, "the body held", func() bool { return g.srv.BufferedBytes() >= 8 })
+	c.Close()
+	waitFor(t, "the hold given back", func() bool { return g.srv.BufferedBytes() == 0 })
 }
