@@ -234,7 +234,7 @@ func unitLen(s []byte, i int) int {
 
 // ws skips JSON whitespace from i.
 func ws(s []byte, i int) int {
-	for i < len(s) && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
+	for i < len(s) && s[i] <= ' ' && (s[i] == ' ' || s[i] == '\n' || s[i] == '\r' || s[i] == '\t') {
 		i++
 	}
 	return i
@@ -284,8 +284,11 @@ func skipValue(s []byte, i int) int {
 		return len(s)
 	}
 	j := i
-	for j < len(s) && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] != ' ' && s[j] != '\n' && s[j] != '\r' && s[j] != '\t' {
+	for j < len(s) && !endsLiteral[s[j]] {
 		j++
 	}
 	return j
 }
+
+// endsLiteral marks the bytes that end a number, true, false or null.
+var endsLiteral = [256]bool{',': true, '}': true, ']': true, ' ': true, '\n': true, '\r': true, '\t': true}
