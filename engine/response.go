@@ -190,7 +190,8 @@ var (
 // CallFailed answers with the call's error. Once part of the response is
 // out, closing the connection is the only honest signal: a truncated body
 // must not look complete. A head still held back (headPending) has not
-// left, so it is dropped and the client gets a clean 502 instead.
+// left, so it is dropped and the client gets a clean 502 instead; so
+// does a response held for a body filter (frameHold).
 func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	cc := ex.cc
 	if cc == nil {
@@ -202,9 +203,10 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 	ex.end.upErr = err
 	ex.dropKeptBody()
 	if ex.responding() {
-		if ex.resp.framing == frameHold {
+		switch {
+		case ex.resp.framing == frameHold:
 			ex.endHold() // nothing of the response left: a clean 502 as below
-		} else if !cc.headPending {
+		case !cc.headPending:
 			// Too late for an error response: the client sees the
 			// connection close mid-response, and the logs say why.
 			why := filters.EndUpstreamFailed
@@ -213,7 +215,7 @@ func (ex *exchange) CallFailed(c *upstream.Call, err *upstream.Error) {
 			}
 			ex.cut(why, err.Code, err.Message)
 			return
-		} else {
+		default:
 			cc.headPending = false
 			ex.loop.pendingHead = nil
 		}
