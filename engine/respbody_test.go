@@ -8,12 +8,14 @@ import (
 	"compress/gzip"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/loopgate/loopgate/engine"
 	"github.com/loopgate/loopgate/filters/respbody"
+	"github.com/loopgate/loopgate/pool"
 )
 
 const respBodyRoute = `
@@ -287,4 +289,92 @@ func TestResponseBodyClientGone(t *testing.T) {
 	waitFor(t, "the body held", func() bool { return g.srv.BufferedBytes() >= 8 })
 	c.Close()
 	waitFor(t, "the hold given back", func() bool { return g.srv.BufferedBytes() == 0 })
+}
+
+// benchJSON4K is the upstream's answer in the response_body benchmarks:
+// the bench backend's 4 KiB JSON body.
+var benchJSON4K = func() []byte {
+	var body strings.Builder
+	body.WriteString(`{"user":{"id":42,"name":"Ada Lovelace","phone":"13812345678","email":"ada@example.com"},"items":[`)
+	for i := 0; body.Len() < 4096-80; i++ {
+		if i > 0 {
+			body.WriteByte(',')
+		}
+		fmt.Fprintf(&body, `{"id":%d,"sku":"SKU-%05d","card":"4111111111%06d","qty":%d}`, i, i, i, i%7)
+	}
+	body.WriteString(`],"total":12345}`)
+	b := body.String() + strings.Repeat(" ", 4096-body.Len())
+	return []byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n" + b)
+}()
+
+const benchRespBodyRoute = `
+metrics: {per_request: false}
+filters: []
+upstreams:
+  - name: backend
+    nodes: ["%s"]
+routes:
+  - id: all
+    prefix: /
+    upstream: backend
+    response_body:
+      mask: [{path: $.user.phone, keep_last: 4}, {path: "$.items[*].card", keep_last: 4}]
+      remove: [$.user.email]
+      envelope: '{"code":0,"data":<body>}'
+`
+
+// BenchmarkProxyJSON4K and BenchmarkProxyResponseBody: keep-alive round
+// trips of a 4 KiB JSON response, passed through and rewritten (the bench
+// rows' setup), allocations of the whole process counted.
+func BenchmarkProxyJSON4K(b *testing.B) {
+	benchmarkLargeProxy(b, metricsOff+"filters: []\n"+oneRoute)
+}
+
+func BenchmarkProxyResponseBody(b *testing.B) { benchmarkLargeProxy(b, benchRespBodyRoute) }
+
+func benchmarkLargeProxy(b *testing.B, config string) {
+	pool.SetLeakDetection(false)
+	defer pool.SetLeakDetection(true)
+	up := startRawUpstream(b, func(c net.Conn) { rawBenchServe(c, benchJSON4K) })
+	g := startGateway(b, config, up)
+	c, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	// The first response, read by its framing, tells the size of every one.
+	if _, err := c.Write(benchRequest); err != nil {
+		b.Fatal(err)
+	}
+	first, want := make([]byte, 0, 64<<10), 0
+	for want == 0 || len(first) < want {
+		n, err := c.Read(first[len(first):cap(first)])
+		if err != nil {
+			b.Fatal(err)
+		}
+		first = first[:len(first)+n]
+		if i := bytes.Index(first, []byte("\r\n\r\n")); want == 0 && i >= 0 {
+			want = i + 4 + contentLength(first[:i])
+		}
+	}
+	if bytes.Contains(first, []byte(`"phone":"13812345678"`)) == strings.Contains(config, "response_body") {
+		b.Fatalf("response %.300q to config %q", first, config)
+	}
+	buf := make([]byte, 64<<10)
+	roundTrip := func() {
+		if _, err := c.Write(benchRequest); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := io.ReadAtLeast(c, buf, want); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for range 1000 {
+		roundTrip()
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		roundTrip()
+	}
 }
