@@ -22,7 +22,7 @@ import (
 // holds nothing; endHold gives back what it took and zeroes it, on every
 // path (sent, streamed after all, failed, client gone: putExchange).
 type respHold struct {
-	f        filters.BodyFilter
+	on       bool         // a response is held
 	head     *pool.Buffer // the client head up to its framing fields
 	body     *pool.Buffer // the payload held so far; nil until the first byte
 	limit    int          // bytes the plan holds at most
@@ -40,19 +40,18 @@ func (ex *exchange) holdResponse(r *codec.Response) bool {
 	if r.BodyMode(ex.head.isHEAD) == codec.BodyNone {
 		return false // HEAD, 1xx, 204, 304, an empty body: nothing to rewrite
 	}
-	f := ex.chain.Body()
-	plan := f.HoldBody(&ex.fx, r)
+	plan := ex.chain.HoldBody(&ex.fx, r)
 	if plan.Replace == nil {
 		if plan.Hold <= 0 || r.ContentLength > int64(plan.Hold) {
 			return false
 		}
 		if ex.overBudget(0) {
-			f.BodyStreamed(&ex.fx, filters.StreamBudget)
+			ex.chain.BodyStreamed(&ex.fx, filters.StreamBudget)
 			return false
 		}
 	}
 	h := &ex.hold
-	h.f, h.limit, h.replace, h.fallback, h.length = f, plan.Hold, plan.Replace, ex.resp.framing, r.ContentLength
+	h.on, h.limit, h.replace, h.fallback, h.length = true, plan.Hold, plan.Replace, ex.resp.framing, r.ContentLength
 	h.head = pool.Get(r.HeadLen + 128)
 	dst := appendStatusLine(h.head.B, r)
 	dst = appendEndToEnd(dst, r.Headers, r.ConnectionNames, false, &ex.fx.RespEdits, nil)
@@ -118,7 +117,7 @@ func (ex *exchange) sendHeld() bool {
 		out = h.replace
 	} else {
 		rewritten = pool.Get(len(body) + len(body)/4 + 256)
-		if b, ok := h.f.RewriteBody(&ex.fx, body, rewritten.B[:0]); ok {
+		if b, ok := ex.chain.RewriteBody(&ex.fx, body, rewritten.B[:0]); ok {
 			rewritten.B = b
 			out = b
 		}
@@ -153,7 +152,7 @@ func (ex *exchange) sendHeld() bool {
 // piece, in order, and ResponseBody streams the rest as on any route.
 func (ex *exchange) streamHeld(c *upstream.Call, raw, data []byte, done bool, why filters.StreamReason) bool {
 	cc, l, h := ex.cc, ex.loop, &ex.hold
-	h.f.BodyStreamed(&ex.fx, why)
+	ex.chain.BodyStreamed(&ex.fx, why)
 	ex.resp.framing = h.fallback
 	dst := append(l.takeOut(), h.head.B...)
 	switch h.fallback {
@@ -192,7 +191,7 @@ func appendConnection(dst []byte, closing bool, clientMinor int) []byte {
 // buffer budget. Safe to call when nothing is held.
 func (ex *exchange) endHold() {
 	h := &ex.hold
-	if h.f == nil {
+	if !h.on {
 		return
 	}
 	if h.counted != 0 {

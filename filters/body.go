@@ -47,3 +47,39 @@ const (
 
 // Body returns the chain's BodyFilter, or nil.
 func (c *Chain) Body() BodyFilter { return c.body }
+
+// HoldBody asks the chain's BodyFilter for its plan (see BodyFilter). A
+// panic in it is logged and the body streams untouched, as when the filter
+// holds nothing.
+func (c *Chain) HoldBody(x *Exchange, h *codec.Response) (plan BodyPlan) {
+	defer func() {
+		if p := recover(); p != nil {
+			logPanic(c.body.Name(), "hold_body", p)
+			plan = BodyPlan{}
+		}
+	}()
+	return c.body.HoldBody(x, h)
+}
+
+// RewriteBody runs the chain's BodyFilter on a held body. A panic in it is
+// logged and the body goes out as it came.
+func (c *Chain) RewriteBody(x *Exchange, body, dst []byte) (out []byte, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			logPanic(c.body.Name(), "rewrite_body", p)
+			out, ok = nil, false
+		}
+	}()
+	return c.body.RewriteBody(x, body, dst)
+}
+
+// BodyStreamed tells the chain's BodyFilter that a held body streamed
+// after all. A panic in it is logged.
+func (c *Chain) BodyStreamed(x *Exchange, why StreamReason) {
+	defer func() {
+		if p := recover(); p != nil {
+			logPanic(c.body.Name(), "body_streamed", p)
+		}
+	}()
+	c.body.BodyStreamed(x, why)
+}
