@@ -15,7 +15,7 @@ func (panickyBody) HoldBody(*filters.Exchange, *codec.Response) filters.BodyPlan
 	panic("hold")
 }
 func (panickyBody) RewriteBody(*filters.Exchange, []byte, []byte) ([]byte, bool) { panic("rewrite") }
-func (panickyBody) BodyStreamed(*filters.Exchange, filters.StreamReason)        { panic("streamed") }
+func (panickyBody) BodyStreamed(*filters.Exchange, filters.StreamReason)         { panic("streamed") }
 
 // TestBodyFilterPanics: a body filter that panics costs only its own
 // work: the body streams, or goes out as it came.
