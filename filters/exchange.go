@@ -21,6 +21,7 @@ type Exchange struct {
 	Req       *codec.Request
 	RequestID []byte     // the request's ID (from X-Request-Id or generated)
 	TraceID   []byte     // the W3C trace id, 32 hex digits, set by trace_context; nil = none
+	Span      Span       // the gateway's own span, set by trace_context when it exports spans
 	Peer      netip.Addr // the TCP peer
 	// TLS is the client connection's TLS state on an HTTPS listener (the
 	// version, SNI, and a verified client certificate in PeerCertificates,
@@ -133,6 +134,16 @@ type HeaderEdits struct {
 	Remove []string // names to drop
 	Set    []Header // replace any existing field with this one
 	Append []Header // add alongside existing fields
+}
+
+// Span is the gateway's own span of a request: trace_context starts it in
+// its request phase and exports it in its done phase, when it exports
+// spans (trace_context.otlp) and the trace is sampled.
+type Span struct {
+	Export bool    // the span goes to the collector
+	ID     [8]byte // the gateway's span id: the upstream's parent
+	Parent [8]byte // the client's span id; zero for a trace the gateway started
+	Method []byte  // the request method, owned (x.Req is gone by Done)
 }
 
 // Header is a name and value filters add to a head.
@@ -290,6 +301,7 @@ func (x *Exchange) Park() Ticket {
 func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop int, parker Parker) {
 	x.Req, x.RequestID, x.Peer, x.ClientIP = req, id, peer, peer
 	x.TraceID = nil
+	x.Span = Span{}
 	x.RouteID = ""
 	x.TLS = nil
 	x.Loop = loop

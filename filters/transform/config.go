@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"time"
 
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/transform/otlp"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // The names the config gives this package's filters.
@@ -35,6 +38,9 @@ func init() {
 		Global: func() filters.GlobalConfig { return new(TraceContextGlobal) },
 		Route:  func() filters.RouteConfig { return new(traceRoute) },
 		New:    newTraceContext,
+		// The span exporter outlives reloads: its queues, its sender and
+		// its counters.
+		Service: func() any { return otlp.New() },
 	})
 	filters.Register(filters.Registration{
 		Name: NameHeaders, Order: 400, NeedsRoute: true,
@@ -158,7 +164,29 @@ type TraceContext struct {
 	// DyeHeader names a request header (a gray or test tag) echoed on the
 	// response; it goes upstream as every header does. Default "" = none.
 	DyeHeader string `yaml:"dye_header"`
+	// OTLP exports the gateway's own span of every sampled request to an
+	// OpenTelemetry collector. Default none: the gateway reports no span
+	// and forwards a valid traceparent unchanged.
+	OTLP *OTLP `yaml:"otlp,omitempty"`
 }
+
+// OTLP is where spans go (OTLP/HTTP, JSON) and how they are batched. Zero
+// means the default.
+type OTLP struct {
+	Endpoint      string            `yaml:"endpoint"`       // required: http(s) URL; no path means /v1/traces
+	BatchSize     int               `yaml:"batch_size"`     // spans per post; default 512
+	FlushInterval units.Duration    `yaml:"flush_interval"` // longest a span waits for its batch; default 1s
+	QueueSize     int               `yaml:"queue_size"`     // spans each event loop holds; beyond it, dropped and counted; default 4096; fixed at start
+	Timeout       units.Duration    `yaml:"timeout"`        // one post's deadline; default 5s
+	Headers       map[string]string `yaml:"headers"`        // sent with every post; default none
+	ServiceName   string            `yaml:"service_name"`   // the resource's service.name; default "loopgate"
+
+	opts *otlp.Options // built by Provision, handed to every span
+}
+
+// options are the exporter's options Provision built: one pointer per
+// config, shared by every route's filter.
+func (o *OTLP) options() *otlp.Options { return o.opts }
 
 var _ filters.GlobalConfig = (*TraceContextGlobal)(nil)
 
@@ -167,6 +195,15 @@ func (g *TraceContextGlobal) Provision() {
 	if g.TraceContext != nil && g.TraceContext.SamplePercent == nil {
 		p := 100
 		g.TraceContext.SamplePercent = &p
+	}
+	if g.TraceContext != nil && g.TraceContext.OTLP != nil {
+		o := g.TraceContext.OTLP
+		opts := &otlp.Options{Endpoint: o.Endpoint, BatchSize: o.BatchSize, FlushInterval: time.Duration(o.FlushInterval),
+			QueueSize: o.QueueSize, Timeout: time.Duration(o.Timeout), Headers: o.Headers, ServiceName: o.ServiceName}
+		opts.Provision()
+		o.opts = opts
+		o.Endpoint, o.BatchSize, o.FlushInterval, o.QueueSize = opts.Endpoint, opts.BatchSize, units.Duration(opts.FlushInterval), opts.QueueSize
+		o.Timeout, o.ServiceName = units.Duration(opts.Timeout), opts.ServiceName
 	}
 }
 
@@ -181,6 +218,14 @@ func (g *TraceContextGlobal) Validate(c *filters.Check) {
 	}
 	if t.DyeHeader != "" {
 		c.EditableHeader("trace_context.dye_header", t.DyeHeader)
+	}
+	if t.OTLP != nil {
+		for _, p := range t.OTLP.opts.Validate() {
+			c.Add("trace_context.otlp."+p.Option, "%s", p.Reason)
+		}
+		for name := range t.OTLP.Headers {
+			c.HeaderName("trace_context.otlp.headers", name)
+		}
 	}
 }
 
@@ -266,7 +311,17 @@ func newTraceContext(b *filters.Build) (filters.Filter, error) {
 	if g == nil || g.TraceContext == nil {
 		return nil, nil
 	}
-	return NewTraceContext(b.Order, g.TraceContext), nil
+	var exp *otlp.Exporter
+	if o := g.TraceContext.OTLP; o != nil {
+		exp, _ = filters.Service[*otlp.Exporter](b)
+		if b.Loops < 1 {
+			exp = nil // no loop to record on (a config compiled to be checked)
+		}
+		if exp != nil {
+			exp.Start(b.Loops, o.QueueSize)
+		}
+	}
+	return NewTraceContext(b.Order, g.TraceContext, exp), nil
 }
 
 var (

@@ -4,9 +4,12 @@
 package transform
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
+	"time"
 
 	"github.com/loopgate/loopgate/filters"
+	"github.com/loopgate/loopgate/filters/transform/otlp"
 )
 
 // The lengths of a version-00 traceparent and of its trace id.
@@ -19,15 +22,23 @@ type traceContext struct {
 	filters.Base
 	samplePercent uint64 // of the traces the gateway starts, the share marked sampled
 	dye           string // header echoed on the response; "" = none
+
+	exp  *otlp.Exporter // where sampled spans go; nil = no span of its own
+	otlp *otlp.Options  // this config's collector, handed to exp with each span
 }
 
 var _ filters.Filter = (*traceContext)(nil)
 
 // NewTraceContext returns the "trace_context" filter from a provisioned
-// config. Safe for concurrent use.
-func NewTraceContext(order int, c *TraceContext) filters.Filter {
-	return &traceContext{Base: filters.Base{FilterName: NameTraceContext, FilterOrder: order},
+// config. Safe for concurrent use. With exp (and c.OTLP set) it reports a
+// span of its own for every sampled request; exp must be started.
+func NewTraceContext(order int, c *TraceContext, exp *otlp.Exporter) filters.Filter {
+	f := &traceContext{Base: filters.Base{FilterName: NameTraceContext, FilterOrder: order},
 		samplePercent: uint64(*c.SamplePercent), dye: c.DyeHeader}
+	if c.OTLP != nil && exp != nil {
+		f.exp, f.otlp = exp, c.OTLP.options()
+	}
+	return f
 }
 
 // Request keeps a valid traceparent (and its tracestate) as the client sent
@@ -38,17 +49,40 @@ func NewTraceContext(order int, c *TraceContext) filters.Filter {
 // the traceparent it belonged to). The trace id goes to x.TraceID for the
 // logs. It does not allocate once the exchange's arena and edit lists have
 // grown.
+//
+// When it exports spans (otlp), the gateway takes part in the trace: a
+// sampled request gets a span of its own, whose parent is the client's
+// span, and the upstream's traceparent names the gateway's span as its
+// parent instead (§3.2.2.3: a participating vendor sends its own
+// parent-id), written as version 00 (§3.2.4), with the client's flags and
+// tracestate.
 func (f *traceContext) Request(x *filters.Exchange) filters.Verdict {
 	// Several traceparent fields are an invalid one (§3.2.2).
 	if v, n := x.Req.Headers.Only("traceparent"); n == 1 && validTraceparent(v) {
-		x.TraceID = x.Own(v[3 : 3+TraceIDLen])
+		if f.exp != nil && hexValue(v[54])&1 == 1 {
+			var tp [traceparentLen]byte
+			copy(tp[:], v[:traceparentLen])
+			tp[0], tp[1] = '0', '0'
+			id := newSpanID()
+			putHex(tp[36:52], id)
+			own := x.Own(tp[:])
+			x.TraceID = own[3 : 3+TraceIDLen]
+			x.ReqEdits.AddSet("traceparent", own)
+			f.startSpan(x, id)
+			decodeHex(x.Span.Parent[:], v[36:52])
+		} else {
+			x.TraceID = x.Own(v[3 : 3+TraceIDLen])
+		}
 	} else {
 		var tp [traceparentLen]byte
-		f.start(&tp)
+		id := f.start(&tp)
 		own := x.Own(tp[:])
 		x.TraceID = own[3 : 3+TraceIDLen]
 		x.ReqEdits.AddSet("traceparent", own)
 		x.ReqEdits.AddRemove("tracestate")
+		if f.exp != nil && tp[54] == '1' {
+			f.startSpan(x, id) // the parent-id the upstream gets is the gateway's span
+		}
 	}
 	if f.dye != "" {
 		if v, ok := header(x.Req.Headers, f.dye); ok && len(v) > 0 {
@@ -58,8 +92,41 @@ func (f *traceContext) Request(x *filters.Exchange) filters.Verdict {
 	return filters.Continue
 }
 
-// start writes a new version-00 traceparent into tp.
-func (f *traceContext) start(tp *[traceparentLen]byte) {
+// startSpan marks x's span for export, with id as its span id.
+func (f *traceContext) startSpan(x *filters.Exchange, id uint64) {
+	x.Span.Export = true
+	binary.BigEndian.PutUint64(x.Span.ID[:], id)
+	x.Span.Method = x.Own(x.Req.Method)
+}
+
+// Done exports the span of a request Request marked: the exchange's
+// duration ending now, its route, status and node. It does not allocate.
+func (f *traceContext) Done(x *filters.Exchange) {
+	if !x.Span.Export {
+		return
+	}
+	var s otlp.Span
+	decodeHex(s.TraceID[:], x.TraceID)
+	s.SpanID, s.ParentID = x.Span.ID, x.Span.Parent
+	s.End = time.Now().UnixNano()
+	s.Start = s.End - x.End.Duration
+	s.Status, s.Reason, s.Route, s.Node = x.End.Status, x.End.Reason.String(), x.RouteID, x.End.Node
+	s.SetMethod(x.Span.Method)
+	f.exp.Record(x.Loop, f.otlp, &s)
+}
+
+// newSpanID is a random span id; zero is the invalid one.
+func newSpanID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
+}
+
+// start writes a new version-00 traceparent into tp and returns its
+// parent-id.
+func (f *traceContext) start(tp *[traceparentLen]byte) uint64 {
 	copy(tp[:], "00-")
 	for {
 		hi, lo := rand.Uint64(), rand.Uint64()
@@ -70,15 +137,13 @@ func (f *traceContext) start(tp *[traceparentLen]byte) {
 		}
 	}
 	tp[35] = '-'
-	span := rand.Uint64()
-	for span == 0 {
-		span = rand.Uint64()
-	}
+	span := newSpanID()
 	putHex(tp[36:52], span)
 	tp[52], tp[53], tp[54] = '-', '0', '0'
 	if f.samplePercent >= 100 || f.samplePercent > 0 && rand.Uint64N(100) < f.samplePercent {
 		tp[54] = '1'
 	}
+	return span
 }
 
 func putHex(dst []byte, v uint64) {
@@ -89,6 +154,22 @@ func putHex(dst []byte, v uint64) {
 }
 
 const hexDigit = "0123456789abcdef"
+
+// hexValue is the value of a lower-case hex digit validTraceparent let
+// through.
+func hexValue(c byte) byte {
+	if c >= 'a' {
+		return c - 'a' + 10
+	}
+	return c - '0'
+}
+
+// decodeHex fills dst from the lower-case hex digits src (2 per byte).
+func decodeHex(dst, src []byte) {
+	for i := range dst {
+		dst[i] = hexValue(src[2*i])<<4 | hexValue(src[2*i+1])
+	}
+}
 
 // validTraceparent applies W3C Trace Context §3.2.2 to v, byte by byte:
 // version, trace id, parent id and flags are lower-case hex; version ff and
