@@ -331,6 +331,8 @@ BENCH_JWT=eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJiZW5jaC11c2VyIiwiaXNzI
 #              $REDIS_PORT, leased, far above the load
 #   respbody   plain with response_body masking two fields (one in every
 #              item), removing one and wrapping the body
+#   trace      plain with trace_context on: wrk sends no traceparent, so
+#              every request starts a sampled trace (two header edits)
 write_loopgate_config() {
 	local file=$1 port=$2 backend=$3 setup=$4
 	cat >"$file" <<EOF
@@ -386,6 +388,9 @@ EOF
 	cluster)
 		sed -i 's/^    upstream: backend$/    upstream: backend\n    rate_limits: [{key: global, rate: 1000000, burst: 1000000, scope: cluster}]/' "$file"
 		printf 'filters: []\nmetrics: {per_request: false}\nredis: {addrs: ["127.0.0.1:%s"]}\ncluster: {node_id: bench}\n' "$REDIS_PORT" >>"$file"
+		;;
+	trace)
+		printf 'filters: [trace_context]\nmetrics: {per_request: false}\ntrace_context: {}\n' >>"$file"
 		;;
 	*)
 		log "write_loopgate_config: unknown setup '$setup'"

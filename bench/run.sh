@@ -9,7 +9,7 @@
 #   BENCH_ONLY      space-separated subset of: direct nginx haproxy loopgate
 #                   loopgate-metrics loopgate-accesslog loopgate-chain
 #                   loopgate-ratelimit loopgate-cluster loopgate-resilience
-#                   loopgate-json loopgate-respbody
+#                   loopgate-json loopgate-respbody loopgate-trace
 #   LOOPGATE_BIN    gateway binary (default bin/loopgate, built by `make build`)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -38,14 +38,16 @@ declare -A LABEL=(
 	[loopgate-resilience]="loopgate (breaker + isolation)"
 	[loopgate-json]="loopgate (plain, 4 KiB JSON)"
 	[loopgate-respbody]="loopgate (response_body, 4 KiB JSON)"
+	[loopgate-trace]="loopgate (trace context)"
 )
 # URLPATH is what a row requests when not "/": the JSON rows get the 4 KiB body.
 declare -A URLPATH=([loopgate-json]=/json [loopgate-respbody]=/json)
 # The Loopgate rows in table order, and the write_loopgate_config setup of each.
-LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain loopgate-ratelimit loopgate-cluster loopgate-resilience loopgate-json loopgate-respbody)
+LOOPGATE_ROWS=(loopgate loopgate-metrics loopgate-accesslog loopgate-chain loopgate-ratelimit loopgate-cluster loopgate-resilience loopgate-json loopgate-respbody
+	loopgate-trace)
 declare -A SETUP=([loopgate]=plain [loopgate-metrics]=metrics [loopgate-accesslog]=accesslog [loopgate-chain]=default
 	[loopgate-ratelimit]=ratelimit [loopgate-cluster]=cluster [loopgate-resilience]=resilience
-	[loopgate-json]=plain [loopgate-respbody]=respbody)
+	[loopgate-json]=plain [loopgate-respbody]=respbody [loopgate-trace]=trace)
 declare -A PORT=() PID=()
 TARGETS=()  # keys of the targets that started, in table order
 NOTES=()    # lines printed under the table

@@ -21,11 +21,18 @@ import (
 // redisAddr, named id.
 func startClusterNode(t *testing.T, id, redisAddr, up string) *apiGateway {
 	t.Helper()
+	return startClusterNodeWith(t, id, fmt.Sprintf("redis: {addrs: [%q], call_timeout: 250ms}\n", redisAddr), up)
+}
+
+// startClusterNodeWith is startClusterNode with redisYAML as the redis
+// section.
+func startClusterNodeWith(t *testing.T, id, redisYAML, up string) *apiGateway {
+	t.Helper()
 	dir := t.TempDir()
 	g := &apiGateway{dir: dir, listen: freeAddr(t), admin: freeAddr(t)}
 	g.config = filepath.Join(dir, "loopgate.yaml")
 	// The routes come last, so a test can append one.
-	text := fmt.Sprintf("redis: {addrs: [%q], call_timeout: 250ms}\ncluster: {node_id: %s}\n", redisAddr, id) +
+	text := redisYAML + fmt.Sprintf("cluster: {node_id: %s}\n", id) +
 		apiConfig(g.listen, g.admin, filepath.Join(dir, "state.json"), up, "  cluster: redis\n")
 	if err := os.WriteFile(g.config, []byte(text), 0o600); err != nil {
 		t.Fatal(err)

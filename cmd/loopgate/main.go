@@ -433,11 +433,8 @@ func clusterOptions(cfg *config.Config, srv *engine.Server) (admin.ClusterOption
 	if g == nil || g.Redis == nil {
 		return admin.ClusterOptions{}, errors.New("admin.cluster: redis needs the top-level redis section (redis.addrs), where the versions are kept")
 	}
-	if g.Redis.TLS != nil {
-		return admin.ClusterOptions{}, errors.New("admin.cluster: redis does not support redis.tls yet; use a Redis reached over a private network")
-	}
 	opt := admin.ClusterOptions{Addrs: g.Redis.Addrs, Username: g.Redis.Username, Password: g.Redis.Password,
-		MasterSet: g.Redis.SentinelMaster, DialTimeout: time.Duration(g.Redis.DialTimeout),
+		MasterSet: g.Redis.SentinelMaster, TLS: g.RedisTLS(), DialTimeout: time.Duration(g.Redis.DialTimeout),
 		Poll: time.Duration(cfg.Admin.ClusterPoll), NodeID: g.Cluster.NodeID,
 		Log: func(level, msg string) {
 			srv.LogEvent(accesslog.Event{Level: level, Event: "config_sync", Message: msg})

@@ -5,6 +5,7 @@ package admin
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -24,7 +25,8 @@ type ClusterOptions struct {
 	Addrs       []string // the redis section's addrs
 	Username    string
 	Password    string
-	MasterSet   string // Sentinel master name, "" for none
+	MasterSet   string      // Sentinel master name, "" for none
+	TLS         *tls.Config // redis.tls, as the rate limits dial; nil: plain TCP
 	DialTimeout time.Duration
 	KeyPrefix   string        // default "loopgate:config:"
 	Poll        time.Duration // admin.cluster_poll
@@ -135,8 +137,9 @@ func (k *Cluster) conn() (rueidis.Client, error) {
 	default:
 	}
 	cl, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: k.opt.Addrs, Username: k.opt.Username, Password: k.opt.Password,
-		Sentinel:     rueidis.SentinelOption{MasterSet: k.opt.MasterSet, Username: k.opt.Username, Password: k.opt.Password},
+		InitAddress: k.opt.Addrs, Username: k.opt.Username, Password: k.opt.Password, TLSConfig: k.opt.TLS,
+		Sentinel: rueidis.SentinelOption{MasterSet: k.opt.MasterSet, Username: k.opt.Username, Password: k.opt.Password,
+			TLSConfig: k.opt.TLS, Dialer: net.Dialer{Timeout: k.opt.DialTimeout}},
 		ClientName:   "loopgate-config-" + k.opt.NodeID,
 		Dialer:       net.Dialer{Timeout: k.opt.DialTimeout},
 		DisableCache: true,

@@ -201,12 +201,20 @@ func (f *tlsFiles) config() *tls.Config {
 	return tc
 }
 
+// RedisTLS is the client TLS config redis.tls makes, or nil without it:
+// what every other Redis client of the gateway (the config sync) dials
+// with, so it reaches Redis exactly as the rate limits do.
+func (g *Global) RedisTLS() *tls.Config {
+	if g.tls == nil {
+		return nil
+	}
+	return g.tls.config()
+}
+
 // options are the cluster options Validate built, with TLS.
 func (g *Global) options() cluster.Options {
 	opt := g.opt
-	if g.tls != nil {
-		opt.TLS = g.tls.config()
-	}
+	opt.TLS = g.RedisTLS()
 	return opt
 }
 
