@@ -218,7 +218,8 @@ func run(opts *options) error {
 	if cfg.Admin.Address != config.AdminOff {
 		a, err := admin.Listen(cfg.Admin.Address, srv, reloads, admin.Options{Hosts: cfg.Admin.Hosts, Pprof: cfg.Admin.Pprof,
 			Tokens: adminTokens(cfg), OpenReads: cfg.Admin.OpenReads, Control: control, Runtime: runtimeOf(srv),
-			Audit: func(e admin.AuditEntry) { logAudit(srv, e) }})
+			RuntimePath: admin.RuntimePath(cfg.Admin.State),
+			Audit:       func(e admin.AuditEntry) { logAudit(srv, e) }})
 		if err != nil {
 			return err
 		}
@@ -413,6 +414,10 @@ func (r gatewayRuntime) UnrevokeUser(subject string) { r.verifier().UnrevokeUser
 func (r gatewayRuntime) UserRevocationKey(subject string) [16]byte {
 	return r.verifier().UserRevocationKey(subject)
 }
+func (r gatewayRuntime) RevocationSet() admin.RevocationSet {
+	revoked, _ := engine.Service[*auth.Revocations](r.srv)
+	return revoked
+}
 func (r gatewayRuntime) RevocationKey(credential string, apiKey bool) ([16]byte, time.Time) {
 	return r.verifier().RevocationKey(credential, apiKey)
 }
@@ -439,9 +444,10 @@ func clusterOptions(cfg *config.Config, srv *engine.Server) (admin.ClusterOption
 		Log: func(level, msg string) {
 			srv.LogEvent(accesslog.Event{Level: level, Event: "config_sync", Message: msg})
 		}}
-	// The API's revocations (served when runtimeOf is) are the cluster's too.
-	if revoked, ok := engine.Service[*auth.Revocations](srv); ok && runtimeOf(srv) != nil {
-		opt.Revocations = revoked
+	// The API's revocations and bans (served when runtimeOf is) are the
+	// cluster's too.
+	if rt := runtimeOf(srv); rt != nil {
+		opt.Revocations, opt.Bans = rt.RevocationSet(), rt.Bans()
 	}
 	return opt, nil
 }

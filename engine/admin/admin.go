@@ -49,6 +49,11 @@ type Options struct {
 	Control *Control
 	// Runtime serves bans and revocations (runtime.go); nil serves none.
 	Runtime Runtime
+	// RuntimePath keeps the bans and revocations written through the API
+	// that stay on this node (those the cluster does not share) across
+	// restarts: read by Listen, replaced atomically after every write
+	// (RuntimePath(admin.state)); "" keeps them in memory only.
+	RuntimePath string
 	// Audit is told of every ban and revocation written.
 	Audit func(AuditEntry)
 }
@@ -68,6 +73,7 @@ type Server struct {
 	openReads []string
 	control   *Control
 	runtime   Runtime
+	persist   *runtimeStore // nil: the runtime writes are not kept in a file
 	audit     func(AuditEntry)
 }
 
@@ -89,13 +95,26 @@ func Listen(addr string, gw Gateway, reloads *Reloader, opts Options) (*Server, 
 		ln.Close()
 		return nil, err
 	}
-	return serve(ln, gw, reloads, opts), nil
+	var cluster *Cluster
+	if opts.Control != nil {
+		cluster = opts.Control.cluster
+	}
+	persist := newRuntimeStore(opts.RuntimePath, opts.Runtime, cluster)
+	if persist != nil {
+		if err := persist.load(time.Now()); err != nil {
+			ln.Close()
+			return nil, err
+		}
+	}
+	return serve(ln, gw, reloads, opts, persist), nil
 }
 
-// serve serves the admin endpoints on ln, which it owns from now on.
-func serve(ln net.Listener, gw Gateway, reloads *Reloader, opts Options) *Server {
+// serve serves the admin endpoints on ln, which it owns from now on,
+// keeping the runtime writes in persist (nil: in memory only).
+func serve(ln net.Listener, gw Gateway, reloads *Reloader, opts Options, persist *runtimeStore) *Server {
 	s := &Server{ln: ln, gw: gw, reloads: reloads, hosts: hostSet(opts.Hosts), pprof: opts.Pprof,
-		tokens: opts.Tokens, openReads: opts.OpenReads, control: opts.Control, runtime: opts.Runtime, audit: opts.Audit}
+		tokens: opts.Tokens, openReads: opts.OpenReads, control: opts.Control, runtime: opts.Runtime,
+		persist: persist, audit: opts.Audit}
 	for _, t := range opts.Tokens {
 		s.tokenSums = append(s.tokenSums, sha256.Sum256([]byte(t.Secret)))
 	}

@@ -32,8 +32,11 @@ type ClusterOptions struct {
 	Poll        time.Duration // admin.cluster_poll
 	NodeID      string        // named in the versions this node writes
 	// Revocations, when set, are the node's, shared with the cluster
-	// through Redis (revocations.go); nil keeps revocations local.
+	// through Redis (shared.go); nil keeps revocations local.
 	Revocations RevocationSet
+	// Bans, likewise, are the node's bans, shared through Redis; nil
+	// keeps them local.
+	Bans BanSet
 	// Log is told of every version taken from Redis, and of every failure
 	// to take one.
 	Log func(level, msg string)
@@ -60,15 +63,12 @@ type Cluster struct {
 	clientMu sync.Mutex
 	client   atomic.Pointer[rueidis.Client] // nil until a dial succeeded
 
-	revocations, revVersion, revChannel string // keys, as above
-	revMu                               sync.Mutex
-	revHeld                             string // the version of the set this node holds; "" for none
+	revocations, bans *sharedSet // nil when the option is
 
-	kick    chan struct{}
-	revKick chan struct{}
-	quit    chan struct{}
-	done    sync.WaitGroup
-	stop    sync.Once
+	kick chan struct{}
+	quit chan struct{}
+	done sync.WaitGroup
+	stop sync.Once
 }
 
 // casScript stores a new state when the version is still the one the
@@ -97,12 +97,16 @@ func (c *Control) StartCluster(opt ClusterOptions) *Cluster {
 		opt.KeyPrefix = "loopgate:config:"
 	}
 	k := &Cluster{c: c, opt: opt, version: opt.KeyPrefix + "version", state: opt.KeyPrefix + "state",
-		channel: opt.KeyPrefix + "versions", kick: make(chan struct{}, 1), quit: make(chan struct{}),
-		revocations: opt.KeyPrefix + "revocations", revVersion: opt.KeyPrefix + "revocations:version",
-		revChannel: opt.KeyPrefix + "revocations:versions", revKick: make(chan struct{}, 1)}
+		channel: opt.KeyPrefix + "versions", kick: make(chan struct{}, 1), quit: make(chan struct{})}
+	if opt.Revocations != nil {
+		k.revocations = newSharedSet(opt.KeyPrefix, "revocations", MaxRevocations, revocationCopy{opt.Revocations})
+	}
+	if opt.Bans != nil {
+		k.bans = newSharedSet(opt.KeyPrefix, "bans", MaxBans, banCopy{opt.Bans})
+	}
 	c.cluster = k
 	k.sync() // a node that starts later takes the latest version first
-	_ = k.syncRevocations()
+	k.syncSets()
 	k.done.Add(2)
 	go k.poll()
 	go k.subscribe()
@@ -338,23 +342,32 @@ func (k *Cluster) changeOnce(ctx context.Context, w writer, edit func(d confstor
 	return v, false, nil
 }
 
-// poll syncs the config and the revocations every Poll, and either at
-// once when the subscriber is told of a version of it.
+// poll syncs the config and the shared sets every Poll, and each at once
+// when the subscriber is told of a version of it.
 func (k *Cluster) poll() {
 	defer k.done.Done()
 	t := time.NewTicker(k.opt.Poll)
 	defer t.Stop()
+	var revKick, banKick chan struct{} // nil, never ready, for a set not shared
+	if k.revocations != nil {
+		revKick = k.revocations.kick
+	}
+	if k.bans != nil {
+		banKick = k.bans.kick
+	}
 	for {
 		select {
 		case <-k.quit:
 			return
 		case <-t.C:
 			k.sync()
-			_ = k.syncRevocations() // a failure keeps the set until the next tick
+			k.syncSets()
 		case <-k.kick:
 			k.sync()
-		case <-k.revKick:
-			_ = k.syncRevocations()
+		case <-revKick:
+			_ = k.syncSet(k.revocations) // a failure keeps the set until the next tick
+		case <-banKick:
+			_ = k.syncSet(k.bans)
 		}
 	}
 }
@@ -370,10 +383,16 @@ func (k *Cluster) subscribe() {
 		default:
 		}
 		if cl, err := k.conn(); err == nil {
-			_ = cl.Receive(context.Background(), cl.B().Subscribe().Channel(k.channel, k.revChannel).Build(), func(m rueidis.PubSubMessage) {
+			channels := []string{k.channel}
+			for _, s := range k.sets() {
+				channels = append(channels, s.channel)
+			}
+			_ = cl.Receive(context.Background(), cl.B().Subscribe().Channel(channels...).Build(), func(m rueidis.PubSubMessage) {
 				kick := k.kick
-				if m.Channel == k.revChannel {
-					kick = k.revKick
+				for _, s := range k.sets() {
+					if m.Channel == s.channel {
+						kick = s.kick
+					}
 				}
 				select {
 				case kick <- struct{}{}:

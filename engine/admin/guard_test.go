@@ -204,7 +204,7 @@ func TestHostOfTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serve(podListener{ln, &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 9901}}, &fakeGateway{ready: make(chan struct{})}, nil, Options{})
+	s := serve(podListener{ln, &net.TCPAddr{IP: net.IPv4(10, 1, 2, 3), Port: 9901}}, &fakeGateway{ready: make(chan struct{})}, nil, Options{}, nil)
 	t.Cleanup(func() { s.Close() })
 	base := "http://" + ln.Addr().String()
 	if code, body := send(t, request("GET", base+"/healthz", "", "Host", "10.1.2.3:9901")); code != 200 {

@@ -4,12 +4,13 @@
 package admin
 
 import (
-	"errors"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/netip"
 	"time"
 
+	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 )
 
@@ -31,6 +32,9 @@ type Runtime interface {
 	// credential under, and a JWT's exp (see auth.Verifier.RevocationKey):
 	// what the cluster shares instead of the credential.
 	RevocationKey(credential string, apiKey bool) (key [16]byte, exp time.Time)
+	// RevocationSet is the revocations themselves (auth.Revocations),
+	// which the cluster and the runtime state file read and replace.
+	RevocationSet() RevocationSet
 }
 
 // sharedRevocations is the cluster revocations go through, or nil when
@@ -42,9 +46,18 @@ func (s *Server) sharedRevocations() *Cluster {
 	return nil
 }
 
-// revocationFailed answers a cluster revocation write that failed.
-func (s *Server) revocationFailed(w http.ResponseWriter, err error) {
-	if errors.Is(err, errRevocationsFull) {
+// sharedBans is the cluster bans go through, or nil when they stay on
+// this node.
+func (s *Server) sharedBans() *Cluster {
+	if s.control != nil && s.control.cluster.SharesBans() {
+		return s.control.cluster
+	}
+	return nil
+}
+
+// sharedWriteFailed answers a cluster revocation or ban write that failed.
+func (s *Server) sharedWriteFailed(w http.ResponseWriter, err error) {
+	if errFull(err) {
 		s.fail(w, http.StatusConflict, 40901, err.Error())
 		return
 	}
@@ -105,8 +118,16 @@ func (s *Server) postBan(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("prefix %q: want an IP address or a CIDR", body.Prefix))
 		return
 	}
-	if err := s.runtime.Bans().Ban(p, ttl); err != nil {
+	p = filters.NormalizePrefix(p) // as the ban list keeps it, and names it
+	if k := s.sharedBans(); k != nil {
+		if err := k.add(k.bans, p.String(), time.Now().Add(ttl)); err != nil {
+			s.sharedWriteFailed(w, err)
+			return
+		}
+	} else if err := s.runtime.Bans().Ban(p, ttl); err != nil {
 		s.fail(w, http.StatusConflict, 40901, err.Error())
+		return
+	} else if !s.persistRuntime(w) {
 		return
 	}
 	s.runtimeAudit(r, "ban "+p.String()+" for "+ttl.String())
@@ -119,8 +140,20 @@ func (s *Server) deleteBan(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, 40001, fmt.Sprintf("prefix %q: want an IP address or a CIDR", r.PathValue("prefix")))
 		return
 	}
-	if !s.runtime.Bans().Unban(p) {
+	var banned bool
+	if k := s.sharedBans(); k != nil {
+		if banned, err = k.remove(k.bans, filters.NormalizePrefix(p).String()); err != nil {
+			s.sharedWriteFailed(w, err)
+			return
+		}
+	} else {
+		banned = s.runtime.Bans().Unban(p)
+	}
+	if !banned {
 		s.fail(w, http.StatusNotFound, 40402, fmt.Sprintf("%s is not banned", p))
+		return
+	}
+	if s.sharedBans() == nil && !s.persistRuntime(w) {
 		return
 	}
 	s.runtimeAudit(r, "unban "+p.String())
@@ -166,8 +199,9 @@ func (s *Server) postRevocation(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, http.StatusBadRequest, 40001, "credential, api_key or user: set exactly one")
 		return
 	case k != nil && body.User != "":
-		if err := k.revoke(s.runtime.UserRevocationKey(body.User), until); err != nil {
-			s.revocationFailed(w, err)
+		key := s.runtime.UserRevocationKey(body.User)
+		if err := k.add(k.revocations, hex.EncodeToString(key[:]), until); err != nil {
+			s.sharedWriteFailed(w, err)
 			return
 		}
 	case body.User != "":
@@ -177,14 +211,17 @@ func (s *Server) postRevocation(w http.ResponseWriter, r *http.Request) {
 		if !exp.IsZero() && (until.IsZero() || exp.Before(until)) {
 			until = exp // Redis need not keep it past the token's own end
 		}
-		if err := k.revoke(key, until); err != nil {
-			s.revocationFailed(w, err)
+		if err := k.add(k.revocations, hex.EncodeToString(key[:]), until); err != nil {
+			s.sharedWriteFailed(w, err)
 			return
 		}
 	case body.APIKey != "":
 		s.runtime.RevokeKey(body.APIKey)
 	default:
 		s.runtime.Revoke(body.Credential, until)
+	}
+	if s.sharedRevocations() == nil && !s.persistRuntime(w) {
+		return
 	}
 	s.runtimeAudit(r, "revoke a credential") // never the credential itself
 	writeJSON(w, http.StatusOK, map[string]any{"revoked": true, "revocations": s.runtime.Revocations()})
@@ -207,8 +244,8 @@ func (s *Server) deleteRevocation(w http.ResponseWriter, r *http.Request) {
 		if body.User != "" {
 			key = s.runtime.UserRevocationKey(body.User)
 		}
-		if err := k.unrevoke(key); err != nil {
-			s.revocationFailed(w, err)
+		if _, err := k.remove(k.revocations, hex.EncodeToString(key[:])); err != nil {
+			s.sharedWriteFailed(w, err)
 			return
 		}
 	case body.User != "":
@@ -216,8 +253,26 @@ func (s *Server) deleteRevocation(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.runtime.Unrevoke(cred)
 	}
+	if k == nil && !s.persistRuntime(w) {
+		return
+	}
 	s.runtimeAudit(r, "lift a revocation")
 	writeJSON(w, http.StatusOK, map[string]any{"revocations": s.runtime.Revocations()})
+}
+
+// persistRuntime writes the runtime state file after a write that stays on
+// this node, when there is one. When it cannot be written it answers 500
+// (code 50001) and reports false: the write took effect here, but a
+// restart would lose it.
+func (s *Server) persistRuntime(w http.ResponseWriter) bool {
+	if s.persist == nil {
+		return true
+	}
+	if err := s.persist.save(); err != nil {
+		s.fail(w, http.StatusInternalServerError, 50001, "applied on this node, but a restart would lose it: "+err.Error())
+		return false
+	}
+	return true
 }
 
 // runtimeAudit logs a runtime write; it changes no version.

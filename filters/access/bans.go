@@ -101,6 +101,35 @@ func (b *Bans) Unban(p netip.Prefix) bool {
 	return present
 }
 
+// Replace makes set (prefix -> the unix nanoseconds its ban lapses) the
+// bans in force, dropping every other: a cluster's, read whole from
+// Redis, or those the admin state kept across a restart. Past the set's
+// capacity the rest are dropped. Safe for concurrent use.
+func (b *Bans) Replace(set map[netip.Prefix]int64) {
+	next := make(map[netip.Prefix]int64, min(len(set), b.max))
+	for p, until := range set {
+		if !p.IsValid() || p.Addr().Zone() != "" {
+			continue
+		}
+		if len(next) == b.max {
+			break
+		}
+		next[filters.NormalizePrefix(p)] = until
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.snap.Store(newBanSnapshot(next))
+}
+
+// Snapshot returns the bans unexpired now, each prefix with the unix
+// nanoseconds it lapses: a copy, the caller's to keep. Safe for concurrent
+// use.
+func (b *Bans) Snapshot() map[netip.Prefix]int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.live(b.clock())
+}
+
 // Banned reports whether ip is inside a ban that has not expired at now.
 // It never blocks or allocates; safe for concurrent use.
 func (b *Bans) Banned(ip netip.Addr, now time.Time) bool {
