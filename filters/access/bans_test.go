@@ -185,3 +185,33 @@ func TestBansConcurrent(t *testing.T) {
 		t.Errorf("%d bans, want 100", n)
 	}
 }
+
+// Replace swaps in a whole set (normalised, bounded by the capacity);
+// Snapshot is the live set, a copy.
+func TestBansReplaceAndSnapshot(t *testing.T) {
+	b, clock := newTestBans(2)
+	now := clock.t.UnixNano()
+	b.Ban(pfx("198.51.100.0/24"), time.Hour)
+	b.Replace(map[netip.Prefix]int64{
+		pfx("203.0.113.7/24"): now + int64(time.Minute), // normalised to 203.0.113.0/24
+		pfx("2001:db8::/32"):  now - 1,                  // lapsed: kept, but not live
+	})
+	if b.Banned(ip("198.51.100.1"), clock.t) {
+		t.Error("a ban the replaced set lacks is still in force")
+	}
+	if !b.Banned(ip("203.0.113.9"), clock.t) || b.Banned(ip("2001:db8::1"), clock.t) {
+		t.Error("the replaced set is not the one in force")
+	}
+	snap := b.Snapshot()
+	if len(snap) != 1 || snap[pfx("203.0.113.0/24")] != now+int64(time.Minute) {
+		t.Errorf("snapshot %v", snap)
+	}
+	delete(snap, pfx("203.0.113.0/24"))
+	if !b.Banned(ip("203.0.113.9"), clock.t) {
+		t.Error("changing the snapshot changed the bans")
+	}
+	b.Replace(map[netip.Prefix]int64{pfx("10.0.0.1/32"): now + 1, pfx("10.0.0.2/32"): now + 1, pfx("10.0.0.3/32"): now + 1})
+	if n := len(b.Snapshot()); n != 2 {
+		t.Errorf("a set past the capacity of 2 kept %d", n)
+	}
+}
