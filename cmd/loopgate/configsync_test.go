@@ -131,6 +131,24 @@ func TestClusterConfigSync(t *testing.T) {
 	if status, body, _ := call(t, a.admin, readToken, "GET", "/config/routes/one", ""); status != 200 {
 		t.Fatalf("a lost /one when Redis came back empty: %d %v", status, body)
 	}
+	// Converged: both nodes on Redis's version, with the same config.
+	waitUntil(t, "both nodes on Redis's version", a.exited, a.logs, func() bool {
+		want, err := r.Do("GET", "loopgate:config:version").ToString()
+		if err != nil {
+			return false
+		}
+		for _, g := range []*apiGateway{a, b} {
+			if _, body, _ := call(t, g.admin, readToken, "GET", "/config/versions", ""); fmt.Sprint(body["latest"]) != want {
+				return false
+			}
+		}
+		return true
+	})
+	_, ca, _ := call(t, a.admin, readToken, "GET", "/config/routes", "")
+	_, cb, _ := call(t, b.admin, readToken, "GET", "/config/routes", "")
+	if fmt.Sprint(ca) != fmt.Sprint(cb) {
+		t.Fatalf("the nodes' routes differ after Redis came back:\na %v\nb %v", ca, cb)
+	}
 
 	// A rollback on a, served by b; and a node that starts later takes
 	// the latest version.
