@@ -5,9 +5,12 @@ package transform
 import (
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
+	"github.com/loopgate/loopgate/filters/transform/otlp"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // benchRequest is a typical proxied API request behind one trusted proxy.
@@ -99,5 +102,33 @@ func BenchmarkDefaultChainNoAuth(b *testing.B) {
 		}
 		x.Status = 200
 		chain.RunResponse(x)
+	}
+}
+
+// BenchmarkTraceContextStart is trace_context for a request without a
+// traceparent: a new trace, two header edits.
+func BenchmarkTraceContextStart(b *testing.B) {
+	benchFilter(b, newTrace(b, 100, ""), "10.0.0.1")
+}
+
+// BenchmarkTraceContextExport adds the gateway's span: a client's sampled
+// traceparent rewritten, and the span recorded at the done phase into the
+// loop's ring (the sender idles: batch and interval are never reached, and
+// a full ring drops, which costs the same).
+func BenchmarkTraceContextExport(b *testing.B) {
+	g := &TraceContextGlobal{TraceContext: &TraceContext{OTLP: &OTLP{Endpoint: "http://127.0.0.1:1", BatchSize: 1 << 16, FlushInterval: units.Duration(time.Hour)}}}
+	g.Provision()
+	exp := otlp.New()
+	exp.Start(1, 4096)
+	defer exp.Close()
+	f := NewTraceContext(110, g.TraceContext, exp)
+	req, _ := request(b, append(benchRequest, "traceparent: "+validTP)...)
+	x := &filters.Exchange{}
+	b.ReportAllocs()
+	for b.Loop() {
+		x.Reset(req, x.RequestID, x.Peer, 0, nil)
+		f.Request(x)
+		x.Req = nil
+		f.Done(x)
 	}
 }

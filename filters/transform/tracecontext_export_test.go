@@ -9,10 +9,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/filterstest"
 	"github.com/loopgate/loopgate/filters/transform/otlp"
+	"github.com/loopgate/loopgate/pool/units"
 )
 
 // collected is one span as the receiver read it.
@@ -40,7 +42,7 @@ func exportingTrace(t *testing.T, batch int) (filters.Filter, *otlp.Exporter, ch
 		}
 	}))
 	t.Cleanup(srv.Close)
-	g := &TraceContextGlobal{TraceContext: &TraceContext{OTLP: &OTLP{Endpoint: srv.URL, BatchSize: batch}}}
+	g := &TraceContextGlobal{TraceContext: &TraceContext{OTLP: &OTLP{Endpoint: srv.URL, BatchSize: batch, FlushInterval: units.Duration(time.Hour)}}}
 	if p := filterstest.Check(g, &filterstest.Env{}, nil); len(p) > 0 {
 		t.Fatalf("config refused: %q", p)
 	}
@@ -106,7 +108,7 @@ func TestTraceContextExportsItsSpan(t *testing.T) {
 // A request on the loop, its span included, allocates nothing: the sender
 // is idle (batch and interval never reached) and the ring takes the spans.
 func TestTraceContextExportAllocs(t *testing.T) {
-	f, _, _ := exportingTrace(t, 1<<16)
+	f, _, got := exportingTrace(t, 1<<16)
 	req, _ := request(t, "GET / HTTP/1.1", "Host: a", "traceparent: "+validTP)
 	x := exchange(req, "192.0.2.1")
 	run := func() {
@@ -115,6 +117,8 @@ func TestTraceContextExportAllocs(t *testing.T) {
 		x.Req = nil
 		f.Done(x)
 	}
+	run() // the config's first span wakes the sender, which posts it
+	<-got
 	for range 10 {
 		run()
 	}

@@ -4,6 +4,7 @@
 package transform
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -183,5 +184,15 @@ func TestTraceContextAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(1000, run); n != 0 {
 		t.Errorf("%v allocations per request", n)
+	}
+}
+
+func TestPutHex(t *testing.T) {
+	for _, v := range []uint64{0, 1, 0x0123456789abcdef, 0xfedcba9876543210, ^uint64(0), 0xa0b0c0d0e0f09999} {
+		var got [16]byte
+		putHex(got[:], v)
+		if want := fmt.Sprintf("%016x", v); string(got[:]) != want {
+			t.Errorf("putHex(%#x) = %q, want %q", v, got, want)
+		}
 	}
 }

@@ -66,10 +66,12 @@ func (e *Exporter) Start(loops, queueSize int) {
 // counts it. Called on event loop loop only, after Start.
 func (e *Exporter) Record(loop int, o *Options, s *Span) {
 	r := (*e.rings.Load())[loop]
+	wake := false
 	if r.opts.Load() != o {
-		r.opts.Store(o)
+		r.opts.Store(o) // a new config's first span: the sender takes its interval
+		wake = true
 	}
-	if n := r.push(s); n == uint64(o.BatchSize) {
+	if n := r.push(s); wake || n == uint64(o.BatchSize) {
 		select {
 		case e.wake <- struct{}{}:
 		default: // the sender is awake already
@@ -87,11 +89,13 @@ func (e *Exporter) Close() {
 }
 
 // send is the sender goroutine: it drains every ring at each wake and
-// every flush interval, and once more when the exporter closes.
+// every flush interval (the latest config's; no timer before the first
+// span), and once more when the exporter closes.
 func (e *Exporter) send() {
 	defer close(e.done)
-	interval := DefaultFlushInterval
-	t := time.NewTimer(interval)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	var tick <-chan time.Time // nil until a span says which interval
 	defer t.Stop()
 	for {
 		select {
@@ -99,12 +103,12 @@ func (e *Exporter) send() {
 			e.drain(true)
 			return
 		case <-e.wake:
-		case <-t.C:
+		case <-tick:
 		}
 		if o := e.drain(false); o != nil {
-			interval = o.FlushInterval
+			t.Reset(o.FlushInterval)
+			tick = t.C
 		}
-		t.Reset(interval)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func span(i int) Span {
@@ -171,20 +172,25 @@ func TestExporterBatchesRetriesAndCounts(t *testing.T) {
 	e := New()
 	e.Start(1, 8)
 	defer e.Close()
-	for i := range 4 { // a full batch wakes the sender
-		s := span(i)
+	// The first span of a config wakes the sender (it learns the flush
+	// interval); its post is refused with a 503 and retried.
+	s := span(0)
+	e.Record(0, o, &s)
+	<-rcv.got
+	for i := range 4 { // a full batch wakes the sender again
+		s := span(1 + i)
 		e.Record(0, o, &s)
 	}
 	<-rcv.got
 	<-rcv.got
-	if posts, spans := rcv.count(); posts != 2 || spans != 4 {
-		t.Fatalf("posts %d, spans %d; want the batch of 4 retried once", posts, spans)
+	if posts, spans := rcv.count(); posts != 3 || spans != 5 {
+		t.Fatalf("posts %d, spans %d; want the first span retried once, then the batch of 4", posts, spans)
 	}
 	e.Close() // the sender has counted what it posted
 	if rcv.headers.Get("X-Api-Key") != "k" {
 		t.Errorf("headers %v", rcv.headers)
 	}
-	if e.exported.Load() != 4 || e.posts.Load() != 2 {
+	if e.exported.Load() != 5 || e.posts.Load() != 3 {
 		t.Errorf("exported %d, posts %d", e.exported.Load(), e.posts.Load())
 	}
 }
@@ -210,10 +216,17 @@ func TestExporterGivesUpOnARefusal(t *testing.T) {
 // Close posts what the rings hold; a full ring drops and counts.
 func TestExporterCloseFlushesAndFullRingDrops(t *testing.T) {
 	rcv, srv := newReceiver(t)
-	o := &Options{Endpoint: srv.URL, BatchSize: 100} // never reached: only Close posts
+	o := &Options{Endpoint: srv.URL, BatchSize: 100, FlushInterval: time.Hour} // never reached: only Close posts
 	o.Provision()
 	e := New()
 	e.Start(2, 4)
+	for loop := range 2 { // each ring's first span wakes the sender, which posts it
+		s := span(100 + loop)
+		e.Record(loop, o, &s)
+	}
+	for _, n := rcv.count(); n < 2; _, n = rcv.count() {
+		<-rcv.got
+	}
 	for i := range 6 {
 		s := span(i)
 		e.Record(i%2, o, &s)
@@ -223,12 +236,12 @@ func TestExporterCloseFlushesAndFullRingDrops(t *testing.T) {
 		e.Record(0, o, &s) // loop 0 holds 3, takes 1 more, drops 3
 	}
 	e.Close()
-	if _, spans := rcv.count(); spans != 7 {
-		t.Errorf("%d spans posted at close, want 7", spans)
+	if _, spans := rcv.count(); spans != 2+7 {
+		t.Errorf("%d spans posted, want 2 and then 7 at close", spans)
 	}
 	var page strings.Builder
 	e.WriteMetrics(&page)
-	for _, line := range []string{"loopgate_trace_spans_dropped_total 3", "loopgate_trace_spans_exported_total 7"} {
+	for _, line := range []string{"loopgate_trace_spans_dropped_total 3", "loopgate_trace_spans_exported_total 9"} {
 		if !strings.Contains(page.String(), "\n"+line+"\n") {
 			t.Errorf("metrics lack %q:\n%s", line, page.String())
 		}
