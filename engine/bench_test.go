@@ -88,6 +88,20 @@ func BenchmarkProxyAccessLog(b *testing.B) {
 	benchmarkProxy(b, accessLogTo(filepath.Join(b.TempDir(), "access.log"))+oneRoute, benchRequest)
 }
 
+// BenchmarkProxyPlain is the bench's plain row: no filters, no
+// per-request series.
+func BenchmarkProxyPlain(b *testing.B) {
+	benchmarkProxy(b, "filters: []\n"+metricsOff+oneRoute, benchRequest)
+}
+
+// BenchmarkProxyTraceContext is the plain row with trace_context on: the
+// request carries no traceparent, so each gets a new trace (the bench's
+// "trace context" row). The difference from BenchmarkProxyPlain is its
+// cost.
+func BenchmarkProxyTraceContext(b *testing.B) {
+	benchmarkProxy(b, "filters: []\n"+metricsOff+"trace_context: {}\n"+oneRoute, benchRequest)
+}
+
 const metricsOff = "metrics: {per_request: false}\n"
 
 // accessLogTo is the config line that turns the access log on.
