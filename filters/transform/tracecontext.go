@@ -171,7 +171,6 @@ func hexWord(v uint64) uint64 {
 	return v + 0x3030303030303030 + letters*('a'-'0'-10)
 }
 
-
 // hexValue is the value of a lower-case hex digit validTraceparent let
 // through.
 func hexValue(c byte) byte {
