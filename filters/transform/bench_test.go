@@ -121,7 +121,7 @@ func BenchmarkTraceContextExport(b *testing.B) {
 	exp := otlp.New()
 	exp.Start(1, 4096)
 	defer exp.Close()
-	f := NewTraceContext(110, g.TraceContext, exp)
+	f := NewTraceContext(110, 1, g.TraceContext, exp)
 	req, _ := request(b, append(benchRequest, "traceparent: "+validTP)...)
 	x := &filters.Exchange{}
 	b.ReportAllocs()

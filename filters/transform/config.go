@@ -321,7 +321,7 @@ func newTraceContext(b *filters.Build) (filters.Filter, error) {
 			exp.Start(b.Loops, o.QueueSize)
 		}
 	}
-	return NewTraceContext(b.Order, g.TraceContext, exp), nil
+	return NewTraceContext(b.Order, b.Loops, g.TraceContext, exp), nil
 }
 
 var (

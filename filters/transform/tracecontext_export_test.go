@@ -49,7 +49,7 @@ func exportingTrace(t *testing.T, batch int) (filters.Filter, *otlp.Exporter, ch
 	exp := otlp.New()
 	exp.Start(1, 64)
 	t.Cleanup(exp.Close)
-	return NewTraceContext(110, g.TraceContext, exp), exp, got
+	return NewTraceContext(110, 1, g.TraceContext, exp), exp, got
 }
 
 func TestTraceContextExportsItsSpan(t *testing.T) {

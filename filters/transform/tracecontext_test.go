@@ -23,7 +23,7 @@ func newTrace(t testing.TB, percent int, dye string) filters.Filter {
 	if p := filterstest.Check(g, &filterstest.Env{}, nil); len(p) > 0 {
 		t.Fatalf("config refused: %q", p)
 	}
-	return NewTraceContext(110, g.TraceContext, nil)
+	return NewTraceContext(110, 1, g.TraceContext, nil)
 }
 
 func TestTraceparentEdgeCases(t *testing.T) {
