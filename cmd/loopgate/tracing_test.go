@@ -44,9 +44,9 @@ func TestTraceContextExportsSpans(t *testing.T) {
 		parents <- r.Header.Get("traceparent")
 		io.WriteString(w, "ok")
 	})
-	// batch_size 2: the second request's span sends the batch at once.
+	// batch_size 1: each span is posted at once (the interval never passes).
 	g, listen, adminAddr := startServing(t, fmt.Sprintf(`trace_context:
-  otlp: {endpoint: "http://%s", batch_size: 2, flush_interval: 1h, headers: {X-Key: k1}}
+  otlp: {endpoint: "http://%s", batch_size: 1, flush_interval: 1h, headers: {X-Key: k1}}
 upstreams:
   - {name: b, nodes: ["%%s"]}
 routes:
