@@ -6,6 +6,7 @@ package accesslog
 import (
 	"bytes"
 	"reflect"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -118,6 +119,12 @@ func pretouch() error {
 	}
 	return nil
 }
+
+// pretouchOnce compiles them once per process: a second Pretouch of a
+// type while another writer encodes it races inside sonic (its program
+// cache is replaced under the encoder; -race saw it when tests made
+// writers in parallel), and once is all the first request needs.
+var pretouchOnce = sync.OnceValue(pretouch)
 
 // batchLines is how many access lines one sonic call encodes. sonic's
 // EncodeInto allocates 16 bytes per call (it boxes the value's pointer), so

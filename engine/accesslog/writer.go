@@ -90,7 +90,7 @@ type Writer struct {
 // New opens the access log (if any) and makes the rings. The file is
 // opened now, so a path that cannot be written fails at startup.
 func New(o Options) (*Writer, error) {
-	if err := pretouch(); err != nil {
+	if err := pretouchOnce(); err != nil {
 		return nil, fmt.Errorf("accesslog: compiling the line encoders: %w", err)
 	}
 	w := &Writer{path: o.Path, errPath: o.ErrorPath, errMin: levelRank(o.ErrorLevel), reopen: make(chan struct{}, 1),
