@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis browser screenshots bench bench-ab bench-tls bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-clientlimit bench-go fuzz clean
+.PHONY: build run test vet redis browser screenshots bench bench-ab bench-tls bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-ws-slow bench-clientlimit bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -50,11 +50,13 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 
-# Proxy benchmark: Loopgate vs nginx vs haproxy on one backend (see bench/README.md).
+# Proxy benchmark: Loopgate vs nginx vs haproxy on one backend, the HTTPS
+# rows, then the WebSocket echo row against nginx (see bench/README.md).
 bench: build
 	bash bench/run.sh
 	bash bench/churn.sh
 	bash bench/tls.sh
+	WS_PARTS=echo bash bench/ws.sh
 
 # The HTTPS rows alone: keep-alive, handshakes full and resumed, TLS to the upstream, a handshake flood.
 bench-tls: build
@@ -86,13 +88,18 @@ bench-isolation: build
 bench-idle: build
 	bash bench/idle.sh
 
-# WebSocket echo (CPU per message) and 10,000 idle tunnels, Loopgate vs nginx.
+# WebSocket echo (CPU per message), 10,000 idle tunnels and a 64 MiB slow reader, Loopgate vs nginx.
 bench-ws: build
 	bash bench/ws.sh
 
 # Per-client cluster limits: 10,000 users over two gateways and one redis-server.
 bench-clientlimit: redis
 	bash bench/clientlimit.sh
+
+# 1 GiB through one tunnel to a 1 MiB/s reader (about 17 minutes, little CPU):
+# Loopgate's peak RSS growth, a VmRSS sample a second in bench/out/ws-slow-rss.txt.
+bench-ws-slow: build
+	WS_PARTS=flood WS_PROXIES='$(or $(PROXIES),loopgate)' WS_FLOOD_MIB='$(or $(MIB),1024)' WS_RSS_LOG=bench/out/ws-slow-rss.txt bash bench/ws.sh
 
 # Hot-path micro-benchmarks with allocs/op.
 bench-go:

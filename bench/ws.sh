@@ -5,15 +5,21 @@
 # trips per second and the proxy's CPU per message (user+sys of the proxy
 # process tree divided by the round trips) at WS_CONNS tunnels, WS_ROUNDS
 # rounds each; then WS_IDLE idle tunnels through each and the proxy's RSS
-# growth per tunnel (nginx: its worker's). Written to bench/out/ws.md.
+# growth per tunnel (nginx: its worker's); then WS_FLOOD_MIB pushed through
+# one tunnel to a 1 MiB/s reader and the proxy's peak RSS growth. Written
+# to bench/out/ws.md (or ws-PARTS.md when WS_PARTS is a subset).
 #
 # Environment:
+#   WS_PARTS      space-separated subset of: echo idle flood (default all three;
+#                 `make bench` runs echo, `make bench-ws-slow` flood)
+#   WS_PROXIES    space-separated subset of: loopgate nginx (default both)
 #   WS_CONNS      concurrent tunnels of the echo rows (default 64)
 #   WS_SECONDS    length of one echo run (default 10)
 #   WS_ROUNDS     echo runs per proxy, alternating (default 3)
 #   WS_IDLE       idle tunnels (default 10000)
 #   WS_FLOOD_MIB  MiB pushed through one tunnel to an upstream reading 1 MiB/s
 #                 (default 64; the issue's figure is 1024, which takes 17 minutes)
+#   WS_RSS_LOG    flood: file that gets a "proxy seconds VmRSS_bytes" line a second
 #   LOOPGATE_BIN  gateway binary (default bin/loopgate, built by `make build`)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -24,10 +30,26 @@ SECONDS_PER_RUN=${WS_SECONDS:-10}
 ROUNDS=${WS_ROUNDS:-3}
 IDLE=${WS_IDLE:-10000}
 FLOOD=${WS_FLOOD_MIB:-64}
+PARTS=" ${WS_PARTS:-echo idle flood} "
+PROXIES=" ${WS_PROXIES:-loopgate nginx} "
+RSS_LOG=${WS_RSS_LOG:-}
 LOOPGATE_BIN=${LOOPGATE_BIN:-$ROOT/bin/loopgate}
 OUT=$ROOT/bench/out
 [[ -x $LOOPGATE_BIN ]] || { log "${LOOPGATE_BIN#"$ROOT"/} missing; run \`make build\` first"; exit 1; }
-command -v nginx >/dev/null 2>&1 || { log "nginx is needed for the comparison"; exit 1; }
+for p in $PARTS; do
+	[[ $p == echo || $p == idle || $p == flood ]] || { log "WS_PARTS: unknown part '$p'"; exit 2; }
+done
+for p in $PROXIES; do
+	[[ $p == loopgate || $p == nginx ]] || { log "WS_PROXIES: unknown proxy '$p'"; exit 2; }
+done
+if [[ $PROXIES == *" nginx "* ]] && ! command -v nginx >/dev/null 2>&1; then
+	log "nginx is needed for the comparison (or WS_PROXIES=loopgate)"
+	exit 1
+fi
+
+# part NAME and proxy NAME report whether WS_PARTS / WS_PROXIES select it.
+part() { [[ $PARTS == *" $1 "* ]]; }
+proxy() { [[ $PROXIES == *" $1 "* ]]; }
 
 write_ws_nginx_conf() {
 	local dir=$1 port=$2 up=$3
@@ -94,62 +116,94 @@ main() {
 	log "building bench tools"
 	build_tools
 	go build -o "$TMP/bin/" ./bench/cmd/wsbench
-	local ports
+	local ports lg="" ng="" worker=""
 	mapfile -t ports < <(free_ports 3)
 	start_pinned ws-upstream "$LOAD_CPU" "$TMP/bin/wsbench" -mode upstream -listen "127.0.0.1:${ports[0]}"
-	write_ws_loopgate_conf "$TMP/loopgate.yaml" "${ports[1]}" "${ports[0]}"
-	start_loopgate loopgate "$TMP/loopgate.yaml" "$PROXY_CPU"
-	local lg=$STARTED_PID
-	write_ws_nginx_conf "$TMP/nginx-ws" "${ports[2]}" "${ports[0]}"
-	start_nginx nginx-ws "$TMP/nginx-ws" "$PROXY_CPU"
-	local ng=$STARTED_PID
-	wait_ready loopgate "$lg" "${ports[1]}" || exit 1
-	wait_ready nginx "$ng" "${ports[2]}" || exit 1
+	if proxy loopgate; then
+		write_ws_loopgate_conf "$TMP/loopgate.yaml" "${ports[1]}" "${ports[0]}"
+		start_loopgate loopgate "$TMP/loopgate.yaml" "$PROXY_CPU"
+		lg=$STARTED_PID
+		wait_ready loopgate "$lg" "${ports[1]}" || exit 1
+	fi
+	if proxy nginx; then
+		write_ws_nginx_conf "$TMP/nginx-ws" "${ports[2]}" "${ports[0]}"
+		start_nginx nginx-ws "$TMP/nginx-ws" "$PROXY_CPU"
+		ng=$STARTED_PID
+		wait_ready nginx "$ng" "${ports[2]}" || exit 1
+		worker=$(pgrep -P "$ng" | head -1)
+	fi
 
-	local rows=() r lgr=() ngr=()
-	for ((r = 1; r <= ROUNDS; r++)); do
-		log "echo round $r of $ROUNDS: $CONNS tunnels, ${SECONDS_PER_RUN}s each"
-		lgr+=("$(echo_run loopgate "$lg" "${ports[1]}")")
-		ngr+=("$(echo_run nginx "$ng" "${ports[2]}")")
-	done
-	local worker
-	worker=$(pgrep -P "$ng" | head -1)
-	log "opening $IDLE idle tunnels through each"
-	local lgi ngi
-	lgi=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode idle -addr "127.0.0.1:${ports[1]}" -n "$IDLE" -pid "$lg")
-	ngi=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode idle -addr "127.0.0.1:${ports[2]}" -n "$IDLE" -pid "$worker")
-	log "pushing $FLOOD MiB through one tunnel each to a 1 MiB/s reader"
-	local lgf ngf
-	lgf=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode flood -addr "127.0.0.1:${ports[1]}" -mib "$FLOOD" -pid "$lg")
-	ngf=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode flood -addr "127.0.0.1:${ports[2]}" -mib "$FLOOD" -pid "$worker")
+	local r lgr=() ngr=() lgi="" ngi="" lgf="" ngf=""
+	if part echo; then
+		for ((r = 1; r <= ROUNDS; r++)); do
+			log "echo round $r of $ROUNDS: $CONNS tunnels, ${SECONDS_PER_RUN}s each"
+			proxy loopgate && lgr+=("$(echo_run loopgate "$lg" "${ports[1]}")")
+			proxy nginx && ngr+=("$(echo_run nginx "$ng" "${ports[2]}")")
+		done
+	fi
+	if part idle; then
+		log "opening $IDLE idle tunnels through each"
+		proxy loopgate && lgi=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode idle -addr "127.0.0.1:${ports[1]}" -n "$IDLE" -pid "$lg")
+		proxy nginx && ngi=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode idle -addr "127.0.0.1:${ports[2]}" -n "$IDLE" -pid "$worker")
+	fi
+	if part flood; then
+		log "pushing $FLOOD MiB through one tunnel each to a 1 MiB/s reader"
+		if [[ -n $RSS_LOG ]]; then
+			mkdir -p "$(dirname "$RSS_LOG")"
+			: >"$RSS_LOG"
+		fi
+		proxy loopgate && lgf=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode flood -addr "127.0.0.1:${ports[1]}" -mib "$FLOOD" -pid "$lg" -log "${RSS_LOG:+$RSS_LOG}" -label loopgate)
+		proxy nginx && ngf=$(pinned "$LOAD_CPU" "$TMP/bin/wsbench" -mode flood -addr "127.0.0.1:${ports[2]}" -mib "$FLOOD" -pid "$worker" -log "${RSS_LOG:+$RSS_LOG}" -label nginx)
+	fi
 	mkdir -p "$OUT"
+	local name=ws
+	[[ $PARTS != " echo idle flood " ]] && name=ws-$(echo $PARTS | tr ' ' '-')
 	{
 		echo "WebSocket tunnels, $(date -u '+%Y-%m-%d %H:%M UTC'): kernel $(uname -r), $CONNS tunnels, ${SECONDS_PER_RUN}s runs," \
 			"nginx $(nginx_version) (1 worker), Loopgate 1 loop, $PINNING, load average $(load_average)."
-		echo
-		echo "| proxy | round | round trips/s | CPU µs per message |"
-		echo "|---|---|---|---|"
-		for ((r = 0; r < ROUNDS; r++)); do
-			read -r n us <<<"${lgr[r]}"
-			echo "| loopgate | $((r + 1)) | $((n / SECONDS_PER_RUN)) | $us |"
-			read -r n us <<<"${ngr[r]}"
-			echo "| nginx | $((r + 1)) | $((n / SECONDS_PER_RUN)) | $us |"
-		done
-		echo
-		echo "| proxy | idle tunnels open | failed | RSS before | RSS open | RSS per tunnel |"
-		echo "|---|---|---|---|---|---|"
-		read -r open failed _ before after per <<<"$lgi"
-		echo "| loopgate | $open | $failed | $((before >> 20)) MiB | $((after >> 20)) MiB | $per B |"
-		read -r open failed _ before after per <<<"$ngi"
-		echo "| nginx (worker) | $open | $failed | $((before >> 20)) MiB | $((after >> 20)) MiB | $per B |"
-		echo
-		echo "| proxy | $FLOOD MiB to a 1 MiB/s reader: seconds | RSS before | peak RSS | growth |"
-		echo "|---|---|---|---|---|"
-		read -r secs before peak <<<"$lgf"
-		echo "| loopgate | $secs | $((before >> 10)) KiB | $((peak >> 10)) KiB | $(((peak - before) >> 10)) KiB |"
-		read -r secs before peak <<<"$ngf"
-		echo "| nginx (worker) | $secs | $((before >> 10)) KiB | $((peak >> 10)) KiB | $(((peak - before) >> 10)) KiB |"
-	} | tee "$OUT/ws.md"
+		local n us open failed before after per secs peak
+		if part echo; then
+			echo
+			echo "| proxy | round | round trips/s | CPU µs per message |"
+			echo "|---|---|---|---|"
+			for ((r = 0; r < ROUNDS; r++)); do
+				if proxy loopgate; then
+					read -r n us <<<"${lgr[r]}"
+					echo "| loopgate | $((r + 1)) | $((n / SECONDS_PER_RUN)) | $us |"
+				fi
+				if proxy nginx; then
+					read -r n us <<<"${ngr[r]}"
+					echo "| nginx | $((r + 1)) | $((n / SECONDS_PER_RUN)) | $us |"
+				fi
+			done
+		fi
+		if part idle; then
+			echo
+			echo "| proxy | idle tunnels open | failed | RSS before | RSS open | RSS per tunnel |"
+			echo "|---|---|---|---|---|---|"
+			if [[ -n $lgi ]]; then
+				read -r open failed _ before after per <<<"$lgi"
+				echo "| loopgate | $open | $failed | $((before >> 20)) MiB | $((after >> 20)) MiB | $per B |"
+			fi
+			if [[ -n $ngi ]]; then
+				read -r open failed _ before after per <<<"$ngi"
+				echo "| nginx (worker) | $open | $failed | $((before >> 20)) MiB | $((after >> 20)) MiB | $per B |"
+			fi
+		fi
+		if part flood; then
+			echo
+			echo "| proxy | $FLOOD MiB to a 1 MiB/s reader: seconds | RSS before | peak RSS | growth |"
+			echo "|---|---|---|---|---|"
+			if [[ -n $lgf ]]; then
+				read -r secs before peak <<<"$lgf"
+				echo "| loopgate | $secs | $((before >> 10)) KiB | $((peak >> 10)) KiB | $(((peak - before) >> 10)) KiB |"
+			fi
+			if [[ -n $ngf ]]; then
+				read -r secs before peak <<<"$ngf"
+				echo "| nginx (worker) | $secs | $((before >> 10)) KiB | $((peak >> 10)) KiB | $(((peak - before) >> 10)) KiB |"
+			fi
+		fi
+	} | tee "$OUT/$name.md"
 }
 
 main "$@"

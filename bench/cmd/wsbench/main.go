@@ -41,6 +41,8 @@ func main() {
 	pid := flag.Int("pid", 0, "idle, flood: the process whose RSS is read (nginx: its worker)")
 	mib := flag.Int("mib", 64, "flood: MiB to push")
 	rate := flag.Int("rate", 1<<20, "flood: bytes a second the upstream reads")
+	rssLog := flag.String("log", "", "flood: file to append a \"label seconds rss_bytes\" line to each second")
+	label := flag.String("label", "proxy", "flood: the first field of each -log line")
 	flag.Parse()
 	switch *mode {
 	case "upstream":
@@ -53,7 +55,7 @@ func main() {
 		idle(*addr, *count, *pid)
 	case "flood":
 		checkLoopback(*addr)
-		flood(*addr, *mib, *rate, *pid)
+		flood(*addr, *mib, *rate, *pid, *rssLog, *label)
 	default:
 		flag.Usage()
 		os.Exit(2)
@@ -126,10 +128,20 @@ func slowReader(r io.Reader, rate int) {
 }
 
 // flood pushes mib MiB into a tunnel to an upstream reading rate bytes a
-// second and prints "seconds rss_before peak_rss".
-func flood(addr string, mib, rate, pid int) {
+// second and prints "seconds rss_before peak_rss". With a log file it
+// appends "label seconds rss" to it each second.
+func flood(addr string, mib, rate, pid int, logFile, label string) {
 	if pid <= 0 {
 		fatal(fmt.Errorf("-pid is required"))
+	}
+	var samples io.Writer = io.Discard
+	if logFile != "" {
+		f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			fatal(err)
+		}
+		defer f.Close()
+		samples = f
 	}
 	before := rss(pid)
 	c, _, err := openTunnelPath(addr, "/flood?rate="+strconv.Itoa(rate))
@@ -152,6 +164,8 @@ func flood(addr string, mib, rate, pid int) {
 	peak := before
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
+	lastLog := start
+	fmt.Fprintf(samples, "%s 0 %d\n", label, before)
 	for {
 		select {
 		case err := <-done:
@@ -160,8 +174,13 @@ func flood(addr string, mib, rate, pid int) {
 			}
 			fmt.Printf("%.1f %d %d\n", time.Since(start).Seconds(), before, max(peak, rss(pid)))
 			return
-		case <-tick.C:
-			peak = max(peak, rss(pid))
+		case now := <-tick.C:
+			r := rss(pid)
+			peak = max(peak, r)
+			if now.Sub(lastLog) >= time.Second {
+				lastLog = now
+				fmt.Fprintf(samples, "%s %.0f %d\n", label, now.Sub(start).Seconds(), r)
+			}
 		}
 	}
 }
