@@ -5,6 +5,8 @@
 package engine
 
 import (
+	"errors"
+	"io"
 	"time"
 
 	"github.com/loopgate/loopgate/engine/accesslog"
@@ -29,9 +31,19 @@ func (s tunnelSide) peer() tunnelSide { return 1 - s }
 //
 // Transitions, all through tunnel.setState:
 //
-//	Open -> ClientDone      the client closed: what it sent is flushed to the
-//	                        upstream, which then gets a FIN and is closed
-//	                        once it closes too (flushSurvivor)
+//	Open -> ClientHalf      the client half-closed (its FIN read, plain TCP
+//	                        both ends): the upstream gets a FIN once what the
+//	                        client sent is flushed, and its bytes go on to the
+//	                        client until it closes too (tunnel_half.go)
+//	Open -> UpstreamHalf    the same the other way
+//	ClientHalf, UpstreamHalf -> Closed   the survivor closed and what it
+//	                        sent was flushed (or timeouts.drain passed)
+//	ClientHalf, UpstreamHalf -> Closing  the gateway ends it (as from Open)
+//	Open -> ClientDone      the client closed and its side cannot be kept
+//	                        half open (TLS, an error, gnet's layout unknown):
+//	                        what it sent is flushed to the upstream, which then
+//	                        gets a FIN and is closed once it closes too
+//	                        (flushSurvivor)
 //	Open -> UpstreamDone    the same the other way
 //	Open -> Closing         the gateway ends it (idle timeout, buffer overflow,
 //	                        shutdown): both connections close now
@@ -44,11 +56,13 @@ const (
 	tunnelOpen tunnelState = iota
 	tunnelClientDone
 	tunnelUpstreamDone
+	tunnelClientHalf
+	tunnelUpstreamHalf
 	tunnelClosing
 	tunnelClosed
 )
 
-var tunnelStateNames = [...]string{"open", "client-done", "upstream-done", "closing", "closed"}
+var tunnelStateNames = [...]string{"open", "client-done", "upstream-done", "client-half-closed", "upstream-half-closed", "closing", "closed"}
 
 func (s tunnelState) String() string { return tunnelStateNames[s] }
 
@@ -106,8 +120,15 @@ type tunnel struct {
 	flow       wheel.Timer // while a side is paused or a flush lingers: each tick
 	lastActive time.Time   // the wheel's time of the last byte either way
 	flushUntil time.Time   // ClientDone/UpstreamDone: close the survivor by then
-	finSent    bool        // ClientDone/UpstreamDone: the survivor got its FIN
+	finSent    bool        // ClientDone/UpstreamDone/*Half: the survivor got its FIN
 	accounted  int64       // what it last added to Server.buffered (see account)
+
+	// A half-closed side (ClientHalf/UpstreamHalf): gnet closed its
+	// connection at the FIN, so the tunnel writes to a duplicate of its
+	// descriptor; pending is what waits for it (tunnel_half.go).
+	half     int        // the duplicate descriptor; -1 when none
+	halfSide tunnelSide // whose it is
+	pending  []byte
 
 	// rec is the upgrade request's access record, completed and written
 	// at the end; nil when the access log is off.
@@ -119,7 +140,7 @@ type tunnel struct {
 // buffer and go to the upstream first, in order; bytes the upstream sent
 // after its 101 wait in the upstream's, and a wake delivers them.
 func openTunnel(l *loop, cc *clientConn, up gnet.Conn, upTLS *tlsedge.Session, set *tunnelSettings, stats *tunnelShard) *tunnel {
-	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l)}
+	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l), half: -1}
 	t.ends[sideClient] = tunnelEnd{t: t, side: sideClient, gc: cc.gc, tls: cc.tls}
 	t.ends[sideUpstream] = tunnelEnd{t: t, side: sideUpstream, gc: up, tls: upTLS}
 	cc.gc.SetContext(&t.ends[sideClient])
@@ -182,6 +203,10 @@ func (e *tunnelEnd) traffic() { e.t.traffic(e.side) }
 
 func (t *tunnel) traffic(src tunnelSide) {
 	in, out := &t.ends[src], &t.ends[src.peer()]
+	if t.half >= 0 && t.state < tunnelClosing {
+		t.relay(in) // out is the half-closed side
+		return
+	}
 	buf := in.peek()
 	if len(buf) == 0 {
 		return
@@ -264,6 +289,8 @@ func (t *tunnel) flowCheck() {
 		}
 	case tunnelClientDone, tunnelUpstreamDone:
 		t.flushSurvivor()
+	case tunnelClientHalf, tunnelUpstreamHalf:
+		t.halfCheck()
 	}
 }
 
@@ -271,7 +298,7 @@ func (t *tunnel) flowCheck() {
 // idle_timeout and re-armed for what is left of it, so traffic costs one
 // clock read, not a timer operation per read.
 func (t *tunnel) idleCheck() {
-	if t.state != tunnelOpen {
+	if t.state != tunnelOpen && t.state != tunnelClientHalf && t.state != tunnelUpstreamHalf {
 		return
 	}
 	if left := t.set.idle - t.loop.wheel.Now().Sub(t.lastActive); left > 0 {
@@ -282,20 +309,29 @@ func (t *tunnel) idleCheck() {
 }
 
 // closed is OnClose for end e; err is gnet's (nil: closed locally). The
-// first side to go decides the end; the survivor is flushed and then gets
-// a FIN.
+// first side to go decides the end. A FIN read from it keeps the tunnel
+// half open where it can (halfClose); otherwise the survivor is flushed
+// and then gets a FIN.
 func (e *tunnelEnd) closed(err error) {
 	t := e.t
 	if e.gone {
 		return
 	}
+	if t.state == tunnelOpen && err != nil {
+		// What it sent before its end of stream and the tunnel has not
+		// taken yet (read before the tunnel opened, waiting for a wake).
+		t.traffic(e.side)
+	}
 	e.gone = true
 	switch {
+	case t.state == tunnelClientHalf || t.state == tunnelUpstreamHalf:
+		t.survivorClosed(err)
 	case t.state != tunnelOpen:
 	case err == nil:
 		// Closed by gnet itself while open: the engine is stopping (the
 		// drain deadline passed), and every connection goes.
 		t.abort(endShutdown)
+	case errors.Is(err, io.EOF) && t.halfClose(e):
 	default:
 		if e.side == sideClient {
 			t.setState(tunnelClientDone)
@@ -308,7 +344,13 @@ func (e *tunnelEnd) closed(err error) {
 		t.flushUntil = t.loop.wheel.Now().Add(t.set.linger)
 		t.flushSurvivor()
 	}
-	if t.ends[0].gone && t.ends[1].gone {
+	t.maybeFinish()
+}
+
+// maybeFinish finishes the tunnel once both connections are closed and no
+// half-closed side is left to write to.
+func (t *tunnel) maybeFinish() {
+	if t.ends[0].gone && t.ends[1].gone && t.half < 0 && t.state != tunnelClosed {
 		t.finish()
 	}
 }
@@ -368,11 +410,13 @@ func (t *tunnel) abort(why tunnelEndReason) {
 	t.setState(tunnelClosing)
 	t.idle.Stop()
 	t.flow.Stop()
+	t.closeHalf()
 	for i := range t.ends {
 		if e := &t.ends[i]; !e.gone {
 			_ = e.gc.Close()
 		}
 	}
+	t.maybeFinish() // a half-closed tunnel whose survivor was gone already
 }
 
 // finish runs once both connections are closed: the tunnel is counted out,
@@ -381,6 +425,7 @@ func (t *tunnel) finish() {
 	t.setState(tunnelClosed)
 	t.idle.Stop()
 	t.flow.Stop()
+	t.closeHalf()
 	t.account()
 	t.stats.open.Add(-1)
 	t.stats.closes[t.end].Add(1)
@@ -393,7 +438,7 @@ func (t *tunnel) finish() {
 // up to date with what the tunnel holds: both connections' unread input
 // and queued output.
 func (t *tunnel) account() {
-	held := int64(0)
+	held := int64(len(t.pending))
 	if t.state != tunnelClosed {
 		for i := range t.ends {
 			if e := &t.ends[i]; !e.gone {

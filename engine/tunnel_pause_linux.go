@@ -1,7 +1,9 @@
 //go:build linux
 
-// Pausing a tunnel's reads: the connection's descriptor is taken off the
-// loop's epoll read interest, since gnet v2.9.7 has no call for it.
+// Pausing a tunnel's reads, and taking the output gnet queued for a
+// connection that half-closed (takeOutbound), neither of which gnet v2.9.7
+// has a call for. Pausing takes the descriptor off the loop's epoll read
+// interest.
 //
 // gnet polls level-triggered and finds a connection by the descriptor in
 // the event, so changing the interest set with epoll_ctl(EPOLL_CTL_MOD)
@@ -14,7 +16,7 @@
 // buffer) and pauses again (tunnel.traffic).
 //
 // The epoll descriptor is gnet's eventloop.poller.fd, read by reflection
-// (reading unexported fields is allowed; nothing is written), so a gnet
+// (reading unexported fields is allowed; nothing is written there), so a gnet
 // whose layout differs makes loopPoller return -1 and tunnels run without
 // pausing, bounded by overflowAt instead; TestTunnelPollerFound fails
 // then, so an upgrade is noticed.
@@ -23,8 +25,10 @@ package engine
 
 import (
 	"reflect"
+	"unsafe"
 
 	"github.com/panjf2000/gnet/v2"
+	"github.com/panjf2000/gnet/v2/pkg/buffer/elastic"
 	"golang.org/x/sys/unix"
 )
 
@@ -51,6 +55,36 @@ func loopPoller(l *loop) int {
 
 // gnetReadEvents is gnet's netpoll.ReadEvents.
 const gnetReadEvents = unix.EPOLLIN | unix.EPOLLPRI
+
+// takeOutbound appends to dst what gnet queued for gc and has not written,
+// and empties that queue: gnet's close writes only what the socket takes at
+// once and drops the rest, so a side kept half open (tunnel_half.go) takes
+// it first. It reports false when gnet's conn.outboundBuffer is not where
+// this gnet is expected to keep it (TestTunnelHalfCloseQueued fails then), and leaves
+// the queue alone then.
+func takeOutbound(gc gnet.Conn, dst []byte) ([]byte, bool) {
+	if gc.OutboundBuffered() == 0 {
+		return dst, true
+	}
+	v := reflect.ValueOf(gc)
+	if v.Kind() != reflect.Pointer || v.Elem().Kind() != reflect.Struct {
+		return dst, false
+	}
+	f := v.Elem().FieldByName("outboundBuffer")
+	if !f.IsValid() || f.Type() != reflect.TypeFor[elastic.Buffer]() || !f.CanAddr() {
+		return dst, false
+	}
+	// Written through, unlike poller.fd: the queue is gnet's, but the
+	// connection is in OnClose, its last callback, on this loop.
+	b := (*elastic.Buffer)(unsafe.Pointer(f.UnsafeAddr()))
+	bufs, _ := b.Peek(-1)
+	n := len(dst)
+	for _, p := range bufs {
+		dst = append(dst, p...)
+	}
+	_, _ = b.Discard(len(dst) - n)
+	return dst, true
+}
 
 // pauseReads takes gc off the poller's read interest; it reports whether
 // it could.
