@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"time"
+	"unsafe"
 
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/tlsedge"
@@ -96,6 +97,7 @@ type tunnelSettings struct {
 // 101 on, so the server hands its events to the tunnel. Owned by the loop.
 type tunnelEnd struct {
 	t      *tunnel
+	peer   *tunnelEnd // the other end
 	side   tunnelSide
 	gc     gnet.Conn
 	tls    *tlsedge.Session // the connection's TLS session (an HTTPS client, a TLS upstream); nil on plain TCP
@@ -118,7 +120,7 @@ type tunnel struct {
 
 	idle       wheel.Timer // websocket.idle_timeout, checked against lastActive
 	flow       wheel.Timer // while a side is paused or a flush lingers: each tick
-	lastActive time.Time   // the wheel's time of the last byte either way
+	lastActive int64       // the wheel's tick (Ticks) of the last byte either way
 	flushUntil time.Time   // ClientDone/UpstreamDone: close the survivor by then
 	finSent    bool        // ClientDone/UpstreamDone/*Half: the survivor got its FIN
 	accounted  int64       // what it last added to Server.buffered (see account)
@@ -143,6 +145,7 @@ func openTunnel(l *loop, cc *clientConn, up gnet.Conn, upTLS *tlsedge.Session, s
 	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l), half: -1}
 	t.ends[sideClient] = tunnelEnd{t: t, side: sideClient, gc: cc.gc, tls: cc.tls}
 	t.ends[sideUpstream] = tunnelEnd{t: t, side: sideUpstream, gc: up, tls: upTLS}
+	t.ends[sideClient].peer, t.ends[sideUpstream].peer = &t.ends[sideUpstream], &t.ends[sideClient]
 	cc.gc.SetContext(&t.ends[sideClient])
 	up.SetContext(&t.ends[sideUpstream])
 	// Tunnels carry interactive traffic (a message, then its answer): no
@@ -156,11 +159,11 @@ func openTunnel(l *loop, cc *clientConn, up gnet.Conn, upTLS *tlsedge.Session, s
 	cc.accounted = 0
 	t.idle.Init(t.idleCheck)
 	t.flow.Init(t.flowCheck)
-	t.lastActive = l.wheel.Now()
+	t.lastActive = l.wheel.Ticks()
 	l.wheel.Arm(&t.idle, set.idle)
 	stats.open.Add(1)
 	stats.opened.Add(1)
-	t.traffic(sideClient)
+	t.traffic(&t.ends[sideClient])
 	_ = up.Wake(nil)
 	return t
 }
@@ -193,16 +196,32 @@ func (e *tunnelEnd) write(p []byte) {
 		_, _ = e.tls.Write(p)
 		return
 	}
+	if e.gc.OutboundBuffered() == 0 {
+		// Nothing queued, so the bytes may go straight to the socket, as
+		// gnet's Write would send them, but without the scheduler's
+		// bookkeeping around a syscall that may block (about 300
+		// instructions a write, two writes a message): a write to a
+		// non-blocking socket returns at once. What the socket does not
+		// take, or an error, is left to gnet's Write, which queues the
+		// rest or closes the connection as it always does.
+		n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(e.gc.Fd()), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
+		if errno == 0 && int(n) == len(p) {
+			return
+		}
+		if errno == 0 {
+			p = p[n:]
+		}
+	}
 	_, _ = e.gc.Write(p)
 }
 
 // traffic is OnTraffic for end e: its bytes go to the peer's output while
 // the tunnel is open (and are dropped once it is not); past the buffer e
 // stops being read.
-func (e *tunnelEnd) traffic() { e.t.traffic(e.side) }
+func (e *tunnelEnd) traffic() { e.t.traffic(e) }
 
-func (t *tunnel) traffic(src tunnelSide) {
-	in, out := &t.ends[src], &t.ends[src.peer()]
+func (t *tunnel) traffic(in *tunnelEnd) {
+	out := in.peer
 	if t.half >= 0 && t.state < tunnelClosing {
 		t.relay(in) // out is the half-closed side
 		return
@@ -223,12 +242,13 @@ func (t *tunnel) traffic(src tunnelSide) {
 	out.write(buf)
 	in.discard(n)
 	in.bytes += int64(n)
-	t.stats.bytes[src].Add(uint64(n))
-	t.lastActive = t.loop.wheel.Now()
+	t.stats.bytes[in.side].Add(uint64(n))
+	t.lastActive = t.loop.wheel.Ticks()
 	if t.state != tunnelOpen {
 		return
 	}
-	if queued := out.gc.OutboundBuffered(); queued > t.set.buffer {
+	queued := out.gc.OutboundBuffered()
+	if queued > t.set.buffer {
 		// The peer reads slower than src writes. A side paused already got
 		// here because gnet turned its reads back on (it does when it
 		// finishes writing to that side): one read of at most
@@ -240,6 +260,12 @@ func (t *tunnel) traffic(src tunnelSide) {
 			return
 		}
 		t.pause(in)
+	}
+	if queued == 0 && t.accounted == 0 && in.tls == nil && out.tls == nil {
+		// The common case, a message that went out whole: nothing is held
+		// (in's input was all taken; out's, and what is queued for in,
+		// would have been counted when they grew) and nothing was counted.
+		return
 	}
 	t.account()
 }
@@ -301,7 +327,7 @@ func (t *tunnel) idleCheck() {
 	if t.state != tunnelOpen && t.state != tunnelClientHalf && t.state != tunnelUpstreamHalf {
 		return
 	}
-	if left := t.set.idle - t.loop.wheel.Now().Sub(t.lastActive); left > 0 {
+	if left := t.set.idle - t.loop.wheel.SinceTick(t.lastActive); left > 0 {
 		t.loop.wheel.Arm(&t.idle, left)
 		return
 	}
@@ -320,7 +346,7 @@ func (e *tunnelEnd) closed(err error) {
 	if t.state == tunnelOpen && err != nil {
 		// What it sent before its end of stream and the tunnel has not
 		// taken yet (read before the tunnel opened, waiting for a wake).
-		t.traffic(e.side)
+		t.traffic(e)
 	}
 	e.gone = true
 	switch {

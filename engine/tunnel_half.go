@@ -61,7 +61,7 @@ func (t *tunnel) relay(s *tunnelEnd) {
 	s.discard(n)
 	s.bytes += int64(n)
 	t.stats.bytes[s.side].Add(uint64(n))
-	t.lastActive = t.loop.wheel.Now()
+	t.lastActive = t.loop.wheel.Ticks()
 	if !t.writeHalf() {
 		return
 	}

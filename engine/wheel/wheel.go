@@ -70,6 +70,15 @@ func New(tick time.Duration, slots int) *Wheel {
 	return w
 }
 
+// Ticks returns the last processed tick, counted from the wheel's start:
+// Now as a number, for a caller that notes the time at every event and
+// reads it rarely (SinceTick), without Now's time arithmetic.
+func (w *Wheel) Ticks() int64 { return w.now }
+
+// SinceTick returns the time from tick (a Ticks reading) to the last
+// processed tick.
+func (w *Wheel) SinceTick(tick int64) time.Duration { return time.Duration(w.now-tick) * w.tick }
+
 // Now returns the current time as the wheel sees it: the last processed tick.
 func (w *Wheel) Now() time.Time { return w.start.Add(time.Duration(w.now) * w.tick) }
 
