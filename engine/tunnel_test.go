@@ -238,7 +238,8 @@ func TestTunnelFlowControl(t *testing.T) {
 
 // TestTunnelHalfClose: the client's close reaches the upstream as an
 // orderly end of stream, after every byte sent before it; the upstream's
-// close ends the client's connection after every byte the upstream sent.
+// close ends the client's stream after every byte the upstream sent, 8 MiB
+// the gateway held (tunnel_half_test.go has the half-closes both ways).
 func TestTunnelHalfClose(t *testing.T) {
 	got := make(chan string, 1)
 	up := startRawUpstream(t, func(c net.Conn) {
@@ -283,7 +284,8 @@ func TestTunnelHalfClose(t *testing.T) {
 	if err != nil || len(b) != size {
 		t.Fatalf("client read %d bytes, %v; want %d then EOF", len(b), err, size)
 	}
-	// The gateway waits for the client's own close (a lingering close).
+	// The upstream's close was a half-close as far as the gateway can
+	// tell: the tunnel stays, half closed, until the client closes too.
 	if g2.srv.Tunnels() != 1 {
 		t.Fatalf("%d tunnels open after the FIN, want the one waiting for the client's close", g2.srv.Tunnels())
 	}
