@@ -8,7 +8,6 @@ import (
 	"errors"
 	"io"
 	"time"
-	"unsafe"
 
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/tlsedge"
@@ -199,13 +198,11 @@ func (e *tunnelEnd) write(p []byte) {
 	if e.gc.OutboundBuffered() == 0 {
 		// Nothing queued, so the bytes may go straight to the socket, as
 		// gnet's Write would send them, but without the scheduler's
-		// bookkeeping around a syscall that may block (about 300
-		// instructions a write, two writes a message): a write to a
-		// non-blocking socket returns at once. What the socket does not
-		// take, or an error, is left to gnet's Write, which queues the
-		// rest or closes the connection as it always does.
-		n, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(e.gc.Fd()), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)))
-		if errno == 0 && int(n) == len(p) {
+		// bookkeeping around a syscall that may block (sendNow). What the
+		// socket does not take, or an error, is left to gnet's Write,
+		// which queues the rest or closes the connection as it always does.
+		n, errno := sendNow(e.gc.Fd(), p)
+		if errno == 0 && n == len(p) {
 			return
 		}
 		if errno == 0 {

@@ -80,9 +80,9 @@ func (t *tunnel) relay(s *tunnelEnd) {
 // it then reports false.
 func (t *tunnel) writeHalf() bool {
 	for len(t.pending) > 0 {
-		n, err := unix.Write(t.half, t.pending)
-		switch err {
-		case nil:
+		n, errno := sendNow(t.half, t.pending)
+		switch errno {
+		case 0:
 			t.pending = t.pending[:copy(t.pending, t.pending[n:])]
 		case unix.EINTR:
 		case unix.EAGAIN:

@@ -1,0 +1,22 @@
+//go:build !linux
+
+// Sending on a tunnel's socket: a plain write where MSG_NOSIGNAL and the
+// raw sendto of tunnel_send_linux.go are not to be had.
+
+package engine
+
+import (
+	"errors"
+
+	"golang.org/x/sys/unix"
+)
+
+// sendNow writes p to the non-blocking socket fd.
+func sendNow(fd int, p []byte) (int, unix.Errno) {
+	n, err := unix.Write(fd, p)
+	var errno unix.Errno
+	if err != nil && !errors.As(err, &errno) {
+		errno = unix.EIO
+	}
+	return max(n, 0), errno
+}
