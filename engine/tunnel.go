@@ -96,7 +96,6 @@ type tunnelSettings struct {
 // 101 on, so the server hands its events to the tunnel. Owned by the loop.
 type tunnelEnd struct {
 	t      *tunnel
-	peer   *tunnelEnd // the other end
 	side   tunnelSide
 	gc     gnet.Conn
 	tls    *tlsedge.Session // the connection's TLS session (an HTTPS client, a TLS upstream); nil on plain TCP
@@ -124,12 +123,10 @@ type tunnel struct {
 	finSent    bool        // ClientDone/UpstreamDone/*Half: the survivor got its FIN
 	accounted  int64       // what it last added to Server.buffered (see account)
 
-	// A half-closed side (ClientHalf/UpstreamHalf): gnet closed its
-	// connection at the FIN, so the tunnel writes to a duplicate of its
-	// descriptor; pending is what waits for it (tunnel_half.go).
-	half     int        // the duplicate descriptor; -1 when none
-	halfSide tunnelSide // whose it is
-	pending  []byte
+	// half is the half-closed side (ClientHalf/UpstreamHalf), nil until
+	// one half-closes (tunnel_half.go); apart, so an open tunnel does not
+	// carry it.
+	half *halfOpen
 
 	// rec is the upgrade request's access record, completed and written
 	// at the end; nil when the access log is off.
@@ -141,10 +138,9 @@ type tunnel struct {
 // buffer and go to the upstream first, in order; bytes the upstream sent
 // after its 101 wait in the upstream's, and a wake delivers them.
 func openTunnel(l *loop, cc *clientConn, up gnet.Conn, upTLS *tlsedge.Session, set *tunnelSettings, stats *tunnelShard) *tunnel {
-	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l), half: -1}
+	t := &tunnel{loop: l, cc: cc, set: set, stats: stats, epfd: loopPoller(l)}
 	t.ends[sideClient] = tunnelEnd{t: t, side: sideClient, gc: cc.gc, tls: cc.tls}
 	t.ends[sideUpstream] = tunnelEnd{t: t, side: sideUpstream, gc: up, tls: upTLS}
-	t.ends[sideClient].peer, t.ends[sideUpstream].peer = &t.ends[sideUpstream], &t.ends[sideClient]
 	cc.gc.SetContext(&t.ends[sideClient])
 	up.SetContext(&t.ends[sideUpstream])
 	// Tunnels carry interactive traffic (a message, then its answer): no
@@ -218,8 +214,8 @@ func (e *tunnelEnd) write(p []byte) {
 func (e *tunnelEnd) traffic() { e.t.traffic(e) }
 
 func (t *tunnel) traffic(in *tunnelEnd) {
-	out := in.peer
-	if t.half >= 0 && t.state < tunnelClosing {
+	out := &t.ends[in.side^1]
+	if t.half != nil && t.state < tunnelClosing {
 		t.relay(in) // out is the half-closed side
 		return
 	}
@@ -348,7 +344,7 @@ func (e *tunnelEnd) closed(err error) {
 	e.gone = true
 	switch {
 	case t.state == tunnelClientHalf || t.state == tunnelUpstreamHalf:
-		t.survivorClosed(err)
+		t.survivorClosed(e, err)
 	case t.state != tunnelOpen:
 	case err == nil:
 		// Closed by gnet itself while open: the engine is stopping (the
@@ -373,7 +369,7 @@ func (e *tunnelEnd) closed(err error) {
 // maybeFinish finishes the tunnel once both connections are closed and no
 // half-closed side is left to write to.
 func (t *tunnel) maybeFinish() {
-	if t.ends[0].gone && t.ends[1].gone && t.half < 0 && t.state != tunnelClosed {
+	if t.ends[0].gone && t.ends[1].gone && t.half == nil && t.state != tunnelClosed {
 		t.finish()
 	}
 }
@@ -461,7 +457,10 @@ func (t *tunnel) finish() {
 // up to date with what the tunnel holds: both connections' unread input
 // and queued output.
 func (t *tunnel) account() {
-	held := int64(len(t.pending))
+	held := int64(0)
+	if t.half != nil {
+		held = int64(len(t.half.pending))
+	}
 	if t.state != tunnelClosed {
 		for i := range t.ends {
 			if e := &t.ends[i]; !e.gone {

@@ -15,9 +15,24 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/loopgate/loopgate/engine/wheel"
 	"golang.org/x/sys/unix"
 )
+
+// halfOpen is the side of a tunnel that half-closed: gnet closed its
+// connection at the FIN, so the tunnel writes to a duplicate of its
+// descriptor, and pending is what waits for it.
+type halfOpen struct {
+	fd      int
+	side    tunnelSide
+	pending []byte
+	// src is a duplicate of the survivor's descriptor once it closed
+	// (survivorClosed), read for what its socket still held; -1 before
+	// and after.
+	src int
+}
 
 // halfClose keeps the tunnel half open after e's FIN: it reports false
 // when it cannot, and the caller closes the tunnel as before. Over TLS on
@@ -37,7 +52,7 @@ func (t *tunnel) halfClose(e *tunnelEnd) bool {
 	if err != nil {
 		return false
 	}
-	t.half, t.halfSide, t.pending = fd, e.side, pending
+	t.half = &halfOpen{fd: fd, side: e.side, pending: pending, src: -1}
 	if e.side == sideClient {
 		t.setState(tunnelClientHalf)
 		t.end = endClientClosed
@@ -57,7 +72,8 @@ func (t *tunnel) relay(s *tunnelEnd) {
 		return
 	}
 	n := len(buf)
-	t.pending = append(t.pending, buf...)
+	h := t.half
+	h.pending = append(h.pending, buf...)
 	s.discard(n)
 	s.bytes += int64(n)
 	t.stats.bytes[s.side].Add(uint64(n))
@@ -65,8 +81,8 @@ func (t *tunnel) relay(s *tunnelEnd) {
 	if !t.writeHalf() {
 		return
 	}
-	if len(t.pending) > t.set.buffer {
-		if len(t.pending) > overflowAt(t.set.buffer) {
+	if len(h.pending) > t.set.buffer {
+		if len(h.pending) > overflowAt(t.set.buffer) {
 			t.abort(endOverflow)
 			return
 		}
@@ -79,16 +95,16 @@ func (t *tunnel) relay(s *tunnelEnd) {
 // takes it. A failed write (the peer is gone altogether) ends the tunnel;
 // it then reports false.
 func (t *tunnel) writeHalf() bool {
-	for len(t.pending) > 0 {
-		n, errno := sendNow(t.half, t.pending)
+	h := t.half
+	for len(h.pending) > 0 {
+		n, errno := sendNow(h.fd, h.pending)
 		switch errno {
 		case 0:
-			t.pending = t.pending[:copy(t.pending, t.pending[n:])]
+			h.pending = h.pending[:copy(h.pending, h.pending[n:])]
 		case unix.EINTR:
 		case unix.EAGAIN:
 			return true
 		default:
-			t.pending = nil
 			t.abort(t.end)
 			return false
 		}
@@ -102,7 +118,8 @@ func (t *tunnel) writeHalf() bool {
 // resumed once pending drained to half the buffer, and the half-closed
 // side closed once the survivor closed and pending is flushed.
 func (t *tunnel) halfCheck() {
-	s := &t.ends[t.halfSide.peer()]
+	h := t.half
+	s := &t.ends[h.side.peer()]
 	if !s.gone {
 		if !t.finSent && s.gc.OutboundBuffered() == 0 {
 			t.finSent = true
@@ -110,44 +127,86 @@ func (t *tunnel) halfCheck() {
 		}
 		t.relay(s) // input it holds: bytes read while paused
 	}
+	if s.gone {
+		s.paused = false // its descriptor number is gnet's to reuse: never touch it again
+		t.readSource()
+	}
 	if t.state >= tunnelClosing || !t.writeHalf() {
 		return
 	}
-	if s.paused && len(t.pending) <= t.set.buffer/2 {
+	if s.paused && len(h.pending) <= t.set.buffer/2 {
 		s.paused = false
 		resumeReads(t.epfd, s.gc)
 	}
-	if s.gone && (len(t.pending) == 0 || !t.loop.wheel.Now().Before(t.flushUntil)) {
+	if s.gone && ((h.src < 0 && len(h.pending) == 0) || !t.loop.wheel.Now().Before(t.flushUntil)) {
 		t.closeHalf()
 		t.maybeFinish()
 		return
 	}
 	t.account()
-	if !t.finSent || s.paused || len(t.pending) > 0 {
+	if !t.finSent || s.paused || len(h.pending) > 0 || h.src >= 0 {
 		t.loop.wheel.Arm(&t.flow, wheel.DefaultTick)
 	}
 }
 
-// survivorClosed is OnClose for the survivor of a half-closed tunnel: the
-// half-closed side gets what is pending (within timeouts.drain) and then
-// its FIN, by the close of the last descriptor. A close by gnet itself
-// (the engine stopping) ends it now.
-func (t *tunnel) survivorClosed(err error) {
+// survivorClosed is OnClose for the survivor s of a half-closed tunnel:
+// the half-closed side gets what is pending and what s's socket still
+// holds (within timeouts.drain), then its FIN, by the close of the last
+// descriptor. gnet closes a paused connection at a hang-up without reading
+// it: with the tunnel's FIN sent and s's arrived, both directions are shut
+// and epoll reports EPOLLHUP, which gnet takes for the end, whatever the
+// socket still holds. So s's descriptor is duplicated too and read, as
+// pending drains (readSource). A close by gnet itself (the engine
+// stopping) ends the tunnel now.
+func (t *tunnel) survivorClosed(s *tunnelEnd, err error) {
 	if err == nil {
 		t.abort(endShutdown)
 		return
+	}
+	t.relay(s) // what gnet holds of it
+	if t.state >= tunnelClosing {
+		return
+	}
+	if fd, err := unix.FcntlInt(uintptr(s.gc.Fd()), unix.F_DUPFD_CLOEXEC, 0); err == nil {
+		t.half.src = fd
 	}
 	t.idle.Stop()
 	t.flushUntil = t.loop.wheel.Now().Add(t.set.linger)
 	t.halfCheck()
 }
 
+// readSource reads the closed survivor's socket while pending has room
+// below the buffer, until its end of stream; then, or on an error, its
+// duplicate is closed.
+func (t *tunnel) readSource() {
+	h := t.half
+	s := &t.ends[h.side.peer()]
+	for h.src >= 0 && len(h.pending) < t.set.buffer {
+		room := min(t.set.buffer-len(h.pending), readBufferCap)
+		h.pending = slices.Grow(h.pending, room)
+		n, errno := recvNow(h.src, h.pending[len(h.pending):len(h.pending)+room])
+		switch {
+		case errno == unix.EAGAIN || errno == unix.EINTR:
+			return
+		case errno != 0 || n == 0:
+			_ = unix.Close(h.src)
+			h.src = -1
+			return
+		}
+		h.pending = h.pending[:len(h.pending)+n]
+		s.bytes += int64(n)
+		t.stats.bytes[s.side].Add(uint64(n))
+	}
+}
+
 // closeHalf closes the half-closed side's descriptor: the socket's last,
 // so the kernel sends its FIN after whatever it still holds.
 func (t *tunnel) closeHalf() {
-	if t.half >= 0 {
-		_ = unix.Close(t.half)
-		t.half = -1
+	if h := t.half; h != nil {
+		_ = unix.Close(h.fd)
+		if h.src >= 0 {
+			_ = unix.Close(h.src)
+		}
+		t.half = nil
 	}
-	t.pending = nil
 }

@@ -1,7 +1,7 @@
 //go:build linux
 
-// Sending on a tunnel's socket without the scheduler's syscall
-// bookkeeping.
+// Sending and receiving on a tunnel's socket without the scheduler's
+// syscall bookkeeping.
 
 package engine
 
@@ -19,5 +19,12 @@ import (
 func sendNow(fd int, p []byte) (int, unix.Errno) {
 	n, _, errno := unix.RawSyscall6(unix.SYS_SENDTO, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)),
 		unix.MSG_NOSIGNAL|unix.MSG_DONTWAIT, 0, 0)
+	return int(n), errno
+}
+
+// recvNow reads into p from the non-blocking socket fd, as sendNow sends.
+func recvNow(fd int, p []byte) (int, unix.Errno) {
+	n, _, errno := unix.RawSyscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(unsafe.SliceData(p))), uintptr(len(p)),
+		unix.MSG_DONTWAIT, 0, 0)
 	return int(n), errno
 }
