@@ -214,7 +214,7 @@ func (e *tunnelEnd) write(p []byte) {
 func (e *tunnelEnd) traffic() { e.t.traffic(e) }
 
 func (t *tunnel) traffic(in *tunnelEnd) {
-	out := &t.ends[in.side^1]
+	out := &t.ends[(in.side^1)&1] // the mask spares the bounds check
 	if t.half != nil && t.state < tunnelClosing {
 		t.relay(in) // out is the half-closed side
 		return
