@@ -193,3 +193,19 @@ func TestNextAndSleep(t *testing.T) {
 		t.Fatalf("fired %d after the skip past the 2h timer, want 4", fired)
 	}
 }
+
+// Ticks and SinceTick count what Now counts: the ticks Advance processed.
+func TestTicksFollowNow(t *testing.T) {
+	w := New(10*time.Millisecond, 8)
+	now := w.start
+	fakeClock(w, &now)
+	mark := w.Ticks()
+	now = now.Add(35 * time.Millisecond)
+	w.Advance(now)
+	if got := w.Ticks() - mark; got != 3 {
+		t.Fatalf("Ticks advanced by %d, want 3", got)
+	}
+	if got, want := w.SinceTick(mark), w.Now().Sub(w.start); got != want || got != 30*time.Millisecond {
+		t.Fatalf("SinceTick = %v, Now - start = %v, want 30ms", got, want)
+	}
+}
