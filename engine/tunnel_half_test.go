@@ -260,3 +260,40 @@ func TestTunnelHalfCloseFlowControl(t *testing.T) {
 	c.Close()
 	expectTornDown(t, g, fds)
 }
+
+// TestTunnelClientClosedOutright: a client that closed rather than
+// half-closed looks the same at its FIN; the upstream's next bytes meet
+// its reset, and the tunnel ends and releases everything.
+func TestTunnelClientClosedOutright(t *testing.T) {
+	upDone := make(chan error, 1)
+	up := startRawUpstream(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		if _, err := io.Copy(io.Discard, br); err != nil {
+			upDone <- err
+			return
+		}
+		// The client's FIN arrived: keep talking until the gateway gives up.
+		for {
+			if _, err := c.Write([]byte("are you there?")); err != nil {
+				upDone <- nil
+				return
+			}
+			if _, err := br.ReadByte(); err != nil && err != io.EOF {
+				upDone <- nil
+				return
+			}
+		}
+	})
+	g := startGateway(t, oneRoute, up)
+	fds := openSockets(t)
+	c, _ := openTestTunnel(t, g, upgradeRequest("/"))
+	c.Close()
+	if err := <-upDone; err != nil {
+		t.Fatalf("upstream: %v", err)
+	}
+	expectTornDown(t, g, fds)
+}
