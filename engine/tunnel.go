@@ -116,12 +116,15 @@ type tunnel struct {
 	stats *tunnelShard    // its route's, this loop's
 	epfd  int             // the loop's epoll descriptor, for pausing reads; -1 = pausing unsupported
 
-	idle       wheel.Timer // websocket.idle_timeout, checked against lastActive
-	flow       wheel.Timer // while a side is paused or a flush lingers: each tick
-	lastActive int64       // the wheel's tick (Ticks) of the last byte either way
-	flushUntil time.Time   // ClientDone/UpstreamDone: close the survivor by then
-	finSent    bool        // ClientDone/UpstreamDone/*Half: the survivor got its FIN
-	accounted  int64       // what it last added to Server.buffered (see account)
+	idle wheel.Timer // websocket.idle_timeout, checked against lastActive
+	flow wheel.Timer // while a side is paused or a flush lingers: each tick
+	// lastActive is the wheel's tick (Ticks) of the last byte either way:
+	// current, since a loop's wheel ticks while the loop has clients, and
+	// the tunnel's client connection is one until finish.
+	lastActive int64
+	flushUntil time.Time // ClientDone/UpstreamDone: close the survivor by then
+	finSent    bool      // ClientDone/UpstreamDone/*Half: the survivor got its FIN
+	accounted  int64     // what it last added to Server.buffered (see account)
 
 	// half is the half-closed side (ClientHalf/UpstreamHalf), nil until
 	// one half-closes (tunnel_half.go); apart, so an open tunnel does not
