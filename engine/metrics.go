@@ -9,6 +9,7 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -26,7 +27,10 @@ import (
 //     (routes, filters, upstream nodes) or when the server is built (loops),
 //     and is kept in the registry by a stable name (route id, route and
 //     filter name, upstream name and node address), so a recompiled snapshot
-//     finds the same counters.
+//     finds the same counters. A route's shards (and a filter's, see
+//     filters.Stats) are the exception: the route's first exchange makes
+//     them, once in the process's life, so routes no request reaches cost
+//     a small header each and no shards.
 //   - Each object holds one shard per loop. A loop writes only its own shard,
 //     with atomic adds and no lock; shards are padded apart so no two loops
 //     write one cache line.
@@ -104,7 +108,7 @@ func (r *registry) routeLocked(id string) *routeMetrics {
 		m.retired = 0
 		return m
 	}
-	m := &routeMetrics{id: id, label: promWriter{}.labels("route", id), shards: make([]routeShard, r.loops), quiet: &r.quiet}
+	m := &routeMetrics{id: id, loops: r.loops, quiet: &r.quiet}
 	r.routeIx[id] = m
 	r.routes = append(r.routes, m)
 	return m
@@ -123,16 +127,16 @@ func (r *registry) applied(v uint64, snap *snapshot) {
 // retire is called by apply once version v (snap) is the running config:
 // the route series and filter stats snap does not use are marked retired
 // at v, those it uses are live, and any of them a sweep removed while a
-// compile still held it is put back. r.mu is taken; never on a loop.
+// compile still held it is put back. It marks rather than builds sets:
+// at 30,000 routes a map of the live ones cost most of an API write. r.mu
+// is taken; never on a loop.
 func (r *registry) retire(v uint64, snap *snapshot) {
-	live := make(map[*routeMetrics]bool, len(snap.routes))
-	stats := map[*filters.Stats]bool{}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := range snap.routes {
 		rt := &snap.routes[i]
 		m := rt.metrics
-		live[m] = true
+		m.live = v
 		if r.routeIx[m.id] != m {
 			if old := r.routeIx[m.id]; old != nil {
 				old.retired = 1 // another compile's copy, never run: the next sweep drops it
@@ -145,18 +149,25 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 		}
 		for j := 0; j < rt.chain.Len(); j++ {
 			st := rt.chain.Stats(j)
-			stats[st] = true
-			k := filterKey{m.id, rt.chain.Filter(j).Name()}
-			if fm := r.filterIx[k]; fm == nil || fm.stats != st {
-				fm = newFilterMetrics(m, k.filter, st)
-				r.filterIx[k] = fm
-				r.filters = append(r.filters, fm)
+			fm := m.filterOf(st)
+			if fm == nil {
+				fm = newFilterMetrics(m, rt.chain.Filter(j).Name(), st)
+				m.filters = append(m.filters, fm)
 			}
+			// Retired or new: it may be out of the index. A live one is in
+			// it (filter retires what it replaces there).
+			if fm.retired != 0 || !fm.indexed {
+				r.filterIx[filterKey{m.id, fm.filter}] = fm
+				if !fm.indexed {
+					r.filters, fm.indexed = append(r.filters, fm), true
+				}
+			}
+			fm.live = v
 		}
 	}
 	for _, m := range r.routes {
 		switch {
-		case live[m] || m == r.unrouted:
+		case m.live == v || m == r.unrouted:
 			m.retired = 0
 		case m.retired == 0:
 			m.retired = v
@@ -164,7 +175,7 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 	}
 	for _, fm := range r.filters {
 		switch {
-		case stats[fm.stats]:
+		case fm.live == v:
 			fm.retired = 0
 		case fm.retired == 0:
 			fm.retired = v
@@ -214,6 +225,8 @@ func (r *registry) sweep() {
 		if k := (filterKey{fm.route.id, fm.filter}); r.filterIx[k] == fm {
 			delete(r.filterIx, k)
 		}
+		fm.indexed = false
+		fm.route.filters = slices.DeleteFunc(fm.route.filters, func(o *filterMetrics) bool { return o == fm })
 	}
 	clear(r.filters[len(fms):])
 	r.filters = fms
@@ -255,36 +268,73 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 		old.retired = 1
 	}
 	m := newFilterMetrics(rm, filter, filters.NewStats(r.loops))
+	m.indexed = true
 	r.filterIx[k] = m
 	r.filters = append(r.filters, m)
+	rm.filters = append(rm.filters, m)
 	return m.stats
 }
 
-// routeMetrics are one route's series.
+// routeMetrics are one route's series. Their shards and label are made
+// by the route's first exchange (series), not at compile: a config of
+// 30,000 routes most of which see no request would otherwise carry
+// 30,000 × loops shards of about 800 bytes each.
 type routeMetrics struct {
 	id     string
-	label  string       // {route="id"}, rendered once: a scrape writes it for every series
-	shards []routeShard // by loop index
-	quiet  *atomic.Bool // the registry's metrics.per_request switch, inverted
+	loops  int
+	series atomic.Pointer[routeSeries] // nil until the first exchange
+	quiet  *atomic.Bool                // the registry's metrics.per_request switch, inverted
 
 	// retired is the config version from which the running config no
-	// longer has the route; 0 = it does. Guarded by the registry's mu.
-	retired uint64
+	// longer has the route; 0 = it does. live is the last version
+	// registry.retire found the route in. Both guarded by the registry's
+	// mu.
+	retired, live uint64
+	filters       []*filterMetrics // the route's filter stats' names, guarded by the registry's mu
+}
+
+// routeSeries are a route's shards, by loop index, and its label.
+type routeSeries struct {
+	label  string // {route="id"}, rendered once: a scrape writes it for every series
+	shards []routeShard
+}
+
+// shard returns loop's shard, making the route's series if no loop has
+// yet: one allocation per route in the process's life. On a loop.
+func (m *routeMetrics) shard(loop int) *routeShard {
+	s := m.series.Load()
+	if s == nil {
+		made := &routeSeries{label: promWriter{}.labels("route", m.id), shards: make([]routeShard, m.loops)}
+		if m.series.CompareAndSwap(nil, made) {
+			s = made
+		} else {
+			s = m.series.Load() // another loop made them first
+		}
+	}
+	return &s.shards[loop]
 }
 
 // begin counts an exchange routed to the route on loop, until end.
-func (m *routeMetrics) begin(loop int) { m.shards[loop].routed.Add(1) }
+func (m *routeMetrics) begin(loop int) { m.shard(loop).routed.Add(1) }
 
 // end counts the end of an exchange begin counted.
-func (m *routeMetrics) end(loop int) { m.shards[loop].ended.Add(1) }
+func (m *routeMetrics) end(loop int) { m.shard(loop).ended.Add(1) }
 
 // inFlight is how many routed exchanges have not ended, on every loop.
 // Each shard's ended is read before its routed, and a loop adds to routed
 // first, so no shard reads negative. Any goroutine.
 func (m *routeMetrics) inFlight() int64 {
+	if s := m.series.Load(); s != nil {
+		return s.inFlight()
+	}
+	return 0
+}
+
+// inFlight is routeMetrics.inFlight of the route's series.
+func (s *routeSeries) inFlight() int64 {
 	n := int64(0)
-	for i := range m.shards {
-		sh := &m.shards[i]
+	for i := range s.shards {
+		sh := &s.shards[i]
 		ended := sh.ended.Load()
 		n += int64(sh.routed.Load() - ended)
 	}
@@ -294,8 +344,12 @@ func (m *routeMetrics) inFlight() int64 {
 // touched reports whether any exchange was routed to the route or counted
 // in it: an untouched route writes no series. Any goroutine.
 func (m *routeMetrics) touched() bool {
-	for i := range m.shards {
-		sh := &m.shards[i]
+	s := m.series.Load()
+	if s == nil {
+		return false
+	}
+	for i := range s.shards {
+		sh := &s.shards[i]
 		if sh.routed.Load() != 0 {
 			return true
 		}
@@ -363,7 +417,7 @@ func (m *routeMetrics) observe(loop int, status, code int, ns int64) {
 }
 
 func (m *routeMetrics) count(loop int, status, code int, ns int64) {
-	sh := &m.shards[loop]
+	sh := m.shard(loop)
 	class := status/100 - 1
 	if class < 0 || class > 4 {
 		class = 4 // not an HTTP status: cannot happen, but never index out of range
@@ -377,16 +431,45 @@ func (m *routeMetrics) count(loop int, status, code int, ns int64) {
 
 // filterMetrics name a filter's stats for the writer.
 type filterMetrics struct {
-	route   *routeMetrics // the route whose exchanges record into stats
-	filter  string
-	label   string // {route="...",filter="..."}
-	stats   *filters.Stats
-	retired uint64 // as routeMetrics.retired; guarded by the registry's mu
+	route  *routeMetrics // the route whose exchanges record into stats
+	filter string
+	stats  *filters.Stats
+
+	// label is {route="...",filter="..."}, rendered by the first scrape
+	// that writes the filter's series: most filters of most routes never
+	// run.
+	label atomic.Pointer[string]
+
+	// retired is as routeMetrics.retired, live as routeMetrics.live;
+	// indexed is whether it is in the registry's filters. All guarded by
+	// the registry's mu.
+	retired, live uint64
+	indexed       bool
 }
 
 func newFilterMetrics(route *routeMetrics, filter string, stats *filters.Stats) *filterMetrics {
-	return &filterMetrics{route: route, filter: filter, stats: stats,
-		label: promWriter{}.labels("route", route.id, "filter", filter)}
+	return &filterMetrics{route: route, filter: filter, stats: stats}
+}
+
+// labels returns the filter's label, rendering it the first time.
+func (fm *filterMetrics) labels() string {
+	if l := fm.label.Load(); l != nil {
+		return *l
+	}
+	l := promWriter{}.labels("route", fm.route.id, "filter", fm.filter)
+	fm.label.Store(&l)
+	return l
+}
+
+// filterOf is the route's filterMetrics of stats, or nil. The registry's
+// mu must be held.
+func (m *routeMetrics) filterOf(stats *filters.Stats) *filterMetrics {
+	for _, fm := range m.filters {
+		if fm.stats == stats {
+			return fm
+		}
+	}
+	return nil
 }
 
 // loopStats are one loop's series. Written by the loop, read by the
@@ -451,10 +534,10 @@ func (s *Server) writeSeries(w io.Writer) {
 	reg.mu.Lock()
 	// A retired route whose id a later compile made anew is not written
 	// beside its successor (registry.retire).
-	routes := make([]*routeMetrics, 0, len(reg.routes))
+	all := make([]*routeMetrics, 0, len(reg.routes))
 	for _, m := range reg.routes {
 		if reg.routeIx[m.id] == m {
-			routes = append(routes, m)
+			all = append(all, m)
 		}
 	}
 	nodes := append([]*upstream.Node(nil), reg.nodes...)
@@ -502,15 +585,15 @@ func (s *Server) writeSeries(w io.Writer) {
 
 	// Per route: only routes a request has reached. Each family reads the
 	// shards again rather than keeping a sum per route for the next.
-	touched := routes[:0]
-	for _, m := range routes {
-		if m.touched() {
-			touched = append(touched, m)
+	routes := all[:0]
+	for _, m := range all {
+		if m.touched() { // then its series are made
+			routes = append(routes, m)
 		}
 	}
-	routes = touched
 	p.family("loopgate_route_requests_total", "counter", "Finished requests by route and status class (499: the client left before a response).")
-	for _, m := range routes {
+	for _, rm := range routes {
+		m := rm.series.Load()
 		var classes [5]uint64
 		for j := range m.shards {
 			for c := range classes {
@@ -525,7 +608,8 @@ func (s *Server) writeSeries(w io.Writer) {
 		}
 	}
 	p.family("loopgate_route_request_duration_seconds", "histogram", "Time from a request's first byte to the end of its exchange.")
-	for _, m := range routes {
+	for _, rm := range routes {
+		m := rm.series.Load()
 		var sum loopstat.Sum
 		for j := range m.shards {
 			sum.Add(&m.shards[j].latency)
@@ -537,12 +621,13 @@ func (s *Server) writeSeries(w io.Writer) {
 		if m.id == unroutedID {
 			continue // never in flight: answered at once
 		}
-		p.gauge("loopgate_route_requests_in_flight", m.label, m.inFlight())
+		p.gauge("loopgate_route_requests_in_flight", m.series.Load().label, m.inFlight())
 	}
 	p.family("loopgate_route_rejections_total", "counter", "Answers the gateway made itself, by route and JSON error code.")
 	var codes codeSum
 	var num [10]byte // a code's text; one array for the whole scrape
-	for _, m := range routes {
+	for _, rm := range routes {
+		m := rm.series.Load()
 		codes.reset()
 		for j := range m.shards {
 			codes.add(&m.shards[j].rejected)
@@ -655,7 +740,7 @@ func (s *Server) writeSeries(w io.Writer) {
 		if m.stats.Histograms(&self, &total); total.Count() == 0 && self.Count() == 0 {
 			continue
 		}
-		p.histogram("loopgate_filter_self_seconds", m.label, &self)
+		p.histogram("loopgate_filter_self_seconds", m.labels(), &self)
 	}
 	p.family("loopgate_filter_total_seconds", "histogram", "From a filter's request phase start to its response phase end: its own work and everything after it, the upstream included.")
 	for _, m := range fms {
@@ -663,7 +748,7 @@ func (s *Server) writeSeries(w io.Writer) {
 		if m.stats.Histograms(&self, &total); total.Count() == 0 && self.Count() == 0 {
 			continue
 		}
-		p.histogram("loopgate_filter_total_seconds", m.label, &total)
+		p.histogram("loopgate_filter_total_seconds", m.labels(), &total)
 	}
 }
 

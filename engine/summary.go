@@ -139,9 +139,11 @@ func (z *summarizer) read(s *Server, top int) *Summary {
 	for i := range snap.routes {
 		r := &snap.routes[i]
 		c := candidate{i: i, bad: abnormal(r)}
-		for j := range r.metrics.shards {
-			for k := range c.classes {
-				c.classes[k] += r.metrics.shards[j].classes[k].Load()
+		if sr := r.metrics.series.Load(); sr != nil { // nil: no request has reached the route
+			for j := range sr.shards {
+				for k := range c.classes {
+					c.classes[k] += sr.shards[j].classes[k].Load()
+				}
 			}
 		}
 		for _, n := range c.classes {
@@ -272,8 +274,10 @@ func heapDown(h []candidate, i int) {
 
 func routeSummary(r *route, c *candidate) RouteSummary {
 	var lat loopstat.Sum
-	for j := range r.metrics.shards {
-		lat.Add(&r.metrics.shards[j].latency)
+	if sr := r.metrics.series.Load(); sr != nil {
+		for j := range sr.shards {
+			lat.Add(&sr.shards[j].latency)
+		}
 	}
 	rs := RouteSummary{ID: r.id, Upstream: r.upstream.name, Requests: c.total, Errors: c.classes[4],
 		Latency: lat.Counts[:], InFlight: r.metrics.inFlight(), Breaker: "off", Abnormal: c.bad}
