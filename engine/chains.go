@@ -68,21 +68,24 @@ func (b *chainBuilder) group(name string) (int, bool) {
 }
 
 // chain returns the route's chain, or nil when it runs no filter: each
-// filter config.Chain names for it, built by its registration.
-func (b *chainBuilder) chain(r *config.Route) (*filters.Chain, error) {
+// filter config.Chain names for it, built by its registration. prepared
+// reports whether one of them was built on what its Prepare made.
+func (b *chainBuilder) chain(r *config.Route) (chain *filters.Chain, prepared bool, err error) {
 	var fs []filters.Filter
 	for _, name := range b.cfg.Chain(r) {
 		reg, _ := filters.Lookup(name) // Chain names registered filters only
 		f, err := reg.New(b.build(reg, r))
 		if err != nil {
-			return nil, fmt.Errorf("engine: route %q: %s: %w", r.ID, name, err)
+			return nil, false, fmt.Errorf("engine: route %q: %s: %w", r.ID, name, err)
 		}
 		if f != nil {
 			fs = append(fs, f)
+			prepared = prepared || reg.Prepare != nil
 		}
 	}
 	if len(fs) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
-	return filters.NewChainStats(fs, b.loops, func(filter string) *filters.Stats { return b.reg.filter(r.ID, filter) })
+	chain, err = filters.NewChainStats(fs, b.loops, func(filter string) *filters.Stats { return b.reg.filter(r.ID, filter) })
+	return chain, prepared, err
 }

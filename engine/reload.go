@@ -38,7 +38,7 @@ func Compile(cfg *config.Config) (*Compiled, error) {
 	// A cluster rate limit dials Redis while it compiles; this copy of it
 	// serves nothing.
 	defer scratch.services.close()
-	if _, err := compile(cfg, n, &scratch, nil, nil); err != nil {
+	if _, err := compile(cfg, n, &scratch, nil, nil, false); err != nil {
 		return nil, err
 	}
 	return &Compiled{cfg: cfg}, nil
@@ -50,9 +50,12 @@ func Compile(cfg *config.Config) (*Compiled, error) {
 // the server's durable state (bans, revocations, filter stats, metrics,
 // upstream nodes), so compiling changes nothing that runs; a Compiled
 // that is never applied is simply dropped. Safe for concurrent use.
-func (s *Server) Compile(cfg *config.Config) (*Compiled, error) {
+func (s *Server) Compile(cfg *config.Config) (*Compiled, error) { return s.compile(cfg, false) }
+
+// compile is Compile; refresh is compile's (a file reload's).
+func (s *Server) compile(cfg *config.Config, refresh bool) (*Compiled, error) {
 	old := s.state.Load()
-	snap, err := compile(cfg, len(s.loops), &s.durable, old.snap, old.cfg)
+	snap, err := compile(cfg, len(s.loops), &s.durable, old.snap, old.cfg, refresh)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +128,11 @@ func (s *Server) Reload(cfg *config.Config) (string, error) {
 
 // ReloadWith compiles cfg and, when it compiles, changes nothing that
 // cannot change live and empties nothing o does not allow, makes it the
-// config every new request uses. It returns one line saying what changed,
+// config every new request uses. Unlike Apply, it builds again what the
+// filters' settings read from files (auth.jwt.jwks_file, key files), even
+// when cfg shares the running config's settings (config.WithRoutes): a
+// reload is how an operator has a changed key file read. It returns one
+// line saying what changed,
 // or an error saying why the reload was refused; a refused reload leaves
 // the running config serving. Safe for concurrent use: reloads are
 // applied one at a time.
@@ -143,7 +150,7 @@ func (s *Server) ReloadWith(cfg *config.Config, o ReloadOptions) (string, error)
 			"to apply it on purpose, reload with allow_empty (POST /reload?allow_empty=1); still serving config v%d",
 			strings.Join(d.Emptied, " and "), old.version)
 	}
-	c, err := s.Compile(cfg)
+	c, err := s.compile(cfg, true)
 	if err != nil {
 		s.metrics.reloadsFailed.Add(1)
 		return "", fmt.Errorf("engine: reload refused: %s; still serving config v%d",

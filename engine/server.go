@@ -90,7 +90,7 @@ func New(cfg *config.Config) (*Server, error) {
 		booted: make(chan struct{}), stopped: make(chan struct{}), burst: make(chan struct{}, 1), metricSet: metrics.NewSet(),
 		alerts: alert.New(alertOptions(&cfg.Alerts)),
 	}
-	snap, err := compile(cfg, n, &s.durable, nil, nil)
+	snap, err := compile(cfg, n, &s.durable, nil, nil, false)
 	if err != nil {
 		return nil, err
 	}

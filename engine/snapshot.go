@@ -72,6 +72,7 @@ type route struct {
 	id              string
 	upstream        *upstreamDef   // the route's upstream, in the same snapshot
 	chain           *filters.Chain // nil when the route runs no filters
+	prepared        bool           // the chain has a filter built on what its Prepare made (snapshot.shared)
 	maxBody         int64          // the route's body limit when tighter than the global one
 	connectTimeout  time.Duration
 	responseTimeout time.Duration
@@ -163,8 +164,10 @@ func (e compileErrors) Unwrap() []error { return e }
 //
 // prev and prevCfg are the running snapshot and its config, or nil: a
 // config that shares prevCfg's settings keeps prev's compiled routes (see
-// below).
-func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevCfg *config.Config) (*snapshot, error) {
+// below). refresh builds what the filters' Prepare makes (the auth
+// verifier, which reads key files) again all the same, and with it the
+// routes whose chains use it; the others are kept.
+func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevCfg *config.Config, refresh bool) (*snapshot, error) {
 	var errs compileErrors
 	table, err := cfg.RouterTable() // compiled once, by config.Parse
 	if err != nil {
@@ -235,13 +238,14 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 		}
 	}
 	var b *chainBuilder
-	if keptRoutes == nil {
+	if keptRoutes == nil || refresh {
 		var err error
 		if b, err = newChainBuilder(cfg, loops, groupIndex, kept); err != nil {
 			return nil, append(errs, err)
 		}
 		s.trusted, s.shared = b.trusted, b.shared
 	}
+	s.routes = make([]route, 0, len(cfg.Routes))
 	for i := range cfg.Routes {
 		r := &cfg.Routes[i]
 		g, ok := groupIndex[r.Upstream]
@@ -249,7 +253,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			errs = append(errs, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream))
 			continue
 		}
-		if j, ok := keptRoutes[r.ID]; ok && r.SameRoute(&prevCfg.Routes[j]) {
+		if j, ok := keptRoutes[r.ID]; ok && r.SameRoute(&prevCfg.Routes[j]) && !(refresh && prev.routes[j].prepared) {
 			rt := prev.routes[j]
 			rt.upstream = s.upstreams[g]
 			s.routes = append(s.routes, rt)
@@ -259,14 +263,14 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			b = &chainBuilder{cfg: cfg, loops: loops, groups: groupIndex, trusted: s.trusted,
 				shared: s.shared, services: &kept.services.byType, reg: kept.metrics}
 		}
-		chain, err := b.chain(r)
+		chain, prepared, err := b.chain(r)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		// config.applyDefaults already copied the upstream's timeouts into
 		// routes that do not override them.
-		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain,
+		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain, prepared: prepared,
 			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
 			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID), tls: routeTLS(r.TLS),
 			retry: policy.NewRetryPolicy(&r.Retry), tunnel: newRouteTunnel(r, kept.tunnels)}

@@ -72,7 +72,7 @@ func TestCompileKeepsSharedRoutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		whole, err := compile(parse(text(ids)), len(srv.loops), &srv.durable, nil, nil)
+		whole, err := compile(parse(text(ids)), len(srv.loops), &srv.durable, nil, nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,4 +137,55 @@ func chainNames(r *route) string {
 		names = append(names, r.chain.Filter(i).Name())
 	}
 	return strings.Join(names, ",")
+}
+
+// A reload (ReloadWith) of a config spliced from the running one builds
+// the filters' shared objects again (the auth verifier, which reads key
+// files) and the routes whose chains use them, and keeps every other
+// route's compiled state; an API write's compile (Compile) keeps them all.
+func TestReloadRebuildsPreparedRoutes(t *testing.T) {
+	const head = "listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 1\nauth:\n  jwt: {hs256_secret: 0123456789abcdef0123456789abcdef}\n" +
+		"upstreams:\n  - {name: a, nodes: [\"127.0.0.1:9\"]}\nroutes:\n"
+	const guarded, open = "  - {id: guarded, prefix: /g/, upstream: a, auth: required}\n", "  - {id: open, prefix: /o/, upstream: a}\n"
+	parse := func(s string) *config.Config {
+		cfg, err := config.Parse([]byte(head + s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	srv, err := New(parse(guarded + open))
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := func() (guarded, open *route, shared any) {
+		st := srv.state.Load()
+		return &st.snap.routes[0], &st.snap.routes[1], st.snap.shared["auth"]
+	}
+	g0, o0, v0 := routes()
+	if !g0.prepared || o0.prepared || v0 == nil {
+		t.Fatalf("prepared: guarded %v, open %v; verifier %v", g0.prepared, o0.prepared, v0)
+	}
+	added := "  - {id: added, prefix: /n/, upstream: a}\n"
+	spliced, err := srv.state.Load().cfg.WithRoutes([]string{"guarded", "open", "added"}, parse(added))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := srv.Compile(spliced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.snap.routes[0].chain != g0.chain || c.snap.routes[1].chain != o0.chain || c.snap.shared["auth"] != v0 {
+		t.Fatal("an API write's compile rebuilt what the running version shares")
+	}
+	if _, err := srv.ReloadWith(spliced, ReloadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	g1, o1, v1 := routes()
+	if v1 == v0 || g1.chain == g0.chain {
+		t.Fatal("a reload kept the verifier, or the chain built on it")
+	}
+	if o1.chain != o0.chain || o1.metrics != o0.metrics || g1.metrics != g0.metrics {
+		t.Fatal("a reload rebuilt a route that uses no shared object, or a route's metrics")
+	}
 }

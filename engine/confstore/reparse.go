@@ -1,0 +1,164 @@
+// Reparsing a config file: the routes a file kept, word for word, since the
+// last parse are not decoded again.
+
+package confstore
+
+import (
+	"bytes"
+	"fmt"
+	"regexp"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Reparser is Parse for one file read again and again (every reload): a
+// route whose text is the same as in the last parse keeps the value that
+// parse decoded, so unchanged routes cost a map lookup, not a YAML decode,
+// and Diff answers them at once (they are the same map). At 30,000 routes
+// the whole decode took most of a reload and allocated about twice the
+// document's memory again.
+//
+// It takes the quick way only for a document it can split by its lines
+// alone: one top-level "routes:" key holding a block sequence, and no
+// anchor ('&') in the routes, so that each route's text means what it
+// means in the whole document. Anything else, or a route whose text does
+// not decode on its own, is parsed whole by Parse, with Parse's errors.
+// Not safe for concurrent use; the Control calls it under its lock.
+type Reparser struct {
+	items map[string]any // a route's text: its value, from the last parse
+}
+
+// Parse is Parse(data), reusing the routes the last call decoded.
+func (p *Reparser) Parse(data []byte) (Doc, error) {
+	if d, items, ok := p.split(data); ok {
+		p.items = items
+		return d, nil
+	}
+	p.items = nil
+	return Parse(data)
+}
+
+// routesKey is the top-level line of the routes list, with no value on it.
+var routesKey = regexp.MustCompile(`^routes:[ \t]*(#[^\n]*)?\r?\n?$`)
+
+// split is Parse's quick way: the document without its routes, decoded
+// whole, and each route's text looked up in p.items or decoded (the new
+// ones together). It returns the routes' texts with their values, for
+// the next call, and false when the document cannot be split.
+func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	start := -1
+	for i, l := range lines {
+		if bytes.HasPrefix(l, []byte("---")) || bytes.HasPrefix(l, []byte("...")) {
+			return nil, nil, false // documents: Parse reads the first alone
+		}
+		if routesKey.Match(l) {
+			if start >= 0 {
+				return nil, nil, false // twice: Parse says why
+			}
+			start = i
+		}
+	}
+	if start < 0 {
+		return nil, nil, false
+	}
+	// The items start at the first line after the key that holds more
+	// than a comment, "- " at some indentation; a line indented less, but
+	// for comments and blank lines, ends the list.
+	var texts [][]byte
+	indent, end := -1, len(lines)
+	for i := start + 1; i < len(lines); i++ {
+		l := lines[i]
+		trimmed := bytes.TrimLeft(l, " ")
+		n := len(l) - len(trimmed)
+		if blank(trimmed) {
+			if len(texts) > 0 {
+				texts[len(texts)-1] = append(texts[len(texts)-1], l...)
+			}
+			continue
+		}
+		if trimmed[0] == '\t' {
+			return nil, nil, false
+		}
+		item := n == indent || indent < 0
+		item = item && trimmed[0] == '-' && (len(trimmed) == 1 || trimmed[1] == ' ' || trimmed[1] == '\n' || trimmed[1] == '\r')
+		switch {
+		case item:
+			indent = n
+			texts = append(texts, append([]byte(nil), l...))
+		case indent >= 0 && n > indent:
+			texts[len(texts)-1] = append(texts[len(texts)-1], l...)
+		case n == 0:
+			end = i
+		default:
+			return nil, nil, false
+		}
+		if end < len(lines) {
+			break
+		}
+	}
+	if len(texts) == 0 {
+		return nil, nil, false
+	}
+	var rest []byte
+	for i, l := range lines {
+		if i < start || i >= end {
+			rest = append(rest, l...)
+		}
+	}
+	var d Doc
+	if err := yaml.Unmarshal(rest, &d); err != nil {
+		return nil, nil, false
+	}
+	if d == nil {
+		d = Doc{}
+	}
+	if _, ok := d[Routes]; ok {
+		return nil, nil, false
+	}
+	list := make([]any, len(texts))
+	var missing []int
+	var joined []byte
+	for i, t := range texts {
+		if bytes.IndexByte(t, '&') >= 0 {
+			return nil, nil, false // an anchor: its aliases may be in other routes
+		}
+		if v, ok := p.items[string(t)]; ok {
+			list[i] = v
+			continue
+		}
+		missing = append(missing, i)
+		joined = append(joined, t...)
+	}
+	if len(missing) > 0 {
+		var fresh []any
+		if err := yaml.Unmarshal(joined, &fresh); err != nil || len(fresh) != len(missing) {
+			return nil, nil, false
+		}
+		for j, i := range missing {
+			list[i] = fresh[j]
+		}
+	}
+	items := make(map[string]any, len(texts))
+	for i, v := range list {
+		m, ok := v.(map[string]any)
+		if !ok {
+			continue
+		}
+		if id, _ := m["id"].(string); id == "" {
+			// The default id depends on the route's place: decoded anew
+			// next time, not kept.
+			m["id"] = fmt.Sprintf("route-%d", i)
+			continue
+		}
+		items[string(texts[i])] = v
+	}
+	d[Routes] = list
+	return d, items, true
+}
+
+// blank reports whether a line, its indentation cut, is empty or a comment.
+func blank(l []byte) bool {
+	l = bytes.TrimRight(l, " \t\r\n")
+	return len(l) == 0 || l[0] == '#'
+}
