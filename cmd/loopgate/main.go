@@ -326,10 +326,11 @@ func startControl(opts *options) (*admin.Control, *config.Config, error) {
 		CheckOnly: opts.check,
 	}
 	if opts.configPath != "" {
-		// A file that does not load is an admin.ConfigError, with the line
-		// of each problem.
+		// A file that cannot be read is an admin.ConfigError; the Control
+		// parses what changed since the last read, and the whole file (for
+		// the line of each problem) only when it must.
 		copts.Read = func() ([]byte, error) {
-			_, data, err := config.LoadSource(opts.configPath)
+			data, err := config.ReadSettled(opts.configPath)
 			if err != nil {
 				return nil, &admin.ConfigError{Err: err}
 			}

@@ -248,10 +248,11 @@ func (s *Server) reload(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case res.Err == nil:
 		writeJSON(w, http.StatusOK, struct {
-			Result   string `json:"result"`
-			Changes  string `json:"changes"`
-			Triggers int    `json:"triggers"`
-		}{"applied", res.Changes, res.Triggers})
+			Result   string  `json:"result"`
+			Changes  string  `json:"changes"`
+			Triggers int     `json:"triggers"`
+			TookMs   float64 `json:"took_ms"`
+		}{"applied", res.Changes, res.Triggers, float64(res.Took.Microseconds()) / 1000})
 	case errors.Is(res.Err, ErrStopped):
 		s.fail(w, http.StatusServiceUnavailable, 50301, res.Err.Error())
 	case errors.As(res.Err, &ce):

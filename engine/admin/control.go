@@ -33,7 +33,9 @@ type Engine interface {
 // ControlOptions are how Control reads the file and keeps its state.
 type ControlOptions struct {
 	// Read returns the config file's bytes, re-read on every reload, or a
-	// ConfigError. With no file (the embedded config) Reload is nil.
+	// ConfigError. Reload parses them, and refuses a file that does not
+	// load on its own, as a restart would, with Parse's errors. With no
+	// file (the embedded config) Reload is nil.
 	Read func() ([]byte, error)
 	// Parse turns a document into a Config, applying what the command
 	// line overrides (-loops, -pin), as config.Parse would.
@@ -71,6 +73,7 @@ type Control struct {
 
 	mu      sync.Mutex
 	reparse confstore.Reparser // the config file's reads; guarded by mu
+	fileCfg *config.Config     // the config file alone, parsed (see loadFile); guarded by mu
 	st      *confstore.State   // guarded by mu
 	file    confstore.Doc      // the config file's document as last read; guarded by mu
 	cur     confstore.Doc      // the running document, file with overlay; guarded by mu
@@ -129,6 +132,9 @@ func NewControl(opts ControlOptions, fileData []byte) (*Control, *config.Config,
 			opts.StatePath, err, opts.StatePath)
 	}
 	c.st, c.file, c.cur, c.cfg = st, file, cur, cfg
+	if st.Overlay.Empty() {
+		c.fileCfg = cfg
+	}
 	prev := cur
 	if base, err := os.ReadFile(c.basePath()); err == nil && st.Latest() > 0 {
 		if d, err := confstore.Parse(base); err == nil {
@@ -182,7 +188,15 @@ func (c *Control) parseChange(d confstore.Doc, diff []confstore.Change) (*config
 
 // spliceRoutes is parseChange's quick way, or nil when it does not apply.
 func (c *Control) spliceRoutes(d confstore.Doc, diff []confstore.Change) *config.Config {
-	if c.cfg == nil || len(diff) == 0 {
+	return c.spliceOnto(c.cfg, d, diff)
+}
+
+// spliceOnto is the config of d, given diff from base's document, when
+// only routes changed (or only their order): base with the changed
+// routes, parsed alone, spliced in. nil when that does not apply, or the
+// changed routes do not parse.
+func (c *Control) spliceOnto(base *config.Config, d confstore.Doc, diff []confstore.Change) *config.Config {
+	if base == nil {
 		return nil
 	}
 	changed := make(map[string]bool, len(diff))
@@ -212,7 +226,7 @@ func (c *Control) spliceRoutes(d confstore.Doc, diff []confstore.Change) *config
 	if err != nil {
 		return nil
 	}
-	cfg, err := c.cfg.WithRoutes(ids, part)
+	cfg, err := base.WithRoutes(ids, part)
 	if err != nil {
 		return nil
 	}
@@ -257,21 +271,23 @@ func (c *Control) Reload(trigger string, o ReloadOptions) (string, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	file, err := c.reparse.Parse(data)
+	file, fileCfg, err := c.loadFile(data)
 	if err != nil {
 		return "", &ConfigError{Err: err}
 	}
 	next := confstore.Merge(file, c.st.Overlay)
 	diff := confstore.Diff(c.cur, next)
-	cfg, err := c.parseReload(next, diff)
-	if err != nil {
-		return "", &ConfigError{Err: err}
+	cfg := fileCfg // with no overlay, the file is the running document
+	if !c.st.Overlay.Empty() {
+		if cfg, err = c.parseReload(next, diff); err != nil {
+			return "", &ConfigError{Err: err}
+		}
 	}
 	changes, err := c.eng.Reload(cfg, o.AllowEmpty)
 	if err != nil {
 		return "", err
 	}
-	c.file, c.cur, c.cfg = file, next, cfg
+	c.file, c.fileCfg, c.cur, c.cfg = file, fileCfg, next, cfg
 	// The engine counts its own applies ("config v4: ..."); the line names
 	// the version the admin API lists instead.
 	if _, rest, ok := strings.Cut(changes, ": "); ok && strings.HasPrefix(changes, "config v") {
@@ -287,20 +303,6 @@ func (c *Control) Reload(trigger string, o ReloadOptions) (string, error) {
 		return "", fmt.Errorf("applied as version %d, but %v", v.Number, err)
 	}
 	return fmt.Sprintf("version %d: %s", v.Number, changes), nil
-}
-
-// parseReload is the config of next, the document a reload read, given
-// diff from the running one. A document that differs only in routes, or
-// not at all, is spliced as an API write is (parseChange): the unchanged
-// routes keep their parsed config, and the engine what it compiled from
-// them, so a reload of 30,000 routes costs about what the changed ones do.
-// The settings are not parsed again then; the engine's reload still
-// builds what they read from files again (engine.Server.ReloadWith).
-func (c *Control) parseReload(next confstore.Doc, diff []confstore.Change) (*config.Config, error) {
-	if len(diff) == 0 && c.cfg != nil {
-		return c.cfg, nil
-	}
-	return c.parseChange(next, diff)
 }
 
 // Bind sets the engine the Control applies configs through, and where its

@@ -19,6 +19,10 @@ type Result struct {
 	Triggers int    // how many triggers the reload served
 	Changes  string // what changed, when the reload was applied
 	Err      error  // why it was refused; nil when applied
+	// Took is how long the reload ran, from re-reading the file (its
+	// settle reads included) to the new version applied, without the
+	// debounce window before it.
+	Took time.Duration
 }
 
 // ReloadOptions are what a trigger asks of the reload that serves it.
@@ -157,8 +161,9 @@ func (r *Reloader) run() {
 		if p == nil {
 			continue
 		}
+		start := time.Now()
 		changes, err := r.reload(p.opts)
-		p.result = Result{Trigger: p.first, Triggers: p.n, Changes: changes, Err: err}
+		p.result = Result{Trigger: p.first, Triggers: p.n, Changes: changes, Err: err, Took: time.Since(start)}
 		r.report(p.result)
 		close(p.done)
 	}

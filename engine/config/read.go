@@ -49,6 +49,13 @@ func LoadSource(path string) (*Config, []byte, error) {
 	return c, data, nil
 }
 
+// ReadSettled reads the file at path as Load does, until two reads agree,
+// and returns its bytes without parsing them: a reload that parses only
+// what changed since the last read (the admin Control) starts from it.
+func ReadSettled(path string) ([]byte, error) {
+	return readSettled(path, func() { time.Sleep(settlePause) })
+}
+
 // readSettled returns the contents of path once two whole reads in a row,
 // with pause between them, agree (see settleReads). A read agrees with
 // nothing when the file's size or modification time moved while it ran,

@@ -1,0 +1,80 @@
+// A file reload at scale: the file checked alone and the running config
+// rebuilt from the routes that changed, not from the whole file.
+
+package admin
+
+import (
+	"errors"
+
+	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/confstore"
+)
+
+// errFileEmpty refuses a file that decodes to nothing, as config.Load
+// does: the defaults with no routes would answer every request 404.
+var errFileEmpty = errors.New("config: the file sets nothing (it is empty or holds only comments): it would serve " +
+	"with no routes, every request a 404; refused")
+
+// loadFile decodes the config file's bytes and checks that the file loads
+// on its own, as the next restart will load it: its document, and its
+// config. A file whose document differs from the last one read only in
+// routes, or not at all, is checked by splicing its changed routes into
+// the last one's config (spliceOnto), so a reload of 30,000 routes parses
+// what changed, not the file. Anything the splice does not vouch for is
+// parsed whole, for config.Parse's errors with the file's lines. c.mu must
+// be held.
+func (c *Control) loadFile(data []byte) (confstore.Doc, *config.Config, error) {
+	file, err := c.reparse.Parse(data)
+	if err != nil {
+		_, perr := c.opts.Parse(data) // the config's message, with the line
+		if perr == nil {
+			perr = err
+		}
+		return nil, nil, perr
+	}
+	if len(file) == 0 {
+		return nil, nil, errFileEmpty
+	}
+	if c.fileCfg != nil {
+		diff := confstore.Diff(c.file, file)
+		if len(diff) == 0 && sameOrder(c.fileCfg, file) {
+			return file, c.fileCfg, nil
+		}
+		if cfg := c.spliceOnto(c.fileCfg, file, diff); cfg != nil {
+			return file, cfg, nil
+		}
+	}
+	cfg, err := c.opts.Parse(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return file, cfg, nil
+}
+
+// parseReload is the config of next, the file with the overlay, given diff
+// from the running document: spliced as an API write is (parseChange)
+// when only routes changed, the running config when nothing did (Diff
+// goes by id: routes only moved in the list are spliced, in their new
+// order). The
+// settings are not parsed again then; the engine's reload still builds
+// what they read from files again (engine.Server.ReloadWith).
+func (c *Control) parseReload(next confstore.Doc, diff []confstore.Change) (*config.Config, error) {
+	if len(diff) == 0 && c.cfg != nil && sameOrder(c.cfg, next) {
+		return c.cfg, nil
+	}
+	return c.parseChange(next, diff)
+}
+
+// sameOrder reports whether d lists its routes in cfg's order.
+func sameOrder(cfg *config.Config, d confstore.Doc) bool {
+	list, _ := d[confstore.Routes].([]any)
+	if len(list) != len(cfg.Routes) {
+		return false
+	}
+	for i, it := range list {
+		if m, _ := it.(map[string]any); m == nil || m["id"] != cfg.Routes[i].ID {
+			return false
+		}
+	}
+	return true
+}
