@@ -124,12 +124,13 @@ probe_http() {
 	[[ $reply == HTTP/1.?" 200"* && $reply == *"hello world"* ]]
 }
 
-# wait_ready NAME PID PORT waits up to 10 s for the process to answer the
-# probe (probe_http, or the function named by PROBE, such as probe_https).
-# On failure it prints the tail of the process log and returns 1.
+# wait_ready NAME PID PORT [SECONDS] waits up to SECONDS (default 10) for
+# the process to answer the probe (probe_http, or the function named by
+# PROBE, such as probe_https). On failure it prints the tail of the process
+# log and returns 1.
 wait_ready() {
-	local name=$1 pid=$2 port=$3 i probe=${PROBE:-probe_http}
-	for i in $(seq 100); do
+	local name=$1 pid=$2 port=$3 secs=${4:-10} i probe=${PROBE:-probe_http}
+	for i in $(seq $((secs * 10))); do
 		if ! kill -0 "$pid" 2>/dev/null; then
 			log "$name exited during startup; log tail:"
 			tail -n 20 "$TMP/$name.log" >&2 || true
@@ -138,7 +139,7 @@ wait_ready() {
 		"$probe" "$port" && return 0
 		sleep 0.1
 	done
-	log "$name did not answer 200 \"hello world\" on port $port within 10 s; log tail:"
+	log "$name did not answer 200 \"hello world\" on port $port within $secs s; log tail:"
 	tail -n 20 "$TMP/$name.log" >&2 || true
 	return 1
 }

@@ -53,7 +53,7 @@ start() {
 	write_config "$TMP/r$1.yaml" "$1"
 	start_pinned "loopgate-$1" "" "$LOOPGATE_BIN" -config "$TMP/r$1.yaml"
 	GW_PID=$STARTED_PID
-	wait_ready "loopgate-$1" "$GW_PID" "$gw" || exit 1
+	wait_ready "loopgate-$1" "$GW_PID" "$gw" 60 || exit 1 # 30,000 routes start in seconds on a busy machine
 }
 
 stop() { kill -TERM "$GW_PID"; wait "$GW_PID" 2>/dev/null || true; }
