@@ -9,7 +9,8 @@
 # printing each reload's own time (took_ms of POST /reload), how long
 # until a changed route answered, and VmRSS before and after. Under it all
 # wrk keeps SCALE_CONNS connections on the prefix route, which never changes, and the script
-# prints how many of its requests failed. See bench/README.md.
+# prints how many of its requests failed, and VmRSS once the gateway
+# returned what the applies left behind. See bench/README.md.
 #
 # Environment:
 #   SCALE_ROUTES  exact routes of the large config (default 30000)
@@ -111,6 +112,10 @@ reload "one route changed" /r5x
 write_config "$TMP/r$ROUTES.yaml" "$ROUTES" p
 reload "every route changed" /p5
 log "VmRSS after the reloads: $((before_reloads / 1024)) -> $(( $(rss_kb "$GW_PID") / 1024 )) MB"
+# The gateway returns what applies left behind a second after the last,
+# at most once every 10 s (loopgate_memory_returns_total).
+sleep 12
+log "VmRSS 12 s later: $(( $(rss_kb "$GW_PID") / 1024 )) MB (at start: $((large / 1024)) MB)"
 
 if ((CONNS > 0)); then
 	kill -INT "$WRK_PID"

@@ -1,5 +1,5 @@
-// Returning memory: buffers grown for a burst of large bodies go back to the
-// OS once the burst is over.
+// Returning memory: buffers grown for a burst of large bodies, and what a
+// config apply left behind, go back to the OS once the burst is over.
 
 package engine
 
@@ -28,7 +28,7 @@ const (
 func (s *Server) returnMemory(stop <-chan struct{}) {
 	t := time.NewTimer(releaseInterval)
 	defer t.Stop()
-	var peak int64
+	var peak, returned int64 // returned: the lastApply a collection followed
 	var last time.Time
 	for {
 		if peak < releaseFloor {
@@ -54,6 +54,18 @@ func (s *Server) returnMemory(stop <-chan struct{}) {
 			debug.FreeOSMemory()
 			s.memoryReturns.Add(1)
 			peak = now
+			continue
+		}
+		// A config version applied leaves the last one's compiled state
+		// and the compile's scratch behind: tens of megabytes at 30,000
+		// routes, which the runtime would otherwise keep until the heap
+		// doubles. Once the applies have paused for a tick (a burst of
+		// API writes pays once), one collection returns it.
+		if applied := s.lastApply.Load(); applied > returned && time.Since(time.Unix(0, applied)) >= releaseInterval &&
+			time.Since(last) >= releaseMinGap {
+			last, returned = time.Now(), applied
+			debug.FreeOSMemory()
+			s.memoryReturns.Add(1)
 		}
 	}
 }

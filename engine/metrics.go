@@ -565,7 +565,7 @@ func (s *Server) writeSeries(w io.Writer) {
 	p.sample("loopgate_connections_refused_total", "", s.refused.Load())
 	p.family("loopgate_buffered_bytes", "gauge", "Bytes client connections hold in memory, as max_buffered_bytes counts them.")
 	p.gauge("loopgate_buffered_bytes", "", s.buffered.Load())
-	p.family("loopgate_memory_returns_total", "counter", "Times memory was handed back to the OS after a burst of buffered bytes.")
+	p.family("loopgate_memory_returns_total", "counter", "Times memory was handed back to the OS: after a burst of buffered bytes, or after config versions were applied.")
 	p.sample("loopgate_memory_returns_total", "", s.memoryReturns.Load())
 	p.family("loopgate_stale_resumes_total", "counter", "Ticket resumes dropped, never run: a second resume, or one whose park had ended (timed out, client gone, recycled).")
 	p.sample("loopgate_stale_resumes_total", "", s.StaleResumes())

@@ -52,6 +52,7 @@ type Server struct {
 	bufferedPeak  atomic.Int64  // highest buffered since returnMemory last looked
 	burst         chan struct{} // capacity 1: a peak reached releaseFloor (notePeak)
 	memoryReturns atomic.Uint64 // see returnMemory
+	lastApply     atomic.Int64  // Unix ns of the last config version applied by a reload or write, for returnMemory
 
 	metricSet *metrics.Set // writes the registry out (WriteMetrics)
 	alerts    *alert.Dispatcher
