@@ -7,6 +7,7 @@ package admin
 import (
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -75,20 +76,60 @@ func BenchmarkApplyOneRouteAt30k(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
 }
 
-// BenchmarkFileReloadAt30k is a reload of an unchanged 30,000-route config
-// file through the Control, as SIGHUP or POST /reload runs it (without the
-// debounce window and the settle reads).
+// BenchmarkFileReloadAt30k is a reload of a 30,000-route config file
+// through the Control, as SIGHUP or POST /reload runs it (without the
+// debounce window and the settle reads), after one API write: the file
+// unchanged, and one route's path changing on every reload.
 func BenchmarkFileReloadAt30k(b *testing.B) {
-	data := scaleConfig(30000)
-	c := scaleControl(b, 30000)
-	c.opts.Read = func() ([]byte, error) { return data, nil }
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		if _, err := c.Reload("bench", ReloadOptions{}); err != nil {
-			b.Fatal(err)
-		}
+	for _, bc := range []struct {
+		name string
+		edit func(data []byte, i int) []byte
+	}{
+		{"unchanged", func(data []byte, _ int) []byte { return data }},
+		{"one-route", func(data []byte, i int) []byte {
+			return []byte(strings.Replace(string(data), "path: /r5,", fmt.Sprintf("path: /r5x%d,", i), 1))
+		}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			data := scaleConfig(30000)
+			c := scaleControl(b, 30000)
+			if _, err := c.change(writer{action: "PUT /config/routes/r7"}, func(d confstore.Doc) error {
+				confstore.Set(d, confstore.Routes, "r7", map[string]any{"id": "r7", "path": "/moved", "upstream": "backend"})
+				return nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+			var next []byte
+			c.opts.Read = func() ([]byte, error) { return next, nil }
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				next = bc.edit(data, i)
+				if _, err := c.Reload("bench", ReloadOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+		})
 	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+}
+
+// BenchmarkHeapAt30k is the heap a gateway of 30,000 routes holds (the
+// Control's documents and config, the engine's compiled snapshot and
+// durable state), per route, after a collection: no request has reached
+// any route. For a profile: -memprofile with -memprofilerate 1.
+func BenchmarkHeapAt30k(b *testing.B) {
+	var perRoute float64
+	for i := 0; i < b.N; i++ {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		c := scaleControl(b, 30000)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		runtime.KeepAlive(c)
+		perRoute = float64(after.HeapInuse-before.HeapInuse) / 30000
+	}
+	b.ReportMetric(perRoute, "B/route")
 }
