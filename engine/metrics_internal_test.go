@@ -48,3 +48,30 @@ func BenchmarkRouteObserve(b *testing.B) {
 		m.observe(0, 200, 0, 1500e3)
 	}
 }
+
+// A route no request has reached holds no shards and writes no series; its
+// first exchange makes them, once, and later exchanges allocate nothing.
+// A route whose first exchange ran on another loop shares its shards.
+func TestRouteSeriesMadeByFirstExchange(t *testing.T) {
+	reg := newRegistry(2)
+	idle, busy := reg.route("idle"), reg.route("busy")
+	if idle.series.Load() != nil || idle.touched() || idle.inFlight() != 0 {
+		t.Fatal("a route no request reached has its series")
+	}
+	busy.begin(1)
+	made := busy.series.Load()
+	if made == nil || !busy.touched() || busy.inFlight() != 1 || made.label != `{route="busy"}` {
+		t.Fatalf("after the first exchange: series %v, in flight %d", made, busy.inFlight())
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		busy.begin(0)
+		busy.end(0)
+		busy.record(0, 200, 0, 0)
+	}); n != 0 {
+		t.Fatalf("an exchange of a route with series allocates %v times", n)
+	}
+	busy.end(1)
+	if busy.series.Load() != made || busy.inFlight() != 0 || idle.series.Load() != nil {
+		t.Fatal("the series were made again, or for another route")
+	}
+}
