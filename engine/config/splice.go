@@ -29,18 +29,33 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	if len(changed.Upstreams) != len(c.Upstreams) {
 		return nil, fmt.Errorf("config: splice: upstreams differ")
 	}
-	byID := make(map[string]*Route, len(c.Routes)+len(changed.Routes))
-	for i := range c.Routes {
-		byID[c.Routes[i].ID] = &c.Routes[i]
-	}
+	fresh := make(map[string]*Route, len(changed.Routes))
 	for i := range changed.Routes {
-		byID[changed.Routes[i].ID] = &changed.Routes[i]
+		fresh[changed.Routes[i].ID] = &changed.Routes[i]
+	}
+	// c's route of an id: most stay where they were, so the map of every
+	// id is made only for one that moved.
+	var kept map[string]*Route
+	keptAt := func(i int, id string) *Route {
+		if i < len(c.Routes) && c.Routes[i].ID == id {
+			return &c.Routes[i]
+		}
+		if kept == nil {
+			kept = make(map[string]*Route, len(c.Routes))
+			for j := range c.Routes {
+				kept[c.Routes[j].ID] = &c.Routes[j]
+			}
+		}
+		return kept[id]
 	}
 	out := *c
 	out.Routes = make([]Route, len(ids))
 	seen := make(map[string]bool, len(ids))
 	for i, id := range ids {
-		r := byID[id]
+		r := fresh[id]
+		if r == nil {
+			r = keptAt(i, id)
+		}
 		if r == nil || seen[id] {
 			return nil, fmt.Errorf("config: splice: route %q missing or repeated", id)
 		}
