@@ -150,6 +150,22 @@ func items(d Doc, kind string) []item {
 	return out
 }
 
+// inPlace reports whether was and is list the same ids in the same order.
+// Place by place is then what the maps would find, for ids listed once,
+// as in any document the config accepts (one with an id twice is refused
+// whatever its diff says).
+func inPlace(was, is []item) bool {
+	if len(was) != len(is) {
+		return false
+	}
+	for i := range is {
+		if was[i].id != is[i].id {
+			return false
+		}
+	}
+	return true
+}
+
 // Get returns resource id of kind in d, or nil.
 func Get(d Doc, kind, id string) any {
 	if kind == Settings {
@@ -204,6 +220,17 @@ func Diff(old, next Doc) []Change {
 	var out []Change
 	for _, l := range Lists {
 		was, is := items(old, l.Kind), items(next, l.Kind)
+		if inPlace(was, is) {
+			// The same ids in the same places, as after an edit of a few:
+			// compared place by place, without maps (at 30,000 routes the
+			// maps were most of an API write's diff).
+			for i := range is {
+				if !same(was[i].v, is[i].v) {
+					out = append(out, Change{Kind: l.Kind, ID: is[i].id, Before: was[i].v, After: is[i].v})
+				}
+			}
+			continue
+		}
 		before := make(map[string]any, len(was))
 		for _, it := range was {
 			before[it.id] = it.v
