@@ -115,7 +115,8 @@ log "VmRSS after the reloads: $((before_reloads / 1024)) -> $(( $(rss_kb "$GW_PI
 # The gateway returns what applies left behind a second after the last,
 # at most once every 10 s (loopgate_memory_returns_total).
 sleep 12
-log "VmRSS 12 s later: $(( $(rss_kb "$GW_PID") / 1024 )) MB (at start: $((large / 1024)) MB)"
+returns=$(curl -s "http://127.0.0.1:$admin/metrics" | awk '$1 == "loopgate_memory_returns_total" {print $2}')
+log "VmRSS 12 s later: $(( $(rss_kb "$GW_PID") / 1024 )) MB (at start: $((large / 1024)) MB); memory returns: $returns"
 
 if ((CONNS > 0)); then
 	kill -INT "$WRK_PID"

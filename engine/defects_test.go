@@ -92,6 +92,18 @@ func TestMemoryReturnedAfterBurst(t *testing.T) {
 	waitFor(t, "memory to be returned to the OS", func() bool { return g.srv.MemoryReturns() > 0 })
 }
 
+// A reload leaves the last version's compiled state behind: once the
+// applies pause, a collection hands it back, without any burst of bodies.
+func TestMemoryReturnedAfterApply(t *testing.T) {
+	up := startUpstream(t, okHandler)
+	g := startGateway(t, oneRoute, up)
+	before := g.srv.MemoryReturns()
+	if _, err := g.srv.Reload(parseTestConfig(t, oneRoute+"  - {id: other, path: /other, upstream: backend}\n", up)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "memory to be returned to the OS after the reload", func() bool { return g.srv.MemoryReturns() > before })
+}
+
 // The auth service judges the path the upstream will be sent, not the raw
 // target: "/pub/../admin/x" must reach it as "/admin/x".
 func TestExternalAuthSeesNormalisedTarget(t *testing.T) {

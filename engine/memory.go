@@ -22,16 +22,17 @@ const (
 // an idle gateway allocates too little to trigger one on its own: without
 // this, RSS stays at the burst's peak indefinitely. Two collections are
 // needed, since a sync.Pool survives its first one as a victim cache. It
-// looks every releaseInterval only while a burst is in view; otherwise it
-// sleeps until a loop records a peak of at least releaseFloor (burst), so
-// an idle gateway does not wake for it.
+// looks every releaseInterval only while a burst, or a config version
+// applied since its last collection, is in view; otherwise it sleeps until
+// a loop records a peak of at least releaseFloor or a version is applied
+// (burst), so an idle gateway does not wake for it.
 func (s *Server) returnMemory(stop <-chan struct{}) {
 	t := time.NewTimer(releaseInterval)
 	defer t.Stop()
 	var peak, returned int64 // returned: the lastApply a collection followed
 	var last time.Time
 	for {
-		if peak < releaseFloor {
+		if peak < releaseFloor && s.lastApply.Load() <= returned {
 			t.Stop()
 			select {
 			case <-stop:
@@ -81,6 +82,17 @@ func (s *Server) notePeak(total int64) {
 		case s.burst <- struct{}{}:
 		default: // a wake-up is pending already
 		}
+	}
+}
+
+// noteApply records that a config version was applied now and wakes
+// returnMemory, which hands back what the last version left behind once
+// the applies pause. Off the loops (Server.apply).
+func (s *Server) noteApply() {
+	s.lastApply.Store(time.Now().UnixNano())
+	select {
+	case s.burst <- struct{}{}:
+	default: // a wake-up is pending already
 	}
 }
 

@@ -106,8 +106,8 @@ func (s *Server) apply(old *state, c *Compiled) uint64 {
 		}
 	}
 	s.metrics.applied(st.version, c.snap) // after the store: see registry.sweep
-	s.lastApply.Store(time.Now().UnixNano())
-	s.checkCertificates(time.Now()) // a replaced certificate resolves its alert at once
+	s.noteApply()                         // returnMemory hands back what the last version left behind
+	s.checkCertificates(time.Now())       // a replaced certificate resolves its alert at once
 	return st.version
 }
 

@@ -50,7 +50,7 @@ type Server struct {
 	buffered atomic.Int64  // bytes client connections hold in memory (see clientConn.account)
 
 	bufferedPeak  atomic.Int64  // highest buffered since returnMemory last looked
-	burst         chan struct{} // capacity 1: a peak reached releaseFloor (notePeak)
+	burst         chan struct{} // capacity 1: a peak reached releaseFloor (notePeak), or a version was applied (noteApply)
 	memoryReturns atomic.Uint64 // see returnMemory
 	lastApply     atomic.Int64  // Unix ns of the last config version applied by a reload or write, for returnMemory
 
