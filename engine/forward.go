@@ -116,8 +116,14 @@ func appendClientHead(dst []byte, r *codec.Response, framing respFraming, client
 }
 
 // appendStatusLine writes r's status line as HTTP/1.1, the version the
-// gateway speaks to its clients whatever the upstream spoke.
+// gateway speaks to its clients whatever the upstream spoke. "200 OK", the
+// line nearly every response has, is copied whole: building it costs four
+// appends and the digit arithmetic (about 50 instructions more). A table of
+// more statuses compares reasons through memequal and saves nothing.
 func appendStatusLine(dst []byte, r *codec.Response) []byte {
+	if r.Status == 200 && len(r.Reason) == 2 && r.Reason[0] == 'O' && r.Reason[1] == 'K' {
+		return append(dst, "HTTP/1.1 200 OK\r\n"...)
+	}
 	dst = append(dst, "HTTP/1.1 "...)
 	if s := r.Status; s >= 100 && s <= 999 { // what the codec parses: three digits, without strconv
 		dst = append(dst, byte('0'+s/100), byte('0'+s/10%10), byte('0'+s%10))

@@ -80,4 +80,14 @@ func TestAppendStatusLine(t *testing.T) {
 			t.Errorf("status %d: %q, want %q", s, got, want)
 		}
 	}
+	// The ready lines: only the exact standard reason takes one.
+	for _, c := range []struct {
+		status int
+		reason string
+	}{{200, "OK"}, {200, "ok"}, {200, ""}, {200, "OK "}, {404, "Not Found"}, {404, "Not found"}, {503, "Service Unavailable"}, {418, "I'm a teapot"}} {
+		r := &codec.Response{Status: c.status, Reason: []byte(c.reason)}
+		if got, want := string(appendStatusLine(nil, r)), "HTTP/1.1 "+strconv.Itoa(c.status)+" "+c.reason+"\r\n"; got != want {
+			t.Errorf("status %d %q: %q, want %q", c.status, c.reason, got, want)
+		}
+	}
 }
