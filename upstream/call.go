@@ -53,16 +53,32 @@ type Options struct {
 // embedded) and calls Init once, then Start for every exchange.
 // Owned by one loop; not safe for concurrent use.
 type Call struct {
+	callState // everything an attempt starts afresh: reset whole by Start
+
+	opts      Options // set by every Start; outside callState so the hot accessors stay inlinable
+	recv      Receiver
+	timer     Timer // acquire, then response deadline; made by the loop's Clock at the first Start
+	timerLoop *Loop // the loop timer belongs to
+
+	// Written before they are read in every call, so Start leaves them:
+	// the response's chunked decoder (reset by parseHead), and SendChunk's
+	// scratch.
+	chunked   codec.ChunkedDecoder
+	chunkHead [20]byte  // size line of an outgoing request chunk
+	vec       [3][]byte // writev scratch for SendChunk
+}
+
+// callState is a Call's per-Start state, apart from what it keeps across
+// calls (its receiver, its timer) and what is always written before it is
+// read: a smaller struct to zero per request (about 40 instructions fewer
+// than the whole Call).
+type callState struct {
 	state      State
 	loop       *Loop
 	pool       *Pool
 	conn       *Conn
-	recv       Receiver
-	opts       Options
 	head       *pool.Buffer // request head; kept until the call ends, for a resend or the owner's retry (TakeHead)
 	spare      *pool.Buffer // the head of a failed call, while CallFailed runs (see TakeHead)
-	timer      Timer        // acquire, then response deadline; made by the loop's Clock at the first Start
-	timerLoop  *Loop        // the loop timer belongs to
 	waiting    *Pool        // pool whose waiter queue holds the call
 	sharedIn   *Pool        // pool whose shares count the call (opts.Tenant)
 	dialing    *Conn        // connection being dialed for the call
@@ -74,12 +90,8 @@ type Call struct {
 
 	mode      codec.BodyMode
 	remaining int64
-	chunked   codec.ChunkedDecoder
 	keepAlive bool
 	trailer   bool // the raw bytes last handed to ResponseBody are trailer-section bytes
-
-	chunkHead [20]byte  // size line of an outgoing request chunk
-	vec       [3][]byte // writev scratch for SendChunk
 
 	connectTimeout time.Duration
 	started        int64 // loopstat.Now at Start, for the node's histograms
@@ -124,7 +136,8 @@ func (c *Call) Start(p *Pool, head *pool.Buffer, opts Options) {
 		c.stopTimer()
 		timer = p.loop.clock.NewTimer(c.onTimer)
 	}
-	*c = Call{recv: c.recv, timer: timer, timerLoop: p.loop, loop: p.loop, pool: p, head: head, opts: opts,
+	c.timer, c.timerLoop, c.opts = timer, p.loop, opts
+	c.callState = callState{loop: p.loop, pool: p, head: head,
 		connectTimeout: opts.ConnectTimeout, started: p.loop.host.Now()}
 	if c.connectTimeout <= 0 {
 		c.connectTimeout = p.cfg.ConnectTimeout
@@ -212,7 +225,7 @@ func (c *Call) Backlog() int {
 func (c *Call) SendDone() {
 	c.sendDone = true
 	if c.state == Sending {
-		c.setState(Sent)
+		c.state = Sent // not setState: SendDone stays within the inlining budget
 		c.timer.Arm(c.opts.ResponseTimeout)
 	}
 }
