@@ -296,7 +296,7 @@ func (ex *exchange) begin(cc *clientConn, req *codec.Request, headLen int) {
 	ex.policy = admission{}
 	ex.log = logState{upstreamNs: -1}
 	ex.logReq.Set(req.Method, req.Path)
-	ex.fx.Rejection = filters.Rejection{}
+	ex.fx.Rejection.Reset()
 	ex.fx.Req = req
 }
 

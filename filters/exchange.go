@@ -241,6 +241,14 @@ func (r *Rejection) AddHeader(name string, value []byte) bool {
 	return true
 }
 
+// Reset empties the rejection. It clears only the header slots in use:
+// zeroing all of them costs about 35 instructions on every request, most
+// of which never reject.
+func (r *Rejection) Reset() {
+	clear(r.headers[:r.n])
+	r.Status, r.Code, r.Message, r.n = 0, 0, "", 0
+}
+
 // Headers returns the rejection's own headers, in the order added. The
 // slice is the rejection's: read it, do not keep it.
 func (r *Rejection) Headers() []Header { return r.headers[:r.n] }
@@ -310,7 +318,7 @@ func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop in
 	x.ReqEdits.reset()
 	x.RespEdits.reset()
 	x.Path = nil
-	x.Rejection = Rejection{}
+	x.Rejection.Reset()
 	x.Status = 0
 	x.arena = x.arena[:0]
 	x.parker = parker
