@@ -12,6 +12,10 @@
 #   ROUNDS          interleaved rounds (default 5)
 #   BENCH_DURATION  seconds of each measured wrk run (default 6)
 #   AB_ROWS         space-separated subset of: plain chain close
+#   AB_DASHBOARD    1: the current build also serves its admin port, polled
+#                   once a second as the dashboard polls it (GET /summary,
+#                   /config/versions, /errors) while it is measured; with
+#                   BASE=HEAD, current ÷ base is what an open dashboard costs
 #   LOOPGATE_BIN    the current gateway binary (default bin/loopgate)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -39,7 +43,7 @@ declare -A TITLE=(
 )
 declare -A SETUP=([plain]=plain [chain]=default [close]=plain)
 WHO=(base current nginx)
-declare -A PORT=() PID=()
+declare -A PORT=() PID=() ADMIN=()
 NOTES=()
 FAILED=0
 
@@ -86,6 +90,10 @@ start_target() {
 		local bin=$LOOPGATE_BIN
 		[[ $who == base ]] && bin=$TMP/bin/loopgate-base
 		write_config "$who" "$TMP/$key.yaml" "$port" "$backend" "${SETUP[$row]}"
+		if [[ $who == current && ${AB_DASHBOARD:-0} == 1 ]]; then
+			ADMIN[$key]=$(free_ports 1)
+			sed -i "s/^admin: \"off\"$/admin: 127.0.0.1:${ADMIN[$key]}/" "$TMP/$key.yaml"
+		fi
 		start_pinned "$key" "$PROXY_CPU" "$bin" -config "$TMP/$key.yaml" -loops 1
 		;;
 	esac
@@ -121,10 +129,13 @@ measure() {
 	local url="http://127.0.0.1:${PORT[$key]}/" pid=${PID[$key]} raw="$RAW/round$1-$2.txt"
 	local u1 s1 u2 s2 cpu=NA user=NA sys=NA
 	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${WARMUP}s" -H "Authorization: Bearer $BENCH_JWT" "$url" >/dev/null 2>&1 || true
+	local poller=
+	[[ -n ${ADMIN[$key]:-} ]] && { poll_dashboard "${ADMIN[$key]}" & poller=$!; }
 	read -r u1 s1 < <(user_sys_ticks "$pid")
 	pinned "$LOAD_CPU" wrk -t1 -c"$CONNS" -d"${DURATION}s" -H "Authorization: Bearer $BENCH_JWT" "$url" >"$raw" 2>&1 ||
 		log "wrk exited non-zero for $key (see $raw)"
 	read -r u2 s2 < <(user_sys_ticks "$pid")
+	[[ -n $poller ]] && { kill "$poller" 2>/dev/null; wait "$poller" 2>/dev/null || true; }
 	local requests rps p50 p99 non2xx c r w t
 	read -r requests rps p50 p99 non2xx c r w t < <(parse_wrk "$raw")
 	if ! kill -0 "$pid" 2>/dev/null; then
@@ -137,6 +148,21 @@ measure() {
 	local errs=$((non2xx + c + r + w + t))
 	echo "$round $row $who $requests $cpu $user $sys $errs" >>"$RAW/results.txt"
 	log "round $round $key: $rps req/s, CPU $cpu µs/req (user $user, sys $sys), errors $errs"
+}
+
+# poll_dashboard PORT asks the admin port what the dashboard asks, once a
+# second, until killed; a failed poll is reported once.
+poll_dashboard() {
+	local base=http://127.0.0.1:$1 warned=0 p
+	while :; do
+		for p in summary config/versions errors; do
+			if ! pinned "$LOAD_CPU" curl -fsS -o /dev/null "$base/$p" 2>/dev/null && ((warned == 0)); then
+				log "dashboard poll of /$p failed"
+				warned=1
+			fi
+		done
+		sleep 1
+	done
 }
 
 # stats reads numbers (one per line, NA ignored) and prints "median min max".
