@@ -6,12 +6,9 @@ package upstream
 
 import (
 	"crypto/tls"
-	"fmt"
 	"log"
 	"sync/atomic"
 	"time"
-
-	"github.com/loopgate/loopgate/pool/alert"
 )
 
 // HealthCheckConfig is one upstream's active health check.
@@ -111,17 +108,12 @@ func (n *Node) setDown(down bool) {
 	if n.health.down.Swap(down) == down {
 		return
 	}
-	if g := n.outlier.group.Load(); g != nil {
-		// Every node down is an alert, resolved when the first is back.
-		all := g.nodes.Load()
+	g := n.outlier.group.Load()
+	if g != nil {
 		if down {
-			if g.down.Add(1) == all {
-				alert.Raise(alert.Event{Kind: alert.UpstreamDown, Subject: n.Upstream,
-					Message: fmt.Sprintf("health upstream=%s: all %d nodes unhealthy (the last %s)", n.Upstream, all, n.Addr)})
-			}
-		} else if g.down.Add(-1) == all-1 {
-			alert.Raise(alert.Event{Kind: alert.UpstreamDown, Subject: n.Upstream, Resolved: true,
-				Message: fmt.Sprintf("health upstream=%s node=%s healthy again", n.Upstream, n.Addr)})
+			g.down.Add(1)
+		} else {
+			g.down.Add(-1)
 		}
 	}
 	if !down {
@@ -132,6 +124,9 @@ func (n *Node) setDown(down bool) {
 		state = "unhealthy"
 	}
 	log.Printf("health upstream=%s node=%s %s", n.Upstream, n.Addr, state)
+	if g != nil {
+		g.rotationChanged(n, state)
+	}
 }
 
 // AllDown reports whether active checks took every node of g down: the

@@ -35,6 +35,15 @@ type Outliers struct {
 	lastUp     atomic.Int64 // loopstat.Now when a node last came into rotation (slow start)
 	members    []*Node      // the nodes Configure last set; off the loops only
 	configured bool         // Configure ran before: nodes it adds are new (slow start)
+
+	// Rotation (rotation.go): the nodes as every loop may read them, the
+	// upstream's name for its alert, whether none is in rotation (an
+	// upstream_down episode is open) and whether a timer watches the
+	// ejections that hold them out.
+	rotation       atomic.Pointer[[]*Node]
+	name           atomic.Value // string
+	noneInRotation atomic.Bool
+	watching       atomic.Bool
 }
 
 // Configure sets the policy (nil disables ejection) and makes nodes the
@@ -71,6 +80,11 @@ func (o *Outliers) Configure(cfg *OutlierConfig, nodes []*Node) {
 	o.configured = true
 	o.ejected.Store(out)
 	o.down.Store(down)
+	if len(nodes) > 0 {
+		o.name.Store(nodes[0].Upstream)
+		o.rotation.Store(&o.members)
+		o.rotationChanged(nil, "reload")
+	}
 }
 
 // SetHealthCheck sets the upstream's active check (nil: none). Off the
@@ -162,6 +176,7 @@ func (n *Node) eject(g *Outliers, cfg *OutlierConfig, now int64) {
 	// Once per ejection. The engine queues the standard logger's output
 	// (engine/notices.go), so this never waits on stderr.
 	log.Printf("outlier upstream=%s node=%s ejected for %s (ejection %d, %d failures in a row)", n.Upstream, n.Addr, d, k, cfg.Consecutive)
+	g.rotationChanged(n, "ejected")
 }
 
 // unEject brings n back once its ejection, ending at until, is over. One
@@ -171,7 +186,8 @@ func (n *Node) unEject(until, now int64) {
 	if !out.until.CompareAndSwap(until, 0) {
 		return
 	}
-	if g := out.group.Load(); g != nil {
+	g := out.group.Load()
+	if g != nil {
 		g.ejected.Add(-1)
 		if cfg := g.cfg.Load(); cfg != nil {
 			out.consecutive.Store(cfg.Consecutive - 1)
@@ -181,6 +197,9 @@ func (n *Node) unEject(until, now int64) {
 	n.markUp()
 	out.ejecting.Store(false)
 	log.Printf("outlier upstream=%s node=%s back in rotation", n.Upstream, n.Addr)
+	if g != nil {
+		g.rotationChanged(n, "ejection over")
+	}
 }
 
 // Unavailable returns the set of the group's nodes that are out of

@@ -23,7 +23,7 @@ type Kind string
 const (
 	BreakerOpen   Kind = "breaker_open"         // a route's circuit breaker opened; resolved when it closes
 	IsolationLow  Kind = "isolation_low"        // a route's isolation limit below alerts.isolation_threshold % of its base; resolved at or above it
-	UpstreamDown  Kind = "upstream_down"        // active checks took every node of an upstream down; resolved when one is back
+	UpstreamDown  Kind = "upstream_down"        // no node of an upstream in rotation (active checks, ejections or both); resolved when one is back
 	RedisLost     Kind = "redis_lost"           // the cluster rate limits lost Redis (shadow quota engaged); resolved when it answers again
 	ReloadRefused Kind = "reload_refused"       // a config reload was refused; resolved by the next applied reload
 	CertExpiring  Kind = "certificate_expiring" // a listener or upstream client certificate, or a CA file's certificate, expires within 14 days; resolved when a renewal is loaded
