@@ -12,6 +12,8 @@
 package engine
 
 import (
+	"bytes"
+
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool"
@@ -37,12 +39,13 @@ type respHold struct {
 // (framing frameHold from now on). The client head is built now, without
 // its framing fields, since r's views die with the callback.
 func (ex *exchange) holdResponse(r *codec.Response) bool {
-	if r.BodyMode(ex.head.isHEAD) == codec.BodyNone {
-		return false // HEAD, 1xx, 204, 304, an empty body: nothing to rewrite
+	empty := r.BodyMode(ex.head.isHEAD) == codec.BodyNone
+	if empty && (ex.head.isHEAD || r.Status < 200 || r.Status == 204 || r.Status == 304) {
+		return false // no body may follow this head: nothing to rewrite or replace
 	}
 	plan := ex.chain.HoldBody(&ex.fx, r)
 	if plan.Replace == nil {
-		if plan.Hold <= 0 || r.ContentLength > int64(plan.Hold) {
+		if empty || plan.Hold <= 0 || r.ContentLength > int64(plan.Hold) {
 			return false
 		}
 		if ex.overBudget(0) {
@@ -104,7 +107,8 @@ func (ex *exchange) holdPiece(c *upstream.Call, raw, data []byte, done bool) boo
 
 // sendHeld sends a held response whole: the rewritten body (or the
 // replacement, or the body as it came when the filter leaves it) with a
-// Content-Length, whatever the upstream's framing was.
+// Content-Length, whatever the upstream's framing was. A body sent as it
+// came keeps every header the upstream sent, its ETag included.
 func (ex *exchange) sendHeld() bool {
 	cc, l, h := ex.cc, ex.loop, &ex.hold
 	var body []byte
@@ -112,17 +116,20 @@ func (ex *exchange) sendHeld() bool {
 		body = h.body.B
 	}
 	var rewritten *pool.Buffer
-	out := body
+	out, changed := body, false
 	if h.replace != nil {
 		out = h.replace
 	} else {
 		rewritten = pool.Get(len(body) + len(body)/4 + 256)
 		if b, ok := ex.chain.RewriteBody(&ex.fx, body, rewritten.B[:0]); ok {
-			rewritten.B = b
-			out = b
+			rewritten.B, out, changed = b, b, true
 		}
 	}
-	dst := append(l.takeOut(), h.head.B...)
+	head := h.head.B
+	if changed {
+		head = dropField(head, etagField) // it names the upstream's bytes, not these
+	}
+	dst := append(l.takeOut(), head...)
 	dst = appendContentLength(dst, int64(len(out)))
 	dst = appendConnection(dst, cc.closeAfter, ex.head.minor)
 	var ok bool
@@ -174,6 +181,27 @@ func (ex *exchange) streamHeld(c *upstream.Call, raw, data []byte, done bool, wh
 	}
 	ex.endHold()
 	return ok && ex.ResponseBody(c, raw, data, done)
+}
+
+var etagField = []byte("ETag")
+
+// dropField removes every field name from head, a status line and field
+// lines each ending in CRLF, in place. Only a rewritten body's head pays
+// for the walk.
+func dropField(head, name []byte) []byte {
+	w := 0
+	for r := 0; r < len(head); {
+		end := len(head)
+		if i := bytes.IndexByte(head[r:], '\n'); i >= 0 {
+			end = r + i + 1
+		}
+		line := head[r:end]
+		if r == 0 || len(line) <= len(name) || line[len(name)] != ':' || !codec.EqualFold(line[:len(name)], name) {
+			w += copy(head[w:], line)
+		}
+		r = end
+	}
+	return head[:w]
 }
 
 // appendConnection ends a client head as appendClientHead does.

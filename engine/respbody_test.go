@@ -26,6 +26,14 @@ routes:
   - id: plain
     prefix: /plain/
     upstream: backend
+  - id: second
+    prefix: /second/
+    upstream: backend
+    response_body: {mask: [{path: $.user.phone}]}
+  - id: quiet
+    prefix: /quiet/
+    upstream: backend
+    response_body: {mask: [{path: $.user.phone}]}
   - id: all
     prefix: /
     upstream: backend
@@ -44,6 +52,8 @@ const (
 	userJSON   = `{"user":{"name":"ada","phone":"13812345678","password":"s3cret"},"items":[{"card":"4111"},{"id":2}]}`
 	userMasked = `{"code":0,"data":{"user":{"name":"ada","phone":"*******5678"},"items":[{"card":"****"},{"id":2}]}}`
 )
+
+const lastModified = "Wed, 21 Oct 2015 07:28:00 GMT"
 
 // bigJSON is valid JSON over the route's max_bytes, with a field a mask
 // would change: it must arrive exactly as sent.
@@ -85,9 +95,16 @@ func respBodyUpstream(t *testing.T) *rawUpstream {
 			path := r.req.URL.Path
 			var resp string
 			sizes := []int{1}
-			switch strings.TrimPrefix(path, "/plain") {
+			path = strings.TrimPrefix(strings.TrimPrefix(path, "/plain"), "/second")
+			switch path {
 			case "/cl":
-				resp = clResp("200 OK", "application/json; charset=utf-8", "ETag: \"v1\"\r\n", userJSON)
+				resp = clResp("200 OK", "application/json; charset=utf-8", "ETag: \"v1\"\r\nLast-Modified: "+lastModified+"\r\n", userJSON)
+			case "/badetag":
+				resp = clResp("200 OK", "application/json", "etag: \"v2\"\r\nLast-Modified: "+lastModified+"\r\n", `{"user":`)
+			case "/nomatch":
+				resp = clResp("404 Not Found", "application/json", "ETag: W/\"v3\"\r\n", `{"id":1}`)
+			case "/500empty":
+				resp = clResp("500 Internal Server Error", "text/plain", "ETag: \"v4\"\r\n", "")
 			case "/problem":
 				resp = clResp("200 OK", "application/problem+json", "", userJSON)
 			case "/chunked":
@@ -141,7 +158,15 @@ func TestResponseBody(t *testing.T) {
 		chunked    bool // the client gets a chunked body
 		header     map[string]string
 	}{
-		{path: "/cl", want: userMasked, header: map[string]string{"ETag": "", "Content-Type": "application/json; charset=utf-8"}},
+		// Rewritten: the ETag named the upstream's bytes and goes; the
+		// rest of the head stays.
+		{path: "/cl", want: userMasked, header: map[string]string{"ETag": "", "Last-Modified": lastModified, "Content-Type": "application/json; charset=utf-8"}},
+		// Held and sent as it came: every header as the upstream sent it.
+		{path: "/badetag", want: `{"user":`, header: map[string]string{"ETag": `"v2"`, "Last-Modified": lastModified}},
+		{path: "/nomatch", want: `{"id":1}`, header: map[string]string{"ETag": `W/"v3"`}},
+		// A replaced status: an empty body is replaced too.
+		{path: "/500empty", want: `{"code":50000,"message":"upstream failed"}`, header: map[string]string{"Content-Type": "application/json", "ETag": ""}},
+		{path: "/second/cl", want: `{"user":{"name":"ada","phone":"***","password":"s3cret"},"items":[{"card":"4111"},{"id":2}]}`},
 		{path: "/problem", want: userMasked},
 		{path: "/chunked", want: userMasked},
 		{path: "/bad", want: `{"user":{"phone":"13812345678"`},
@@ -177,14 +202,23 @@ func TestResponseBody(t *testing.T) {
 		t.Fatalf("the upstream saw %d connections, want 1 (kept alive across rewrites)", n)
 	}
 	counts, _ := engine.Service[*respbody.Counts](g.srv)
-	want := map[string]uint64{"rewritten": 5, "invalid_json": 2, "over_limit": 2, "encoded": 1, "type": 1, "replaced": 1}
+	want := map[string]uint64{"rewritten": 5, "invalid_json": 3, "over_limit": 2, "encoded": 1, "type": 1, "replaced": 2, "unchanged": 1}
 	var metrics bytes.Buffer
 	counts.WriteMetrics(&metrics)
+	page := metrics.String()
 	for o, n := range want {
-		line := fmt.Sprintf("loopgate_response_body_total{outcome=%q} %d\n", o, n)
-		if !strings.Contains(metrics.String(), line) {
-			t.Errorf("metrics lack %q:\n%s", line, metrics.String())
+		line := fmt.Sprintf("loopgate_response_body_total{route=\"all\",outcome=%q} %d\n", o, n)
+		if !strings.Contains(page, line) {
+			t.Errorf("metrics lack %q:\n%s", line, page)
 		}
+	}
+	// Each route counts its own; a route no body passed through has no
+	// series at all, nor has one without the filter.
+	if line := `loopgate_response_body_total{route="second",outcome="rewritten"} 1` + "\n"; !strings.Contains(page, line) {
+		t.Errorf("metrics lack %q:\n%s", line, page)
+	}
+	if strings.Count(page, `{route="second"`) != 1 || strings.Contains(page, `route="quiet"`) || strings.Contains(page, `route="plain"`) {
+		t.Errorf("series beyond the routes and outcomes that happened:\n%s", page)
 	}
 }
 
@@ -262,7 +296,7 @@ func TestResponseBodyBudget(t *testing.T) {
 	counts, _ := engine.Service[*respbody.Counts](g.srv)
 	var metrics bytes.Buffer
 	counts.WriteMetrics(&metrics)
-	if !strings.Contains(metrics.String(), `loopgate_response_body_total{outcome="budget"} 1`) {
+	if !strings.Contains(metrics.String(), `loopgate_response_body_total{route="all",outcome="budget"} 1`) {
 		t.Fatalf("budget not counted:\n%s", metrics.String())
 	}
 	if n := g.srv.BufferedBytes(); n < 0 {

@@ -7,9 +7,11 @@ import "github.com/loopgate/loopgate/codec"
 
 // BodyFilter is implemented by a filter that rewrites whole response
 // bodies (response_body). A chain runs at most one (the first in order);
-// the engine asks it about each upstream response that has a body, after
-// the response phases, from the head alone, before any body byte is read.
-// A response it does not hold streams as on any route.
+// the engine asks it about each upstream response that has a body or an
+// empty one (Content-Length: 0, for a Replace), after the response phases,
+// from the head alone, before any body byte is read. A response it does
+// not hold streams as on any route; one it holds and leaves unchanged goes
+// out with every header as the upstream sent it (the framing aside).
 type BodyFilter interface {
 	Filter
 	// HoldBody decides from the upstream's head what the engine does with
@@ -19,7 +21,9 @@ type BodyFilter interface {
 	// RewriteBody runs once the whole body is held (at most the plan's
 	// Hold bytes): it appends the body to send to dst and returns it,
 	// with ok true; ok false sends body as it came. body is valid only
-	// during the call.
+	// during the call. A rewritten body goes out without the upstream's
+	// ETag, which names other bytes; a Replace plan removes it itself
+	// (x.RespEdits).
 	RewriteBody(x *Exchange, body, dst []byte) (out []byte, ok bool)
 	// BodyStreamed says that a held body streamed untouched after all:
 	// it outgrew the plan's Hold, or the process's buffer budget.

@@ -37,7 +37,7 @@ func benchFilter(b testing.TB) *filter {
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}
-	return &filter{cfg: r.ResponseBody, counts: new(Counts)}
+	return &filter{cfg: r.ResponseBody, counts: new(Counts).route("test", 1)}
 }
 
 // BenchmarkRewrite4K is the filter's whole work on a 4 KiB body: sonic's

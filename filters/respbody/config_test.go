@@ -51,7 +51,7 @@ func TestHoldBody(t *testing.T) {
 	r.Provision()
 	var errs []string
 	r.Validate(checkInto(&errs))
-	f := &filter{cfg: r.ResponseBody, counts: new(Counts)}
+	f := &filter{cfg: r.ResponseBody, counts: new(Counts).route("test", 1)}
 	head := func(status int, length int64, fields ...string) *codec.Response {
 		h := &codec.Response{Status: status, ContentLength: length}
 		for i := 0; i < len(fields); i += 2 {
@@ -72,15 +72,17 @@ func TestHoldBody(t *testing.T) {
 		{head(200, 10, "Content-Type", "application/json", "Content-Encoding", "identity"), true, numOutcomes},
 		{head(200, DefaultMaxBytes+1, "Content-Type", "application/json"), false, outOverLimit},
 		{head(503, 10, "Content-Type", "text/html", "Content-Encoding", "br"), false, outReplaced},
+		{head(503, 0), false, outReplaced},                                     // an empty body is replaced too
+		{head(200, 0, "Content-Type", "application/json"), false, numOutcomes}, // nothing to mask, nothing counted
 	}
 	for i, c := range cases {
 		x := &filters.Exchange{}
-		before := f.counts.Total(c.out % numOutcomes)
+		before := f.counts.total(c.out % numOutcomes)
 		plan := f.HoldBody(x, c.h)
 		if (plan.Hold > 0) != c.hold {
 			t.Errorf("case %d: plan %+v, want hold %v", i, plan, c.hold)
 		}
-		if c.out < numOutcomes && f.counts.Total(c.out) != before+1 {
+		if c.out < numOutcomes && f.counts.total(c.out) != before+1 {
 			t.Errorf("case %d: %s not counted", i, c.out)
 		}
 		if c.out == outReplaced && (string(plan.Replace) != "{}" || !x.RespEdits.Removes([]byte("Content-Encoding"))) {

@@ -13,7 +13,7 @@ import (
 type filter struct {
 	filters.Base
 	cfg    *Config
-	counts *Counts
+	counts *routeCounts // the route's
 }
 
 var _ filters.BodyFilter = (*filter)(nil)
@@ -30,7 +30,8 @@ func newFilter(b *filters.Build) (filters.Filter, error) {
 	if !ok {
 		counts = new(Counts) // a chain built without a server (tests)
 	}
-	return &filter{Base: filters.Base{FilterName: Name, FilterOrder: b.Order}, cfg: c, counts: counts}, nil
+	return &filter{Base: filters.Base{FilterName: Name, FilterOrder: b.Order}, cfg: c,
+		counts: counts.route(b.RouteID, b.Loops)}, nil
 }
 
 // Request does nothing: the filter works on the response alone.
@@ -39,7 +40,7 @@ func (f *filter) Request(*filters.Exchange) filters.Verdict { return filters.Con
 // HoldBody holds a body the route rewrites when its head allows it:
 // listed type, no Content-Encoding but identity, a known length within
 // max_bytes or an unknown one. A replaced status is replaced whatever its
-// head says.
+// head says, an empty body included.
 func (f *filter) HoldBody(x *filters.Exchange, h *codec.Response) filters.BodyPlan {
 	c := f.cfg
 	if rp := c.replaceFor[h.Status]; rp != nil {
@@ -49,8 +50,8 @@ func (f *filter) HoldBody(x *filters.Exchange, h *codec.Response) filters.BodyPl
 		f.counts.add(x.Loop, outReplaced)
 		return filters.BodyPlan{Replace: rp.body}
 	}
-	if c.ed.all == 0 && (c.pre == nil || h.Status < 200 || h.Status > 299) {
-		return filters.BodyPlan{} // nothing to do for this status
+	if h.ContentLength == 0 && !h.Chunked || c.ed.all == 0 && (c.pre == nil || h.Status < 200 || h.Status > 299) {
+		return filters.BodyPlan{} // an empty body (only a replace applies), or nothing to do for this status
 	}
 	var ctype, enc []byte
 	for _, hd := range h.Headers {
@@ -72,8 +73,8 @@ func (f *filter) HoldBody(x *filters.Exchange, h *codec.Response) filters.BodyPl
 		f.counts.add(x.Loop, outOverLimit)
 		return filters.BodyPlan{}
 	}
-	// The body may change: an ETag naming the upstream's bytes would lie.
-	x.RespEdits.AddRemove("ETag")
+	// The engine drops the ETag only if RewriteBody changes the body: one
+	// sent as it came keeps every header the upstream gave it.
 	return filters.BodyPlan{Hold: int(c.MaxBytes)}
 }
 
