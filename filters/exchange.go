@@ -129,11 +129,20 @@ type UpstreamEdits struct {
 
 // HeaderEdits are changes to a head, applied by the engine as it writes it.
 // Names are matched case-insensitively. Capacity is bounded; Add reports
-// false when full.
+// false when full. Fill the lists through the Add methods: a list built or
+// changed by hand is still applied, only searched in full (see Removes).
 type HeaderEdits struct {
 	Remove []string // names to drop
 	Set    []Header // replace any existing field with this one
 	Append []Header // add alongside existing fields
+
+	// names has nameBit set for every name AddRemove and AddSet queued,
+	// and counted says how many that is. The engine asks Removes of every
+	// field of the head it writes, and most fields match no edit: while
+	// the lists hold just what the Add methods put there, a clear bit
+	// answers without a comparison.
+	names   uint64
+	counted int
 }
 
 // Span is the gateway's own span of a request: trace_context starts it in
@@ -162,6 +171,7 @@ func (e *HeaderEdits) AddSet(name string, value []byte) bool {
 		return false
 	}
 	e.Set = append(e.Set, Header{name, value})
+	e.note(name)
 	return true
 }
 
@@ -180,11 +190,38 @@ func (e *HeaderEdits) AddRemove(name string) bool {
 		return false
 	}
 	e.Remove = append(e.Remove, name)
+	e.note(name)
 	return true
+}
+
+// note adds a queued Remove or Set name to the names filter.
+func (e *HeaderEdits) note(name string) {
+	if len(name) > 0 {
+		e.names |= nameBit(len(name), name[0], name[len(name)-1])
+	}
+	e.counted++
+}
+
+// nameBit is name's bit in HeaderEdits.names: a mix of its length and of
+// its first and last bytes, ASCII case folded (|0x20 may merge two bytes
+// that are not letters, never split a letter's two cases), so names equal
+// but for case share a bit. Length alone sets apart too few of the usual
+// fields (User-Agent and tracestate, Authorization and X-User-Tenant).
+func nameBit(n int, first, last byte) uint64 {
+	return 1 << ((uint(first|0x20) + uint(last|0x20)*5 + uint(n)*3) & 63)
 }
 
 // Removes reports whether name is dropped or replaced by the edits.
 func (e *HeaderEdits) Removes(name []byte) bool {
+	if len(name) > 0 && e.names&nameBit(len(name), name[0], name[len(name)-1]) == 0 &&
+		e.counted == len(e.Remove)+len(e.Set) {
+		return false // no queued name can match
+	}
+	return e.removes(name)
+}
+
+// removes is Removes' search of both lists.
+func (e *HeaderEdits) removes(name []byte) bool {
 	for _, n := range e.Remove {
 		if codec.EqualFold(name, n) {
 			return true
@@ -212,6 +249,7 @@ func (e *HeaderEdits) Sets(name string) bool {
 
 func (e *HeaderEdits) reset() {
 	e.Remove, e.Set, e.Append = e.Remove[:0], e.Set[:0], e.Append[:0]
+	e.names, e.counted = 0, 0
 }
 
 // Rejection is the response a filter (or the engine) answers with. Code is
