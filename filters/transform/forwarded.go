@@ -51,19 +51,25 @@ func (f *forwarded) Request(x *filters.Exchange) filters.Verdict {
 	h := x.Req.Headers
 	e := &x.ReqEdits
 
-	var buf [64]byte // the longest IPv6 text is 45 bytes, plus a short zone
-	ok := true       // every edit must land: a full list would let spoofed values through
+	var buf [64]byte    // the longest IPv6 text is 45 bytes, plus a short zone
+	ok := true          // every edit must land: a full list would let spoofed values through
+	var peerText []byte // the peer alone, in the arena, when X-Forwarded-For is just that
 	switch p := peer.AppendTo(buf[:0]); {
 	case fromProxy:
 		ok = e.AddSet("X-Forwarded-For", appendForwardedFor(x, p))
 	case len(p) > 0:
-		ok = e.AddSet("X-Forwarded-For", x.Own(p))
+		peerText = x.Own(p)
+		ok = e.AddSet("X-Forwarded-For", peerText)
 	default:
 		ok = e.AddRemove("X-Forwarded-For")
 	}
 
 	if c := x.ClientIP.Unmap(); c.IsValid() {
-		ok = ok && e.AddSet("X-Real-IP", x.Own(c.AppendTo(buf[:0])))
+		// The client is most often the peer itself: its text is made once.
+		if peerText == nil || c != peer {
+			peerText = x.Own(c.AppendTo(buf[:0]))
+		}
+		ok = ok && e.AddSet("X-Real-IP", peerText)
 	} else {
 		ok = ok && e.AddRemove("X-Real-IP")
 	}
