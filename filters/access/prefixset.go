@@ -113,11 +113,27 @@ func (s *prefixSet) contains(ip netip.Addr) bool {
 	ip = ip.Unmap()
 	switch {
 	case ip.Is4():
-		return spanHas(s.v4, addr4(ip), cmp.Compare[uint32])
+		return spanHas4(s.v4, addr4(ip))
 	case ip.Is6():
 		return spanHas(s.v6, addr6(ip), u128.cmp)
 	}
 	return false
+}
+
+// spanHas4 is spanHas for IPv4, with the comparisons written out: every
+// request on a route with an IP list asks it, and the generic search calls
+// its compare function through a pointer at each step.
+func spanHas4(spans []span[uint32], v uint32) bool {
+	lo, hi := 0, len(spans) // find the first span with lo > v
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if spans[m].lo <= v {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo > 0 && v <= spans[lo-1].hi
 }
 
 // spanHas binary-searches disjoint sorted spans for v.
