@@ -80,7 +80,7 @@ func TestClusterKeyKinds(t *testing.T) {
 		f := mustCompile(t, parse(t, fmt.Sprintf(`
 redis: {addrs: [%q]}
 cluster: {node_id: solo}
-routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: %s, rate: 0.01, burst: 1, scope: cluster, on_redis_failure: closed}]}]
+routes: [{id: api, prefix: /, upstream: backend, rate_limits: [{key: %s, rate: 0.01, burst: 1, scope: cluster}]}]
 `, r.Addr(), tc.key)), store)[0]
 		park := newFakeEngine()
 		for i, set := range []func(*filters.Exchange){tc.a, tc.b} {
