@@ -364,10 +364,15 @@ func decodeStrict(data []byte, c *Config) (empty bool, err error) {
 // router.Table indexes equal route indexes.
 func (c *Config) RouterSpecs() []router.Spec {
 	specs := make([]router.Spec, len(c.Routes))
-	for i, r := range c.Routes {
-		specs[i] = router.Spec{Path: r.Path, Prefix: r.Prefix, Host: r.Host, Methods: r.Methods}
+	for i := range c.Routes {
+		specs[i] = c.Routes[i].routerSpec()
 	}
 	return specs
+}
+
+// routerSpec is the route's match criteria.
+func (r *Route) routerSpec() router.Spec {
+	return router.Spec{Path: r.Path, Prefix: r.Prefix, Host: r.Host, Methods: r.Methods}
 }
 
 // findUpstream returns the upstream called name, or nil.

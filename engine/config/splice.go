@@ -51,10 +51,24 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	out := *c
 	out.Routes = make([]Route, len(ids))
 	seen := make(map[string]bool, len(ids))
+	// The router edits: a changed route in its old place, or appended.
+	// A route that moved shifts indexes, so the table is compiled whole.
+	var edits []router.Edit
+	whole := c.table == nil || len(ids) < len(c.Routes)
 	for i, id := range ids {
 		r := fresh[id]
 		if r == nil {
 			r = keptAt(i, id)
+			whole = whole || i >= len(c.Routes) || c.Routes[i].ID != id
+		} else if !whole {
+			switch old := routeAt(c.Routes, i, id); {
+			case old != nil:
+				edits = append(edits, router.Edit{Index: i, Old: old, New: r.routerSpec()})
+			case i >= len(c.Routes):
+				edits = append(edits, router.Edit{Index: i, New: r.routerSpec()})
+			default:
+				whole = true
+			}
 		}
 		if r == nil || seen[id] {
 			return nil, fmt.Errorf("config: splice: route %q missing or repeated", id)
@@ -62,12 +76,28 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 		seen[id] = true
 		out.Routes[i] = *r
 	}
+	if !whole {
+		if table, ok := c.table.With(edits); ok {
+			out.table = table
+			return &out, nil
+		}
+	}
 	table, err := router.Compile(out.RouterSpecs())
 	if err != nil {
 		return nil, fmt.Errorf("config: splice: %w", err)
 	}
 	out.table = table
 	return &out, nil
+}
+
+// routeAt is the router spec of routes[i] when that route is id's, or
+// nil.
+func routeAt(routes []Route, i int, id string) *router.Spec {
+	if i >= len(routes) || routes[i].ID != id {
+		return nil
+	}
+	s := routes[i].routerSpec()
+	return &s
 }
 
 // SameSettings reports whether c and o are, by construction, one parse's
