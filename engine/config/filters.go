@@ -173,10 +173,25 @@ func applyFilterDefaults(c *Config) {
 		}
 		g.Provision()
 	}
+	// A filter's route config that a route does not set is its default,
+	// the same for every route: one per parse, shared, and one map of
+	// them all for the routes that set none (most, in a large config).
+	// A parsed config is never modified, so sharing is safe; it is per
+	// parse, so Route.SameRoute still tells one parse's route from
+	// another's.
+	defaults := map[string]filters.RouteConfig{}
+	for _, reg := range filters.Registered() {
+		if reg.Route != nil {
+			rc := reg.Route()
+			rc.Provision()
+			defaults[reg.Name] = rc
+		}
+	}
 	for i := range c.Routes {
 		r := &c.Routes[i]
-		if r.filterConfigs == nil {
-			r.filterConfigs = map[string]filters.RouteConfig{}
+		own := len(r.filterConfigs) > 0
+		if !own {
+			r.filterConfigs = defaults
 		}
 		r.Limits = nil
 		for _, reg := range filters.Registered() {
@@ -184,11 +199,13 @@ func applyFilterDefaults(c *Config) {
 				continue
 			}
 			rc := r.filterConfigs[reg.Name]
-			if rc == nil {
-				rc = reg.Route()
+			switch {
+			case rc == nil:
+				rc = defaults[reg.Name]
 				r.filterConfigs[reg.Name] = rc
+			case own:
+				rc.Provision()
 			}
-			rc.Provision()
 			if rl, ok := rc.(filters.RequestLimiter); ok {
 				if l, set := rl.RequestLimits(); set {
 					r.Limits = tightest(r.Limits, l)
