@@ -23,6 +23,18 @@ type chainBuilder struct {
 	shared   map[string]any    // what each filter's Prepare built, by filter name
 	services *filters.Services // the server's filter-owned objects (services.go)
 	reg      *registry         // where each route's filter stats live
+
+	// made holds each filters.Registration.RouteIndependent filter built,
+	// by filter and route config instance, for the next route given the
+	// same instance.
+	made map[madeKey]filters.Filter
+}
+
+// madeKey names a route-independent filter built for a config instance
+// (nil for a filter with no route config).
+type madeKey struct {
+	filter string
+	config filters.RouteConfig
 }
 
 // newChainBuilder takes the state that outlives a reload from kept (the
@@ -74,7 +86,7 @@ func (b *chainBuilder) chain(r *config.Route) (chain *filters.Chain, prepared bo
 	var fs []filters.Filter
 	for _, name := range b.cfg.Chain(r) {
 		reg, _ := filters.Lookup(name) // Chain names registered filters only
-		f, err := reg.New(b.build(reg, r))
+		f, err := b.filter(reg, r)
 		if err != nil {
 			return nil, false, fmt.Errorf("engine: route %q: %s: %w", r.ID, name, err)
 		}
@@ -88,4 +100,26 @@ func (b *chainBuilder) chain(r *config.Route) (chain *filters.Chain, prepared bo
 	}
 	chain, err = filters.NewChainStats(fs, b.loops, func(filter string) *filters.Stats { return b.reg.filter(r.ID, filter) })
 	return chain, prepared, err
+}
+
+// filter builds reg's filter for route r, or lends the one built for
+// another route with the same config instance when reg is
+// RouteIndependent.
+func (b *chainBuilder) filter(reg *filters.Registration, r *config.Route) (filters.Filter, error) {
+	if !reg.RouteIndependent {
+		return reg.New(b.build(reg, r))
+	}
+	k := madeKey{reg.Name, r.FilterConfig(reg.Name)}
+	if f, ok := b.made[k]; ok {
+		return f, nil
+	}
+	f, err := reg.New(b.build(reg, r))
+	if err != nil {
+		return nil, err
+	}
+	if b.made == nil {
+		b.made = map[madeKey]filters.Filter{}
+	}
+	b.made[k] = f
+	return f, nil
 }

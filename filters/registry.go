@@ -49,6 +49,15 @@ type Registration struct {
 	// is left out of the route's chain.
 	NeedsRoute bool
 
+	// RouteIndependent marks a filter whose New depends on the route only
+	// through Build.Config, and whose Filter holds nothing of the route:
+	// the engine builds one per config instance and lends it to every
+	// route given that instance. A route config a route does not set is
+	// one default instance per parsed config, so the routes that set
+	// none of the filter's keys share one Filter (ip_access, forwarded
+	// and request_id in the default chain: 30,000 routes, one of each).
+	RouteIndependent bool
+
 	// SetsIdentity marks a filter that sets identity headers on the
 	// upstream request (IdentitySource): a route running it may not set
 	// those headers itself with request_headers.

@@ -16,9 +16,9 @@ type Table struct {
 	// touches: one map of 30,000 paths copied per API write costs what
 	// the write should not.
 	exact  [exactShards]map[string]routeSet
-	single *node               // patterns whose wildcards are all "*"
-	multi  *node               // patterns ending in "**"
-	prefix *node               // prefixes, one trie level per segment
+	single *node // patterns whose wildcards are all "*"
+	multi  *node // patterns ending in "**"
+	prefix *node // prefixes, one trie level per segment
 	n      int
 }
 

@@ -21,11 +21,12 @@ const (
 func init() {
 	filters.Register(filters.Registration{
 		Name: NameIPAccess, Order: 200, Default: true, // default, so that runtime bans apply to every route
-		Global:   func() filters.GlobalConfig { return new(IPLists) },
-		Route:    func() filters.RouteConfig { return new(IPLists) },
-		New:      newIPAccess,
-		Service:  func() any { return NewBans(MaxBans) }, // the server's one ban list
-		ClientIP: ClientIP,                               // the engine's client behind trusted_proxies
+		RouteIndependent: true,
+		Global:           func() filters.GlobalConfig { return new(IPLists) },
+		Route:            func() filters.RouteConfig { return new(IPLists) },
+		New:              newIPAccess,
+		Service:          func() any { return NewBans(MaxBans) }, // the server's one ban list
+		ClientIP:         ClientIP,                               // the engine's client behind trusted_proxies
 	})
 	filters.Register(filters.Registration{
 		Name: NameLimits, Order: 150, NeedsRoute: true,

@@ -28,7 +28,7 @@ const (
 
 func init() {
 	filters.Register(filters.Registration{
-		Name: NameRequestID, Order: 100, Default: true,
+		Name: NameRequestID, Order: 100, Default: true, RouteIndependent: true,
 		New: func(b *filters.Build) (filters.Filter, error) { return NewRequestID(b.Order), nil },
 	})
 	filters.Register(filters.Registration{
@@ -76,7 +76,7 @@ func init() {
 		},
 	})
 	filters.Register(filters.Registration{
-		Name: NameForwarded, Order: 800, Default: true,
+		Name: NameForwarded, Order: 800, Default: true, RouteIndependent: true,
 		New: func(b *filters.Build) (filters.Filter, error) { return NewForwarded(b.Order, b.Trusted), nil },
 	})
 }
