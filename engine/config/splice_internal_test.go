@@ -1,0 +1,55 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// WithRoutes refuses an id list naming a route twice, whether both are
+// out of their place or one is in it, for a few ids and for many.
+func TestWithRoutesRefusesRepeats(t *testing.T) {
+	const head = "listen: 127.0.0.1:0\nupstreams:\n  - {name: a, nodes: [\"127.0.0.1:9\"]}\nroutes:\n"
+	var b strings.Builder
+	b.WriteString(head)
+	ids := []string{}
+	for i := 0; i < 40; i++ {
+		fmt.Fprintf(&b, "  - {id: r%d, path: /r%d, upstream: a}\n", i, i)
+		ids = append(ids, fmt.Sprintf("r%d", i))
+	}
+	c, err := Parse([]byte(b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	none, err := Parse([]byte(head + "  - {id: x, path: /x, upstream: a}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := append([]string(nil), ids...)
+	for i, j := 0, len(rev)-1; i < j; i, j = i+1, j-1 {
+		rev[i], rev[j] = rev[j], rev[i]
+	}
+	for name, list := range map[string][]string{
+		"in place and appended":    append(append([]string(nil), ids...), "r3"),
+		"in place and moved":       append([]string{"r5"}, ids[1:]...),
+		"both moved":               {"r1", "r1"},
+		"many moved, one repeated": append(rev, "r0"),
+		"many moved, one in place": inPlaceAt(rev, 10),
+	} {
+		if _, err := c.WithRoutes(list, none); err == nil || !strings.Contains(err.Error(), "repeated") {
+			t.Errorf("%s: WithRoutes = %v; want a repeated route refused", name, err)
+		}
+	}
+	for name, list := range map[string][]string{"same": ids, "reversed": rev, "appended": append(append([]string(nil), ids...), "x")} {
+		if _, err := c.WithRoutes(list, none); err != nil {
+			t.Errorf("%s: WithRoutes: %v", name, err)
+		}
+	}
+}
+
+// inPlaceAt is list with list[i] set to "r<i>", the id c holds there.
+func inPlaceAt(list []string, i int) []string {
+	out := append([]string(nil), list...)
+	out[i] = fmt.Sprintf("r%d", i)
+	return out
+}
