@@ -71,7 +71,7 @@
 //
 // Classes are tried in this order:
 //
-//  1. exact paths (one map lookup);
+//  1. exact paths (one map lookup, in the map the path's hash picks);
 //  2. patterns containing only "*";
 //  3. patterns containing "**";
 //  4. prefixes, longest first.
