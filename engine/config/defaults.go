@@ -77,14 +77,26 @@ func applyDefaults(c *Config) {
 	applyFilterDefaults(c)
 	applyObservabilityDefaults(c)
 	applyAlertsDefaults(&c.Alerts)
+	// A route without a breaker or isolation section of its own gets the
+	// global one's effective settings: the same for every such route, so
+	// one per parse, shared (a parsed config is never modified).
+	breaker, isolation := policy.RouteBreaker(c.CircuitBreaker, nil), policy.RouteIsolation(c.Isolation, nil)
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		setDefault(&r.ID, defaultRouteID(i))
 		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
 		r.Retry.Provision()
 		applyRouteUpgradeDefaults(r)
-		r.CircuitBreaker = policy.RouteBreaker(c.CircuitBreaker, r.CircuitBreaker)
-		r.Isolation = policy.RouteIsolation(c.Isolation, r.Isolation)
+		if r.CircuitBreaker == nil {
+			r.CircuitBreaker = breaker
+		} else {
+			r.CircuitBreaker = policy.RouteBreaker(c.CircuitBreaker, r.CircuitBreaker)
+		}
+		if r.Isolation == nil {
+			r.Isolation = isolation
+		} else {
+			r.Isolation = policy.RouteIsolation(c.Isolation, r.Isolation)
+		}
 		if u := c.findUpstream(r.Upstream); u != nil {
 			setDefault(&r.ConnectTimeout, u.ConnectTimeout)
 			setDefault(&r.ResponseTimeout, u.ResponseTimeout)

@@ -1,5 +1,5 @@
-// The filter route configs a route does not set are shared by the routes
-// of one parse, and only of one parse.
+// The filter route configs, isolation and breaker settings a route does
+// not set are shared by the routes of one parse, and only of one parse.
 
 package config
 
@@ -17,7 +17,7 @@ upstreams:
 routes:
   - {id: a, path: /a, upstream: backend}
   - {id: b, path: /b, upstream: backend}
-  - {id: c, path: /c, upstream: backend, limits: {max_body_bytes: 1024}}
+  - {id: c, path: /c, upstream: backend, limits: {max_body_bytes: 1024}, isolation: {limit: 50}, circuit_breaker: {enabled: true}}
 `
 	cfg, err := Parse([]byte(doc))
 	if err != nil {
@@ -46,6 +46,12 @@ routes:
 	}
 	if c.Limits == nil || c.Limits.MaxBodyBytes != 1024 || a.Limits != nil {
 		t.Errorf("limits: a %+v, c %+v; want none and max_body_bytes 1024", a.Limits, c.Limits)
+	}
+	if a.Isolation != b.Isolation || a.Isolation == c.Isolation || c.Isolation.Limit != 50 || a.Isolation.Limit != 200 {
+		t.Errorf("isolation: a %+v, b %+v, c %+v; want a and b sharing the default, c its own limit 50", a.Isolation, b.Isolation, c.Isolation)
+	}
+	if a.CircuitBreaker != b.CircuitBreaker || c.CircuitBreaker == nil || a.CircuitBreaker == c.CircuitBreaker {
+		t.Errorf("circuit_breaker: a %p, b %p, c %p; want a and b sharing the default, c its own", a.CircuitBreaker, b.CircuitBreaker, c.CircuitBreaker)
 	}
 	// Another parse's route of the same id is not the same route.
 	again, err := Parse([]byte(doc))
