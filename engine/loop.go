@@ -314,8 +314,9 @@ func (l *loop) enter() {
 
 // now is the loop's monotonic clock (loopstat.Now) for the timestamps that
 // begin a duration on the request path, read once per callback: a
-// request's start and its upstream call's start are the time the event that caused them began to be handled, as nginx stamps
-// a whole event-loop iteration with one time. A clock read costs tens of
+// request's start and its upstream call's start are the time the event
+// that caused them began to be handled, as nginx stamps a whole
+// event-loop iteration with one time. A clock read costs tens of
 // nanoseconds on a virtual machine, and a plain request made eight of
 // them. Outside a callback it reads the clock. It is also upstream.Host's
 // Now.
@@ -331,11 +332,11 @@ func (l *loop) now() int64 {
 }
 
 // fresh is the clock for a timestamp that ends a duration (an exchange's,
-// a call's or an isolation permit's end, a call's first response byte). When the callback's reading
-// began a duration (now gave it out), it reads the clock anew, so that
-// one begun and ended in the same callback (a local reply, a refused
-// connect) does not come out 0, and the new reading becomes the
-// callback's. Otherwise the callback's reading, taken after every start
+// a call's or an isolation permit's end, a call's first response byte).
+// When the callback's reading began a duration (now gave it out), it
+// reads the clock anew, so that one begun and ended in the same callback
+// (a local reply, a refused connect) does not come out 0, and the new
+// reading becomes the callback's. Otherwise the callback's reading, taken after every start
 // stamped in an earlier callback, ends the duration as well: the ends of
 // one request (its call's, its permit's, its own) share one reading.
 func (l *loop) fresh() int64 {
