@@ -90,14 +90,22 @@ func (ex *exchange) holdPiece(c *upstream.Call, raw, data []byte, done bool) boo
 		if h.body == nil {
 			size := len(data)
 			if h.length > 0 {
-				size = int(h.length)
+				size = int(h.length) // the declared body, reserved at once
+			}
+			if ex.overBudget(size) {
+				return ex.streamHeld(c, raw, data, done, filters.StreamBudget)
 			}
 			h.body = pool.Get(size)
 		}
 		h.body.Grow(len(data))
 		h.body.B = append(h.body.B, data...)
-		ex.loop.srv.buffered.Add(int64(len(data)))
-		h.counted += int64(len(data))
+		// The budget is charged what the hold has reserved, not what it
+		// has appended: a slow upstream declaring a large Content-Length
+		// would otherwise hold max_bytes while counting a few bytes.
+		if c := int64(cap(h.body.B)); c > h.counted {
+			ex.loop.srv.buffered.Add(c - h.counted)
+			h.counted = c
+		}
 	}
 	if !done {
 		return true

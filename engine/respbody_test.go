@@ -325,6 +325,29 @@ func TestResponseBodyClientGone(t *testing.T) {
 	waitFor(t, "the hold given back", func() bool { return g.srv.BufferedBytes() == 0 })
 }
 
+// TestResponseBodyChargesReserved: a held body with a Content-Length is
+// reserved whole on its first bytes (route second: max_bytes 1 MiB), and the buffer budget is charged
+// that, not the few bytes a slow upstream has sent: otherwise many such
+// responses would hold max_bytes each past max_buffered_bytes.
+func TestResponseBodyChargesReserved(t *testing.T) {
+	const declared = 512 << 10
+	release := make(chan struct{})
+	up := startScriptedUpstream(t, func(c *upConn) {
+		if _, err := c.read(); err != nil {
+			return
+		}
+		fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"user\":", declared)
+		<-release
+	})
+	defer close(release)
+	g := startGateway(t, respBodyRoute, up.addr)
+	c := g.client(t)
+	c.send("GET /second/held HTTP/1.1\r\nHost: test\r\n\r\n")
+	waitFor(t, "the declared body charged", func() bool { return g.srv.BufferedBytes() >= declared })
+	c.Close()
+	waitFor(t, "the hold given back", func() bool { return g.srv.BufferedBytes() == 0 })
+}
+
 // benchJSON4K is the upstream's answer in the response_body benchmarks:
 // the bench backend's 4 KiB JSON body.
 var benchJSON4K = func() []byte {
