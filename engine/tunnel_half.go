@@ -42,14 +42,17 @@ func (t *tunnel) halfClose(e *tunnelEnd) bool {
 	if e.tls != nil || s.tls != nil || s.gone {
 		return false
 	}
+	// The duplicate first: if it fails (EMFILE), gnet's own close still
+	// writes what e's queue holds.
+	fd, err := unix.FcntlInt(uintptr(e.gc.Fd()), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
 	// What gnet queued for e and has not written goes first; gnet would
 	// write only what the socket takes now and drop the rest.
 	pending, ok := takeOutbound(e.gc, nil)
 	if !ok {
-		return false
-	}
-	fd, err := unix.FcntlInt(uintptr(e.gc.Fd()), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
+		_ = unix.Close(fd)
 		return false
 	}
 	t.half = &halfOpen{fd: fd, side: e.side, pending: pending, src: -1}
@@ -80,6 +83,11 @@ func (t *tunnel) relay(s *tunnelEnd) {
 	t.lastActive = t.loop.wheel.Ticks()
 	if !t.writeHalf() {
 		return
+	}
+	if len(h.pending) > 0 {
+		// The socket took part: the rest is retried each tick (halfCheck),
+		// whether or not the survivor sends more.
+		t.loop.wheel.Arm(&t.flow, wheel.DefaultTick)
 	}
 	if len(h.pending) > t.set.buffer {
 		if len(h.pending) > overflowAt(t.set.buffer) {
