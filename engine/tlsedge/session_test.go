@@ -241,6 +241,9 @@ func TestHandshakeFloodIsCapped(t *testing.T) {
 	}
 	roundTrip(t, other, []byte("through"))
 	other.Close()
+	// The handshake's goroutine counts itself out after posting its end,
+	// so the peer can be served before it has.
+	waitFor(t, "the fifth handshake counted out", func() bool { return e.runner.Stats().Pending == 4 })
 	stalled = append(stalled, mustDial(t, e.addr))
 	_, _ = stalled[len(stalled)-1].Write([]byte{0x16})
 	waitFor(t, "5 pending", func() bool { return e.runner.Stats().Pending == 5 })
