@@ -129,17 +129,22 @@ func (cc *clientConn) traffic() {
 	// current exchange pile up here: pipelined requests, or a body the
 	// upstream is taking slowly (bounded by max_body_bytes). Past the cap
 	// the connection is cut.
-	if cc.state != stateClosed && cc.inbound() > cc.inboundCap() {
+	if cc.state == stateClosed {
+		cc.account()
+		return
+	}
+	in := cc.inbound()
+	if in > cc.inboundCap() {
 		cc.close()
 		return
 	}
 	// A TLS record that does not decrypt, or the client's close_notify,
 	// ends the connection as a TCP close does on a plain one.
-	if t := cc.tls; t != nil && cc.state != stateClosed && t.ReadErr() != nil {
+	if t := cc.tls; t != nil && t.ReadErr() != nil {
 		cc.close()
 		return
 	}
-	cc.account()
+	cc.accountHeld(in)
 }
 
 // account brings the server's count of buffered bytes up to date with
@@ -150,16 +155,29 @@ func (cc *clientConn) traffic() {
 // long after the kernel took it. It touches the shared atomic only when the
 // figure changed, which between requests it does not.
 func (cc *clientConn) account() {
-	held := int64(0)
-	if cc.state != stateClosed {
-		held = int64(cc.inbound())
-		if ex := cc.ex; ex != nil {
-			held += int64(cc.gc.OutboundBuffered())
-			if ex.retry.attached {
-				held += int64(ex.call.Backlog())
-			}
+	if cc.state == stateClosed {
+		cc.settle(0)
+		return
+	}
+	cc.accountHeld(cc.inbound())
+}
+
+// accountHeld is account with the connection's unread input already
+// measured (in), as traffic has it.
+func (cc *clientConn) accountHeld(in int) {
+	held := int64(in)
+	if ex := cc.ex; ex != nil {
+		held += int64(cc.gc.OutboundBuffered())
+		if ex.retry.attached {
+			held += int64(ex.call.Backlog())
 		}
 	}
+	cc.settle(held)
+}
+
+// settle makes held the connection's share of the server's buffered-bytes
+// total.
+func (cc *clientConn) settle(held int64) {
 	if d := held - cc.accounted; d != 0 {
 		cc.accounted = held
 		srv := cc.loop.srv
@@ -250,7 +268,12 @@ func (cc *clientConn) finish() {
 	if cc.state == stateClosed {
 		return
 	}
-	cc.account()
+	// Only the input is left to count now. Outside serve it cannot have
+	// grown since it was last counted (bytes arrive in traffic, which
+	// counts them), so a connection that holds no count holds nothing.
+	if cc.accounted != 0 || cc.serving {
+		cc.account()
+	}
 	if cc.closeAfter || bodyLeft {
 		cc.closeWhenFlushed()
 		return

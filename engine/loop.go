@@ -563,19 +563,33 @@ func (l *loop) putExchange(ex *exchange) {
 		ex.leaveQueue() // its client left while it waited for a permit
 	}
 	ex.setPhase(phaseDone) // no filter may park from the Done phase
-	ex.endPark()           // a resume still on its way is dropped: see inbox.go
+	// The groups most requests never use are checked here rather than
+	// in their end functions, so a plain request makes none of the calls.
+	if ex.park.ticketOut {
+		ex.endPark() // a resume still on its way is dropped: see inbox.go
+	}
 	ex.done()
 	ex.endResilience()
 	ex.logEnd()
 	ex.record()
-	ex.endUpgrade()
+	if ex.upgrade != (upgradeState{}) {
+		ex.endUpgrade()
+	}
+	if ex.chain != nil { // only a filter starts a sub-request
+		ex.sub.abort()
+	}
 	ex.cc, ex.snap, ex.route, ex.chain = nil, nil, nil, nil
-	ex.sub.abort()
-	ex.saved.SafeRelease()
-	ex.saved = nil
-	ex.resp.trailers.SafeRelease()
-	ex.resp.trailers = nil
-	ex.endHold()
+	if ex.saved != nil {
+		ex.saved.SafeRelease()
+		ex.saved = nil
+	}
+	if ex.resp.trailers != nil {
+		ex.resp.trailers.SafeRelease()
+		ex.resp.trailers = nil
+	}
+	if ex.hold.on {
+		ex.endHold()
+	}
 	if len(l.free) < maxFreeExchanges {
 		l.free = append(l.free, ex)
 	}
