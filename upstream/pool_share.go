@@ -23,10 +23,13 @@ func shareCap(maxConns, percent int) int32 { return int32(max(1, maxConns*percen
 // dialing, or attached to one. An open-addressing table with linear
 // probing, deleted entries shifted back (no tombstones), so a steady load
 // inserts and deletes without allocating; it grows only when more tenants
-// have calls in the pool at once than ever before. Owned by the loop.
+// have calls in the pool at once than ever before. A tenant alone in the
+// pool, the common case (one route per upstream), is counted in one beside
+// the table, without a hash or a probe. Owned by the loop.
 type shares struct {
+	one   shareSlot   // the tenant that entered an empty pool, while it has calls; never also in slots
 	slots []shareSlot // power-of-two length, at most half full
-	used  int
+	used  int         // tenants counted, in one and in slots
 }
 
 type shareSlot struct {
@@ -47,6 +50,18 @@ func (s *shares) find(t *Tenant) int {
 
 // enter counts a call of t unless t has cap calls in the pool already.
 func (s *shares) enter(t *Tenant, cap int32) bool {
+	if s.one.t == t {
+		if s.one.n >= cap {
+			return false
+		}
+		s.one.n++
+		return true
+	}
+	if s.used == 0 { // no tenant anywhere: t goes beside the table
+		s.one = shareSlot{t: t, n: 1}
+		s.used = 1
+		return true
+	}
 	if 2*(s.used+1) > len(s.slots) {
 		s.grow()
 	}
@@ -64,6 +79,13 @@ func (s *shares) enter(t *Tenant, cap int32) bool {
 
 // leave uncounts a call of t; a tenant with no call left frees its slot.
 func (s *shares) leave(t *Tenant) {
+	if s.one.t == t {
+		if s.one.n--; s.one.n == 0 {
+			s.one = shareSlot{}
+			s.used--
+		}
+		return
+	}
 	i := s.find(t)
 	if s.slots[i].t == nil {
 		return // cannot happen: leave follows a successful enter
