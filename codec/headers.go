@@ -60,7 +60,17 @@ func connectionLists[T string | []byte](h Headers, token T) bool {
 // IsHopByHop reports whether name is a hop-by-hop field that a proxy must not forward:
 // Connection, Keep-Alive, Proxy-Connection, Proxy-Authenticate, Proxy-Authorization, TE,
 // Trailer, Transfer-Encoding or Upgrade (case-insensitive). Safe for concurrent use.
+//
+// Most names have none of the hop-by-hop names' lengths; that test is
+// small enough to be inlined into the caller, so they cost no call.
 func IsHopByHop(name []byte) bool {
+	return len(name) < 64 && hopByHopLens&(1<<len(name)) != 0 && isHopByHop(name)
+}
+
+// hopByHopLens has bit n set for each length n of a hop-by-hop name.
+const hopByHopLens = 1<<2 | 1<<7 | 1<<10 | 1<<16 | 1<<17 | 1<<18 | 1<<19
+
+func isHopByHop(name []byte) bool {
 	switch len(name) {
 	case 2:
 		return EqualFold(name, "te")

@@ -144,19 +144,21 @@ func appendStatusLine(dst []byte, r *codec.Response) []byte {
 // the Connection lists (most messages carry no Connection field, or one
 // naming only keep-alive).
 func appendEndToEnd(dst []byte, hs codec.Headers, lists, dropHost bool, edits *filters.HeaderEdits, client *clientFields) []byte {
-	for _, h := range hs {
+	for i := range hs { // by index: a Header is two slices, copied per step by range
+		name := hs[i].Name
+		switch {
+		case codec.IsHopByHop(name), isContentLength(name), dropHost && isHost(name):
+			continue
 		// Connection may not strip Host: a request without it would reach
 		// the upstream's default virtual host.
-		listed := lists && hs.Listed(h.Name) && !isHost(h.Name)
-		if codec.IsHopByHop(h.Name) || listed || isContentLength(h.Name) || dropHost && isHost(h.Name) {
+		case lists && hs.Listed(name) && !isHost(name):
+			continue
+		case edits != nil && edits.Removes(name), client != nil && client.drops(name):
 			continue
 		}
-		if edits != nil && edits.Removes(h.Name) || client != nil && client.drops(h.Name) {
-			continue
-		}
-		dst = append(dst, h.Name...)
+		dst = append(dst, name...)
 		dst = append(dst, ": "...)
-		dst = append(dst, h.Value...)
+		dst = append(dst, hs[i].Value...)
 		dst = append(dst, "\r\n"...)
 	}
 	if edits != nil {
