@@ -35,7 +35,7 @@ func (ex *exchange) buildUpstreamHead(req *codec.Request, node string) (*pool.Bu
 			path = p
 		}
 	}
-	b := pool.Get(ex.head.headLen + 64 + len(req.Host) + len(node) + len(path) + len(ex.cc.certHeaders))
+	b := l.heads.Get(ex.head.headLen + 64 + len(req.Host) + len(node) + len(path) + len(ex.cc.certHeaders))
 	dst := b.B
 	dst = append(dst, req.Method...)
 	dst = append(dst, ' ')

@@ -14,6 +14,7 @@ import (
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 	"github.com/panjf2000/gnet/v2"
@@ -41,6 +42,7 @@ type loop struct {
 	req     codec.Request // scratch: the head being parsed
 	scratch []byte        // router lowercasing
 	out     []byte        // response heads and error bodies being built
+	heads   pool.Local    // upstream request heads: built here, released here when their call ends
 	path    []byte        // the normalised path of the request being started
 	host    []byte        // its normalised Host, without the port
 

@@ -48,6 +48,7 @@ type Buffer struct {
 	refs  atomic.Int32 // live references; 0 once fully released
 	class int8         // size class of B's backing array, or unpooled
 	id    uint64       // leak-tracking id; 0 when not tracked. Written by Get and the final release only.
+	local *Local       // the free list it returns to (Local.Get); nil for the shared pools
 }
 
 // Get returns a buffer with one reference, len(B) == 0 and
@@ -171,8 +172,8 @@ func (b *Buffer) recycle() {
 	if detecting.Load() {
 		// Retire this *Buffer so a stale second Release finds refs == 0
 		// and panics, and recycle its memory under a fresh header.
-		spare := &Buffer{B: b.B, class: b.class}
-		b.B = nil
+		spare := &Buffer{B: b.B, class: b.class, local: b.local}
+		b.B, b.local = nil, nil
 		spare.putBack()
 		return
 	}
@@ -188,6 +189,12 @@ func (b *Buffer) putBack() {
 	}
 	b.B = b.B[:0:classSize(c)]
 	b.class = c
+	if l := b.local; l != nil {
+		if l.put(b) {
+			return
+		}
+		b.local = nil // a later Get from the shared pool may run on any goroutine
+	}
 	classes[c].Put(b)
 }
 

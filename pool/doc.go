@@ -30,6 +30,12 @@
 // garbage collector on release, so the pool never pins more than 1 MiB per
 // idle buffer. Grow moves a buffer to a larger class in place.
 //
+// A Local is one goroutine's free list of small buffers in front of the
+// shared pools: an event loop that builds a request head and releases it
+// when the head's call ends gets the same memory back without the shared
+// pools' synchronisation. A Local's buffer must be finally released on
+// that goroutine.
+//
 // # Leak detection
 //
 // SetLeakDetection(true) makes Get record the caller's stack (a few frames,
