@@ -69,8 +69,11 @@ count() {
 		curl -s -o /dev/null "http://127.0.0.1:$port/" && break
 		sleep 0.2
 	done
-	"$TMP/bin/fixedload" -addr "127.0.0.1:$port" -n 300 -c "$CONNS"
-	"$TMP/bin/fixedload" -addr "127.0.0.1:$port" -n "$n" -c "$CONNS"
+	# The default setup's routes want a JWT (bench-ab sends wrk's the same way).
+	local auth=""
+	[[ $SETUP == default ]] && auth="Authorization: Bearer $BENCH_JWT"
+	"$TMP/bin/fixedload" -addr "127.0.0.1:$port" -n 300 -c "$CONNS" -H "$auth"
+	"$TMP/bin/fixedload" -addr "127.0.0.1:$port" -n "$n" -c "$CONNS" -H "$auth"
 	kill -INT "$pid"
 	wait "$pid" || true
 	cg_annotate --auto=no --threshold=0 "$TMP/$who-$n.cg" 2>/dev/null | sed -n '/file:function/,$p' | grep '^ *[0-9]' |

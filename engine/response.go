@@ -78,7 +78,10 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 	// CallFailed).
 	var edits *filters.HeaderEdits
 	if ex.chain != nil {
-		ex.runResponseFilters(r.Status)
+		// The first byte's reading (upstream.Call took it with Fresh, in
+		// this callback, after the request phases, which ended before the
+		// call began) starts the response phases.
+		ex.runResponseFiltersFrom(r.Status, ex.loop.fresh())
 		edits = &ex.fx.RespEdits
 		if ex.chain.Body() != nil && ex.holdResponse(r) {
 			return true // the head waits for the body (respbody.go)
@@ -94,14 +97,23 @@ func (ex *exchange) ResponseHead(c *upstream.Call, r *codec.Response) bool {
 // runResponseFilters runs the chain's response phases once per exchange.
 // The request view is gone by now (its bytes were discarded or reused), so
 // Req is cleared rather than left pointing at someone else's request.
-func (ex *exchange) runResponseFilters(status int) {
+func (ex *exchange) runResponseFilters(status int) { ex.runResponseFiltersFrom(status, 0) }
+
+// runResponseFiltersFrom is runResponseFilters with the clock read at now,
+// after the request phases ended (see filters.Chain.RunResponseFrom); 0
+// reads it anew.
+func (ex *exchange) runResponseFiltersFrom(status int, now int64) {
 	if ex.resp.filtered {
 		return
 	}
 	ex.resp.filtered = true
 	ex.fx.Req = nil
 	ex.fx.Status = status
-	ex.chain.RunResponse(&ex.fx)
+	if now == 0 {
+		ex.chain.RunResponse(&ex.fx)
+		return
+	}
+	ex.chain.RunResponseFrom(&ex.fx, now)
 }
 
 // interim forwards a 1xx response (RFC 9110 15.2: a proxy forwards the
