@@ -1,9 +1,12 @@
 package confstore
 
 import (
+	"fmt"
+	"math/rand"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -125,5 +128,90 @@ func TestSaveLoad(t *testing.T) {
 	os.WriteFile(path, []byte(`{"format": 1, "versions": [`), 0o600)
 	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "does not decode") {
 		t.Fatalf("a broken file: %v", err)
+	}
+}
+
+// diffByKey is Diff's definition for one list kind, by key alone: every
+// resource of next that old lacks or holds otherwise, in next's order,
+// then every one next lacks, in old's order.
+func diffByKey(kind string, was, is []any) []Change {
+	key := KeyField(kind)
+	var out []Change
+	before := map[string]any{}
+	for _, it := range items(was, key) {
+		before[it.id] = it.v
+	}
+	seen := map[string]bool{}
+	for _, it := range items(is, key) {
+		seen[it.id] = true
+		if b, ok := before[it.id]; !ok || !reflect.DeepEqual(b, it.v) {
+			out = append(out, Change{Kind: kind, ID: it.id, Before: b, After: it.v})
+		}
+	}
+	for _, it := range items(was, key) {
+		if !seen[it.id] {
+			out = append(out, Change{Kind: kind, ID: it.id, Before: it.v})
+		}
+	}
+	return out
+}
+
+// Diff, which walks the common head and tail of two lists by identity and
+// place, finds what the definition by key finds, in its order, over random
+// edits of a shared list: resources replaced, replaced by equal copies,
+// added anywhere, deleted, moved, and items without a key.
+func TestDiffMatchesDiffByKey(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	route := func(id string, path int) map[string]any {
+		return map[string]any{"id": id, "path": fmt.Sprint("/", path)}
+	}
+	for step := 0; step < 3000; step++ {
+		n := rng.Intn(12)
+		was := make([]any, n)
+		for i := range was {
+			was[i] = route(fmt.Sprint("r", i), i)
+		}
+		if n > 0 && rng.Intn(8) == 0 {
+			was[rng.Intn(n)] = map[string]any{"path": "/nokey"}
+		}
+		is := slices.Clone(was) // shared resources, as Copy leaves them
+		for e := rng.Intn(4); e > 0; e-- {
+			at := func() int { return rng.Intn(len(is) + 1) }
+			switch rng.Intn(6) {
+			case 0: // replaced in place
+				if len(is) > 0 {
+					i := rng.Intn(len(is))
+					if id, ok := keyOf(is[i], "id"); ok {
+						is[i] = route(id, rng.Intn(3))
+					}
+				}
+			case 1: // an equal copy
+				if len(is) > 0 {
+					i := rng.Intn(len(is))
+					is[i] = Clone(Doc{"v": is[i]})["v"]
+				}
+			case 2: // added
+				is = slices.Insert(is, at(), any(route(fmt.Sprint("new", step, e), e)))
+			case 3: // deleted
+				if len(is) > 0 {
+					i := rng.Intn(len(is))
+					is = slices.Delete(is, i, i+1)
+				}
+			case 4: // moved
+				if len(is) > 1 {
+					i := rng.Intn(len(is))
+					v := is[i]
+					is = slices.Delete(is, i, i+1)
+					is = slices.Insert(is, rng.Intn(len(is)+1), v)
+				}
+			case 5: // an item without a key
+				is = slices.Insert(is, at(), any(map[string]any{"path": "/x"}))
+			}
+		}
+		got := Diff(Doc{Routes: was}, Doc{Routes: is})
+		want := diffByKey(Routes, was, is)
+		if len(got) != len(want) || (len(got) > 0 && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("step %d: Diff of\n%v\nto\n%v\n= %+v\nwant %+v", step, was, is, got, want)
+		}
 	}
 }

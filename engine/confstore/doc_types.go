@@ -134,17 +134,13 @@ type item struct {
 	v  any
 }
 
-// items lists kind's resources in d in order; an item without a string
-// key is skipped (the config refuses it anyway).
-func items(d Doc, kind string) []item {
-	list, _ := d[kind].([]any)
-	key := KeyField(kind)
+// items lists the resources of list, keyed by key, in order; an item
+// without a string key is skipped (the config refuses it anyway).
+func items(list []any, key string) []item {
 	out := make([]item, 0, len(list))
 	for _, it := range list {
-		if m, ok := it.(map[string]any); ok {
-			if id, ok := m[key].(string); ok {
-				out = append(out, item{id, it})
-			}
+		if id, ok := keyOf(it, key); ok {
+			out = append(out, item{id, it})
 		}
 	}
 	return out
@@ -171,9 +167,11 @@ func Get(d Doc, kind, id string) any {
 	if kind == Settings {
 		return d[id]
 	}
-	for _, it := range items(d, kind) {
-		if it.id == id {
-			return it.v
+	list, _ := d[kind].([]any)
+	key := KeyField(kind)
+	for _, it := range list {
+		if k, ok := keyOf(it, key); ok && k == id {
+			return it
 		}
 	}
 	return nil
@@ -219,34 +217,9 @@ func Set(d Doc, kind, id string, v any) bool {
 func Diff(old, next Doc) []Change {
 	var out []Change
 	for _, l := range Lists {
-		was, is := items(old, l.Kind), items(next, l.Kind)
-		if inPlace(was, is) {
-			// The same ids in the same places, as after an edit of a few:
-			// compared place by place, without maps (at 30,000 routes the
-			// maps were most of an API write's diff).
-			for i := range is {
-				if !same(was[i].v, is[i].v) {
-					out = append(out, Change{Kind: l.Kind, ID: is[i].id, Before: was[i].v, After: is[i].v})
-				}
-			}
-			continue
-		}
-		before := make(map[string]any, len(was))
-		for _, it := range was {
-			before[it.id] = it.v
-		}
-		seen := make(map[string]bool, len(is))
-		for _, it := range is {
-			seen[it.id] = true
-			if b, ok := before[it.id]; !ok || !same(b, it.v) {
-				out = append(out, Change{Kind: l.Kind, ID: it.id, Before: b, After: it.v})
-			}
-		}
-		for _, it := range was {
-			if !seen[it.id] {
-				out = append(out, Change{Kind: l.Kind, ID: it.id, Before: it.v})
-			}
-		}
+		was, _ := old[l.Kind].([]any)
+		is, _ := next[l.Kind].([]any)
+		out = diffList(out, l.Kind, l.Key, was, is)
 	}
 	for _, k := range settingKeys(old, next) {
 		if b, a := old[k], next[k]; !reflect.DeepEqual(b, a) {
@@ -256,15 +229,104 @@ func Diff(old, next Doc) []Change {
 	return out
 }
 
-// same is reflect.DeepEqual(a, b), answered at once for one resource
-// shared by both documents (see Copy), as most of them are.
-func same(a, b any) bool {
-	if x, ok := a.(map[string]any); ok {
-		if y, ok := b.(map[string]any); ok && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer() {
-			return true
+// diffList appends to out what changed from the list was to the list is,
+// in is's order, the removed ones last in was's order. Most of two lists
+// a write leaves are the same resources in the same places (see Copy), so
+// the common head and tail are walked place by place, by identity or by
+// key, without a map or a copy; only what lies between them (the edited
+// stretch, one resource for an append or a delete) is matched by key.
+func diffList(out []Change, kind, key string, was, is []any) []Change {
+	head := 0
+	for head < len(was) && head < len(is) && samePlace(was[head], is[head], key) {
+		head++
+	}
+	tail := 0
+	for tail < len(was)-head && tail < len(is)-head && samePlace(was[len(was)-1-tail], is[len(is)-1-tail], key) {
+		tail++
+	}
+	out = changedInPlace(out, kind, key, was[:head], is[:head])
+	midWas, midIs := items(was[head:len(was)-tail], key), items(is[head:len(is)-tail], key)
+	if inPlace(midWas, midIs) {
+		// The same ids in the same places, as after an edit of a few:
+		// compared place by place, without maps.
+		for i := range midIs {
+			if !same(midWas[i].v, midIs[i].v) {
+				out = append(out, Change{Kind: kind, ID: midIs[i].id, Before: midWas[i].v, After: midIs[i].v})
+			}
+		}
+		return changedInPlace(out, kind, key, was[len(was)-tail:], is[len(is)-tail:])
+	}
+	before := make(map[string]any, len(midWas))
+	for _, it := range midWas {
+		before[it.id] = it.v
+	}
+	seen := make(map[string]bool, len(midIs))
+	for _, it := range midIs {
+		seen[it.id] = true
+		if b, ok := before[it.id]; !ok || !same(b, it.v) {
+			out = append(out, Change{Kind: kind, ID: it.id, Before: b, After: it.v})
 		}
 	}
-	return reflect.DeepEqual(a, b)
+	out = changedInPlace(out, kind, key, was[len(was)-tail:], is[len(is)-tail:])
+	for _, it := range midWas {
+		if !seen[it.id] {
+			out = append(out, Change{Kind: kind, ID: it.id, Before: it.v})
+		}
+	}
+	return out
+}
+
+// samePlace reports whether a and b, at one place of two lists, are one
+// resource (shared, see Copy) or two of the same key: what Diff matches
+// by key, and pairs by place when every place pairs.
+func samePlace(a, b any, key string) bool {
+	if identical(a, b) {
+		return true
+	}
+	ka, ok := keyOf(a, key)
+	if !ok {
+		return false
+	}
+	kb, ok := keyOf(b, key)
+	return ok && ka == kb
+}
+
+// changedInPlace appends the changes of was and is, paired place by place
+// (samePlace holds for every place).
+func changedInPlace(out []Change, kind, key string, was, is []any) []Change {
+	for i := range is {
+		if identical(was[i], is[i]) {
+			continue
+		}
+		if id, ok := keyOf(is[i], key); ok && !reflect.DeepEqual(was[i], is[i]) {
+			out = append(out, Change{Kind: kind, ID: id, Before: was[i], After: is[i]})
+		}
+	}
+	return out
+}
+
+// keyOf is v's key, when v is a resource with a string key.
+func keyOf(v any, key string) (string, bool) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return "", false
+	}
+	id, ok := m[key].(string)
+	return id, ok
+}
+
+// same is reflect.DeepEqual(a, b), answered at once for one resource
+// shared by both documents (see Copy), as most of them are.
+func same(a, b any) bool { return identical(a, b) || reflect.DeepEqual(a, b) }
+
+// identical reports whether a and b are one resource: the same map.
+func identical(a, b any) bool {
+	x, ok := a.(map[string]any)
+	if !ok {
+		return false
+	}
+	y, ok := b.(map[string]any)
+	return ok && reflect.ValueOf(x).UnsafePointer() == reflect.ValueOf(y).UnsafePointer()
 }
 
 // settingKeys are the top-level keys of either document that are not list
