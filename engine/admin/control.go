@@ -6,6 +6,7 @@ package admin
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -220,7 +221,7 @@ func (c *Control) spliceOnto(base *config.Config, d confstore.Doc, diff []confst
 			only = append(only, it)
 		}
 	}
-	mini := confstore.Copy(d)
+	mini := maps.Clone(d) // the other routes left out; the rest shared, for Marshal to read
 	mini[confstore.Routes] = only
 	part, err := c.parseDoc(mini)
 	if err != nil {

@@ -215,3 +215,21 @@ func TestDiffMatchesDiffByKey(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkDiffOneRouteAt30k is the diff of an API write at 30,000
+// routes: the running document against its Copy with one route replaced.
+func BenchmarkDiffOneRouteAt30k(b *testing.B) {
+	routes := make([]any, 30000)
+	for i := range routes {
+		routes[i] = map[string]any{"id": fmt.Sprint("r", i), "path": fmt.Sprint("/r", i), "upstream": "backend"}
+	}
+	cur := Doc{Routes: routes, "listen": "127.0.0.1:8080"}
+	next := Copy(cur)
+	Set(next, Routes, "r7", map[string]any{"id": "r7", "path": "/moved", "upstream": "backend"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if len(Diff(cur, next)) != 1 {
+			b.Fatal("want one change")
+		}
+	}
+}
