@@ -78,6 +78,32 @@ func BenchmarkApplyOneRouteAt30k(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
 }
 
+// BenchmarkApplyAfterEveryRouteChangedAt30k is BenchmarkApplyOneRouteAt30k
+// once a file reload that changed every route is among the kept versions:
+// the state file then holds that version's 30,000 changes, and every write
+// saves it again.
+func BenchmarkApplyAfterEveryRouteChangedAt30k(b *testing.B) {
+	c := scaleControl(b, 30000)
+	every := []byte(strings.ReplaceAll(string(scaleConfig(30000)), "path: /r", "path: /v"))
+	c.opts.Read = func() ([]byte, error) { return every, nil }
+	if _, err := c.Reload("bench", ReloadOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	t0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		body := map[string]any{"id": "r7", "path": fmt.Sprintf("/moved/%d", i), "upstream": "backend"}
+		if _, err := c.change(writer{action: "PUT /config/routes/r7"}, func(d confstore.Doc) error {
+			confstore.Set(d, confstore.Routes, "r7", body)
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-t0)/1e6/float64(b.N), "cpu-ms/op")
+}
+
 // BenchmarkFileReloadAt30k is a reload of a 30,000-route config file
 // through the Control, as SIGHUP or POST /reload runs it (without the
 // debounce window and the settle reads), after one API write: the file

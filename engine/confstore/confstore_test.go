@@ -1,6 +1,7 @@
 package confstore
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand"
 	"os"
@@ -231,5 +232,41 @@ func BenchmarkDiffOneRouteAt30k(b *testing.B) {
 		if len(Diff(cur, next)) != 1 {
 			b.Fatal("want one change")
 		}
+	}
+}
+
+// Encode writes what json.Marshal writes, and encodes each version once:
+// a version changed after its first Encode (which the Control never does)
+// is written as it was.
+func TestEncodeIsJSONAndEncodesEachVersionOnce(t *testing.T) {
+	d := mustParse(t, file)
+	for _, st := range []*State{
+		{},
+		{Overlay: Delta(Doc{}, d)},
+		{Overlay: Delta(d, Doc{}), Versions: []Version{}},
+	} {
+		st.Add(Version{Number: 1, Source: SourceFile, Action: "start", Changes: []Change{}})
+		st.Add(Version{Number: 2, Source: SourceAPI, Token: "deploy", Action: "PUT <x> & y", Changes: Diff(Doc{}, d)})
+		for round := 0; round < 2; round++ {
+			got, err := Encode(st) // sets st.Format
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(st)
+			if err != nil || string(got) != string(want) {
+				t.Fatalf("Encode\n%s\nwant\n%s (%v)", got, want, err)
+			}
+			if back, err := Decode(got); err != nil || back.Latest() != 2 || len(Diff(Merge(Doc{}, back.Overlay), Merge(Doc{}, st.Overlay))) != 0 {
+				t.Fatalf("Decode: %v %+v", err, back)
+			}
+		}
+		once, _ := Encode(st)
+		st.Versions[1].Action = "changed after it was recorded"
+		if again, _ := Encode(st); string(again) != string(once) {
+			t.Fatalf("version 2 was encoded again:\n%s", again)
+		}
+	}
+	if got, _ := Encode(&State{}); string(got) != `{"format":1,"overlay":{},"versions":null}` {
+		t.Fatalf("the empty state: %s", got)
 	}
 }

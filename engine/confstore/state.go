@@ -32,6 +32,13 @@ type Version struct {
 	Token   string   `json:"token,omitempty" yaml:"token,omitempty"` // the admin token's name, for an API write
 	Action  string   `json:"action" yaml:"action"`                   // "PUT /routes/api", "SIGHUP", "start", "rollback to 3"
 	Changes []Change `json:"changes" yaml:"changes"`                 // against the version before; none for the first
+
+	// encoded is the version as Encode writes it, from the first Encode
+	// of a State holding it (copies of the Version share it). A version
+	// does not change once recorded, and every write saves every kept
+	// version: encoding them all again made each write after a reload
+	// that changed 30,000 routes cost 100 ms and 20 MB more.
+	encoded []byte
 }
 
 // State is what the admin API keeps across restarts.
@@ -113,10 +120,40 @@ func Load(path string) (*State, error) {
 	return s, nil
 }
 
-// Encode is s as JSON, the form Save writes and Decode reads.
+// Encode is s as JSON, the form Save writes and Decode reads: the bytes
+// json.Marshal(s) gives, each kept version encoded once (see
+// Version.encoded).
 func Encode(s *State) ([]byte, error) {
 	s.Format = stateFormat
-	return json.Marshal(s)
+	overlay, err := json.Marshal(s.Overlay)
+	if err != nil {
+		return nil, err
+	}
+	size := len(overlay) + 64
+	for i := range s.Versions {
+		v := &s.Versions[i]
+		if v.encoded == nil {
+			if v.encoded, err = json.Marshal(v); err != nil {
+				return nil, err
+			}
+		}
+		size += len(v.encoded) + 1
+	}
+	out := make([]byte, 0, size)
+	out = fmt.Appendf(out, `{"format":%d,"overlay":`, s.Format)
+	out = append(out, overlay...)
+	out = append(out, `,"versions":`...)
+	if s.Versions == nil {
+		return append(out, "null}"...), nil
+	}
+	out = append(out, '[')
+	for i := range s.Versions {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s.Versions[i].encoded...)
+	}
+	return append(out, "]}"...), nil
 }
 
 // Decode reads a state Encode wrote.
