@@ -299,7 +299,7 @@ func changedInPlace(out []Change, kind, key string, was, is []any) []Change {
 		if identical(was[i], is[i]) {
 			continue
 		}
-		if id, ok := keyOf(is[i], key); ok && !reflect.DeepEqual(was[i], is[i]) {
+		if id, ok := keyOf(is[i], key); ok && !same(was[i], is[i]) {
 			out = append(out, Change{Kind: kind, ID: id, Before: was[i], After: is[i]})
 		}
 	}
