@@ -1,5 +1,5 @@
-// Edit: a table made from another by replacing or appending exact-path
-// specs, sharing everything the edit does not touch.
+// Edit: a table made from another by replacing, appending or removing the
+// last exact-path specs, sharing everything the edit does not touch.
 
 package router
 
@@ -27,10 +27,15 @@ type Edit struct {
 	// or Len and up, in order, to append one.
 	Index int
 	// Old is the spec at Index the table was compiled from, when
-	// replacing; nil when appending.
+	// replacing or removing; nil when appending.
 	Old *Spec
 	// New is the spec at Index from now on.
 	New Spec
+	// Remove drops the spec at Index (New is not read). Only the last
+	// specs can go, from the last one down (Len-1, Len-2, ...), so that
+	// no other spec's index moves: a route the API created, appended, and
+	// deleted again.
+	Remove bool
 }
 
 // With returns a table equal to what Compile would build from the table's
@@ -52,6 +57,18 @@ func (t *Table) With(edits []Edit) (out *Table, ok bool) {
 		}
 		return nt.exact[i]
 	}
+	// The specs left once the last ones are removed: replaced ones must be
+	// among them, appended ones follow them.
+	kept := t.n
+	for _, e := range edits {
+		if e.Remove {
+			if e.Old == nil || e.Index != kept-1 {
+				return nil, false
+			}
+			kept--
+		}
+	}
+	nt.n = kept
 	// Removals first, then additions: two routes trading paths is then
 	// no duplicate.
 	for _, e := range edits {
@@ -62,7 +79,7 @@ func (t *Table) With(edits []Edit) (out *Table, ok bool) {
 			nt.n++
 			continue
 		}
-		if e.Index < 0 || e.Index >= t.n {
+		if e.Index < 0 || e.Index >= t.n || (!e.Remove && e.Index >= kept) {
 			return nil, false
 		}
 		c, err := compileSpec(e.Index, *e.Old)
@@ -84,6 +101,9 @@ func (t *Table) With(edits []Edit) (out *Table, ok bool) {
 		m[c.pattern] = rest
 	}
 	for _, e := range edits {
+		if e.Remove {
+			continue
+		}
 		c, err := compileSpec(e.Index, e.New)
 		if err != nil || c.kind != kindExact {
 			return nil, false

@@ -52,6 +52,14 @@ func TestWithMatchesCompile(t *testing.T) {
 			next[i] = spec()
 			edits = append(edits, Edit{Index: i, Old: &specs[i], New: next[i]})
 		}
+		// The last specs removed, now and then, when no edit touched them.
+		if rng.IntN(4) == 0 && len(next) == len(specs) {
+			for k := rng.IntN(3) + 1; k > 0 && !slicesHasIndex(edits, len(next)-1); k-- {
+				i := len(next) - 1
+				edits = append(edits, Edit{Index: i, Old: &specs[i], Remove: true})
+				next = next[:i]
+			}
+		}
 		got, ok := table.With(edits)
 		want, err := Compile(next)
 		switch {
@@ -94,14 +102,19 @@ func TestWithRefuses(t *testing.T) {
 	specs := []Spec{{Path: "/a"}, {Path: "/b/*"}, {Prefix: "/c/"}, {Path: "/d", Host: "x.test"}}
 	table := mustCompile(t, specs)
 	for name, edits := range map[string][]Edit{
-		"to a pattern":      {{Index: 0, Old: &specs[0], New: Spec{Path: "/a/*"}}},
-		"from a pattern":    {{Index: 1, Old: &specs[1], New: Spec{Path: "/b"}}},
-		"from a prefix":     {{Index: 2, Old: &specs[2], New: Spec{Path: "/c"}}},
-		"a duplicate":       {{Index: 0, Old: &specs[0], New: Spec{Path: "/D", Host: "X.test"}}},
-		"invalid":           {{Index: 0, Old: &specs[0], New: Spec{Path: "a"}}},
-		"wrong old":         {{Index: 0, Old: &specs[3], New: Spec{Path: "/e"}}},
-		"out of range":      {{Index: 7, Old: &specs[0], New: Spec{Path: "/e"}}},
-		"append with a gap": {{Index: 5, New: Spec{Path: "/e"}}},
+		"to a pattern":        {{Index: 0, Old: &specs[0], New: Spec{Path: "/a/*"}}},
+		"from a pattern":      {{Index: 1, Old: &specs[1], New: Spec{Path: "/b"}}},
+		"from a prefix":       {{Index: 2, Old: &specs[2], New: Spec{Path: "/c"}}},
+		"a duplicate":         {{Index: 0, Old: &specs[0], New: Spec{Path: "/D", Host: "X.test"}}},
+		"invalid":             {{Index: 0, Old: &specs[0], New: Spec{Path: "a"}}},
+		"wrong old":           {{Index: 0, Old: &specs[3], New: Spec{Path: "/e"}}},
+		"out of range":        {{Index: 7, Old: &specs[0], New: Spec{Path: "/e"}}},
+		"append with a gap":   {{Index: 5, New: Spec{Path: "/e"}}},
+		"remove not the last": {{Index: 0, Old: &specs[0], Remove: true}},
+		"remove out of order": {{Index: 2, Old: &specs[2], Remove: true}, {Index: 3, Old: &specs[3], Remove: true}},
+		"remove with no old":  {{Index: 3, Remove: true}},
+		"remove a prefix":     {{Index: 3, Old: &specs[3], Remove: true}, {Index: 2, Old: &specs[2], Remove: true}},
+		"replace a removed":   {{Index: 3, Old: &specs[3], Remove: true}, {Index: 3, Old: &specs[3], New: Spec{Path: "/e"}}},
 	} {
 		if got, ok := table.With(edits); ok || got != nil {
 			t.Errorf("%s: With = %v, %v; want nil, false", name, got, ok)
