@@ -40,7 +40,7 @@ func (c *Control) loadFile(data []byte) (confstore.Doc, *config.Config, error) {
 		if len(diff) == 0 && sameOrder(c.fileCfg, file) {
 			return file, c.fileCfg, nil
 		}
-		if cfg := c.spliceOnto(c.fileCfg, file, diff); cfg != nil {
+		if cfg := c.spliceOnto(c.fileCfg, c.file, file, diff); cfg != nil {
 			return file, cfg, nil
 		}
 	}
