@@ -539,12 +539,29 @@ func TestAdminAPIWritesUnderLoadFailNoRequest(t *testing.T) {
 	if status, body, _ := call(t, g.admin, writeToken, "POST", "/config/rollback", fmt.Sprintf(`{"version": %d}`, int(oldest))); status != 200 {
 		t.Fatalf("rollback: %d %v", status, body)
 	}
+	// A route created and deleted again under the load: the delete of the
+	// last route edits the router table rather than compiling it whole.
+	for i := range 10 {
+		id := fmt.Sprintf("d%d", i)
+		if status, body, _ := call(t, g.admin, writeToken, "POST", "/config/routes", fmt.Sprintf(`{"id": %q, "path": "/%s", "upstream": "backend"}`, id, id)); status != 201 {
+			t.Fatalf("create %s: %d %v", id, status, body)
+		}
+		if code, body := get(t, g.listen, "/"+id); code != 200 || body != "up:/"+id {
+			t.Fatalf("GET /%s: %d %q", id, code, body)
+		}
+		if status, body, _ := call(t, g.admin, writeToken, "DELETE", "/config/routes/"+id, ""); status != 200 {
+			t.Fatalf("delete %s: %d %v", id, status, body)
+		}
+		if code, _ := get(t, g.listen, "/"+id); code != 404 {
+			t.Fatalf("GET /%s after its delete: %d", id, code)
+		}
+	}
 	close(stop)
 	wg.Wait()
 	if len(failures) > 0 {
 		t.Fatalf("%d of %d requests failed across the writes; first: %s", len(failures), served, failures[0])
 	}
-	t.Logf("%d requests served across 100 writes and a rollback", served)
+	t.Logf("%d requests served across 100 writes, a rollback, 10 creates and 10 deletes", served)
 }
 
 // loopgate config get|apply|diff|rollback against a running gateway.
