@@ -236,6 +236,9 @@ func Diff(old, next Doc) []Change {
 // the common head and tail are walked place by place, by identity or by
 // key, without a map or a copy; only what lies between them (the edited
 // stretch, one resource for an append or a delete) is matched by key.
+// That is the definition's answer for ids listed once, as in any document
+// the config accepts (one with an id twice is refused whatever its diff
+// says).
 func diffList(out []Change, kind, key string, was, is []any) []Change {
 	head := 0
 	for head < len(was) && head < len(is) && samePlace(was[head], is[head], key) {
