@@ -55,6 +55,7 @@ type loop struct {
 	pumping  []*clientConn // spare slice for pumpSpools
 	free     []*exchange   // exchange free list
 	clients  clientList    // open client connections, for draining
+	halves   *halfOpen     // half-closed tunnels' duplicated descriptors, closed if the loop stops first (tunnel_half.go)
 
 	depth    int          // nesting of our callbacks; closes wait for 0
 	clock    int64        // loopstat.Now as read in the current callback; 0 = not yet (see now)

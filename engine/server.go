@@ -176,6 +176,9 @@ func (s *Server) Run() error {
 		gnet.WithLogger(gnetLogger{}),
 		gnet.WithTicker(true), // OnTick: one call, once every loop exists
 	)
+	for _, l := range s.loops {
+		l.closeHalves() // the loops are stopped: what only their ticks would have closed
+	}
 	if p := s.bootErr.Load(); p != nil && !s.draining.Load() {
 		return *p
 	}

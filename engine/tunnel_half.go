@@ -32,6 +32,12 @@ type halfOpen struct {
 	// (survivorClosed), read for what its socket still held; -1 before
 	// and after.
 	src int
+	// t and the links put it on its loop's list (loop.halves): once both
+	// gnet connections are gone only the wheel's ticks reach the tunnel,
+	// and they stop with the engine, so its stop closes what is left
+	// (closeHalves).
+	t          *tunnel
+	prev, next *halfOpen
 }
 
 // halfClose keeps the tunnel half open after e's FIN: it reports false
@@ -55,7 +61,8 @@ func (t *tunnel) halfClose(e *tunnelEnd) bool {
 		_ = unix.Close(fd)
 		return false
 	}
-	t.half = &halfOpen{fd: fd, side: e.side, pending: pending, src: -1}
+	t.half = &halfOpen{fd: fd, side: e.side, pending: pending, src: -1, t: t}
+	t.loop.linkHalf(t.half)
 	if e.side == sideClient {
 		t.setState(tunnelClientHalf)
 		t.end = endClientClosed
@@ -215,6 +222,43 @@ func (t *tunnel) closeHalf() {
 		if h.src >= 0 {
 			_ = unix.Close(h.src)
 		}
+		t.loop.unlinkHalf(h)
 		t.half = nil
 	}
+}
+
+func (l *loop) linkHalf(h *halfOpen) {
+	h.next = l.halves
+	if h.next != nil {
+		h.next.prev = h
+	}
+	l.halves = h
+}
+
+func (l *loop) unlinkHalf(h *halfOpen) {
+	if h.prev != nil {
+		h.prev.next = h.next
+	} else {
+		l.halves = h.next
+	}
+	if h.next != nil {
+		h.next.prev = h.prev
+	}
+	h.prev, h.next = nil, nil
+}
+
+// closeHalves ends the half-closed tunnels the loop still holds when the
+// engine has stopped: gnet closed every connection, and a tunnel whose
+// survivor had closed already was waiting only for ticks that no longer
+// come to flush to its half-closed side. Their descriptors are closed and
+// they finish as cut by the shutdown. Called after the loop's goroutine
+// has returned (Server.Run), so nothing else touches the loop.
+func (l *loop) closeHalves() {
+	l.enter()
+	for h := l.halves; h != nil; h = l.halves {
+		t := h.t
+		t.abort(endShutdown)
+		t.closeHalf() // abort did, but for a tunnel already closing: never loop on it
+	}
+	l.leave()
 }

@@ -7,12 +7,14 @@ package engine_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -294,4 +296,64 @@ func TestTunnelClientClosedOutright(t *testing.T) {
 		t.Fatalf("upstream: %v", err)
 	}
 	expectTornDown(t, g, fds)
+}
+
+// TestTunnelHalfClosedEngineStop: a half-closed tunnel whose survivor has
+// closed too lingers, both gnet connections gone, while what the survivor
+// sent waits for a half-closed client that does not read. The engine
+// stopping then must close the duplicated descriptors that only the
+// loop's ticks would have closed: the process's sockets come back to what
+// they were before the gateway started.
+func TestTunnelHalfClosedEngineStop(t *testing.T) {
+	const size = 8 << 20 // far more than the sockets on the way to a client that does not read take
+	upDone := make(chan error, 1)
+	up := startRawUpstream(t, func(c net.Conn) {
+		br := bufio.NewReader(c)
+		if _, err := http.ReadRequest(br); err != nil {
+			upDone <- err
+			return
+		}
+		io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n")
+		if _, err := io.Copy(io.Discard, br); err != nil { // until the client's FIN
+			upDone <- err
+			return
+		}
+		_, err := c.Write(make([]byte, size))
+		c.Close() // the survivor is gone too
+		upDone <- err
+	})
+	before := openSockets(t)
+	g := startGateway(t, "loops: 1\ntimeouts: {drain: 1h}\nwebsocket: {buffer: 32MiB}\n"+oneRoute, up)
+	serving := openSockets(t) // the gateway's listeners besides
+	// A receive buffer set before the connection exists, so its window
+	// never grows: the gateway keeps nearly all of the upstream's bytes.
+	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		return rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 4<<10) })
+	}}
+	c, err := d.Dial("tcp", g.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	io.WriteString(c, upgradeRequest("/"))
+	if resp, err := http.ReadResponse(bufio.NewReader(c), nil); err != nil || resp.StatusCode != 101 {
+		t.Fatalf("upgrade: %v %v", resp, err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	if err := <-upDone; err != nil {
+		t.Fatalf("upstream: %v", err)
+	}
+	// Left: the client's socket and the gateway's duplicate of its end of
+	// it; the upstream's sockets close once the gateway has read all.
+	waitFor(t, "the gateway to hold the upstream's bytes with only the client's sockets left", func() bool {
+		return openSockets(t) <= serving+2 && g.srv.BufferedBytes() > size/2 && g.srv.Tunnels() == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_ = g.srv.Shutdown(ctx) // the drain's deadline passes with the tunnel open: the engine stops
+	c.Close()
+	waitFor(t, "the process's sockets to be those before the gateway", func() bool { return openSockets(t) <= before })
+	if n := g.srv.Tunnels(); n != 0 {
+		t.Fatalf("%d tunnels open after the engine stopped", n)
+	}
 }
