@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis browser screenshots bench bench-ab bench-tls bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-ws-slow bench-clientlimit bench-go fuzz clean
+.PHONY: build run test vet redis browser screenshots bench bench-ab bench-tls bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-ws-slow bench-ws-instructions bench-clientlimit bench-go fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -91,6 +91,12 @@ bench-idle: build
 # WebSocket echo (CPU per message), 10,000 idle tunnels and a 64 MiB slow reader, Loopgate vs nginx.
 bench-ws: build
 	bash bench/ws.sh
+
+# One WebSocket echo message counted, not timed (readable on a busy machine):
+# instructions (cachegrind), syscalls and context switches per message, the
+# current build against nginx, and BASE when given: make bench-ws-instructions BASE=v0.1.
+bench-ws-instructions: build
+	BASE='$(BASE)' bash bench/ws-instructions.sh
 
 # Per-client cluster limits: 10,000 users over two gateways and one redis-server.
 bench-clientlimit: redis

@@ -4,8 +4,13 @@
 //
 //	wsbench -mode upstream -listen 127.0.0.1:9000
 //	wsbench -mode echo -addr 127.0.0.1:8080 -c 64 -d 10s
+//	wsbench -mode echo -addr 127.0.0.1:8080 -c 64 -m 2000
 //	wsbench -mode idle -addr 127.0.0.1:8080 -n 10000 -pid 1234
 //	wsbench -mode flood -addr 127.0.0.1:8080 -mib 64 -rate 1048576 -pid 1234
+//
+// With -m the echo makes exactly that many round trips on each tunnel
+// instead of running for -d: a fixed load, whose cost a run under valgrind
+// or strace counts (bench/wsinstructions.sh).
 //
 // In flood mode the client pushes -mib MiB as fast as the proxy takes them
 // through a tunnel whose upstream reads -rate bytes a second, and reports
@@ -37,6 +42,7 @@ func main() {
 	addr := flag.String("addr", "", "echo, idle: the proxy's address, host:port on loopback")
 	conns := flag.Int("c", 64, "echo: tunnels sending at once")
 	dur := flag.Duration("d", 10*time.Second, "echo: how long to send")
+	msgs := flag.Int("m", 0, "echo: round trips per tunnel, instead of -d")
 	count := flag.Int("n", 10000, "idle: tunnels to open")
 	pid := flag.Int("pid", 0, "idle, flood: the process whose RSS is read (nginx: its worker)")
 	mib := flag.Int("mib", 64, "flood: MiB to push")
@@ -49,7 +55,7 @@ func main() {
 		upstream(*listen)
 	case "echo":
 		checkLoopback(*addr)
-		echo(*addr, *conns, *dur)
+		echo(*addr, *conns, *dur, *msgs)
 	case "idle":
 		checkLoopback(*addr)
 		idle(*addr, *count, *pid)
@@ -227,13 +233,16 @@ var frame = func() []byte {
 	return f
 }()
 
-// echo runs c tunnels for d, each sending a frame and waiting for its echo,
-// and prints the round trips made.
-func echo(addr string, c int, d time.Duration) {
+// echo runs c tunnels for d (or m round trips each when m > 0), each
+// sending a frame and waiting for its echo, and prints the round trips
+// made. With m all tunnels are open before the first frame goes, so the
+// proxy's work is the same from run to run.
+func echo(addr string, c int, d time.Duration, m int) {
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	stop := time.Now().Add(d)
 	errs := make(chan error, c)
+	start := make(chan struct{})
 	for range c {
 		conn, br, err := openTunnel(addr)
 		if err != nil {
@@ -243,7 +252,8 @@ func echo(addr string, c int, d time.Duration) {
 			defer conn.Close()
 			got := make([]byte, len(frame))
 			n := int64(0)
-			for time.Now().Before(stop) {
+			<-start
+			for (m > 0 && n < int64(m)) || (m <= 0 && time.Now().Before(stop)) {
 				if _, err := conn.Write(frame); err != nil {
 					errs <- err
 					break
@@ -257,6 +267,7 @@ func echo(addr string, c int, d time.Duration) {
 			total.Add(n)
 		})
 	}
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
