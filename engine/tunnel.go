@@ -101,6 +101,7 @@ type tunnelEnd struct {
 	tls    *tlsedge.Session // the connection's TLS session (an HTTPS client, a TLS upstream); nil on plain TCP
 	paused bool             // its reads are off the poller: its peer's queue is over the buffer
 	gone   bool             // gnet reported it closed
+	direct bool             // gnet's input ring is empty, so a read is all in gnet's read buffer (see take)
 	bytes  int64            // bytes read from it and handed to the peer
 }
 
@@ -181,6 +182,22 @@ func (e *tunnelEnd) peek() []byte {
 	return b
 }
 
+// take is peek for traffic's common case, with the bytes taken off e's
+// input at once (taken) once they are all in gnet's read buffer (direct):
+// one gnet call rather than a Peek and a Discard. The slice is that
+// buffer, valid until the loop's next read, so the write that follows
+// still sees it. Before (the input gnet kept from reads made before the
+// tunnel opened, which Peek may copy into a pooled buffer that Discard
+// returns) and over TLS they are only peeked. The tunnel takes all its
+// input each time, so once emptied gnet's ring stays empty.
+func (e *tunnelEnd) take() (b []byte, taken bool) {
+	if e.direct {
+		b, _ = e.gc.Next(-1)
+		return b, true
+	}
+	return e.peek(), false
+}
+
 func (e *tunnelEnd) discard(n int) {
 	if e.tls != nil {
 		e.tls.Discard(n)
@@ -222,21 +239,26 @@ func (t *tunnel) traffic(in *tunnelEnd) {
 		t.relay(in) // out is the half-closed side
 		return
 	}
-	buf := in.peek()
+	buf, taken := in.take()
 	if len(buf) == 0 {
 		return
 	}
+	n := len(buf)
 	if t.state != tunnelOpen || out.gone {
 		// Nothing can take them: the peer is closed or closing.
-		in.discard(len(buf))
+		if !taken {
+			in.discard(n)
+		}
 		return
 	}
-	n := len(buf)
 	// Write before Discard: buf may be a copy gnet returns to its pool at
 	// Discard. A failed write closes the peer at once (OnClose runs inside
 	// it), which the state check after it sees.
 	out.write(buf)
-	in.discard(n)
+	if !taken {
+		in.discard(n)
+		in.direct = in.tls == nil
+	}
 	in.bytes += int64(n)
 	t.stats.bytes[in.side].Add(uint64(n))
 	t.lastActive = t.loop.wheel.Ticks()
