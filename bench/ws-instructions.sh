@@ -144,13 +144,17 @@ count() {
 		sort -k2 >"$TMP/$who-$n.fn"
 }
 
-# instructions WHO: per-message Ir by function into $TMP/WHO.per; prints the total.
+# instructions WHO: per-message Ir by function into $TMP/WHO.per; prints
+# "own | total" (see below).
 instructions() {
 	count "$1" "$SHORT"
 	count "$1" "$LONG"
 	join -1 2 -2 2 -a1 -a2 -e0 -o 0,1.1,2.1 "$TMP/$1-$SHORT.fn" "$TMP/$1-$LONG.fn" |
 		awk -v r=$(((LONG - SHORT) * CONNS)) '{printf "%.1f %s\n", ($3-$2)/r, $1}' | sort -k2 >"$TMP/$1.per"
-	awk '{s += $1} END {printf "%.0f\n", s}' "$TMP/$1.per"
+	# As instructions.sh: the proxy's own code apart from the Go runtime's
+	# scheduler and collector, which move with timing from run to run.
+	awk '{ if ($2 ~ /^(runtime\.|sync\.|internal\/runtime|gcWriteBarrier)/ && $2 !~ /mem(move|eqbody|clr)|indexbytebody|mapaccess|memhash|aeshash/) r += $1; else u += $1 }
+		END { printf "%.0f | %.0f\n", u, u + r }' "$TMP/$1.per"
 }
 
 # syscalls WHO: "name count" lines per message of the proxy's threads over
@@ -215,7 +219,7 @@ main() {
 			log "counting $who: instructions (cachegrind, $SHORT and $LONG round trips per tunnel)"
 			ir+=("$who $(instructions "$who")")
 		else
-			ir+=("$who -")
+			ir+=("$who - | -")
 		fi
 		: >"$TMP/$who.sys"
 		if [[ $COUNT == *" syscalls "* ]]; then
@@ -226,15 +230,16 @@ main() {
 	mkdir -p "$OUT"
 	{
 		echo "One WebSocket echo message through the proxy, 64 tunnels, $(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1 /proc/loadavg):"
-		echo "instructions per round trip (cachegrind, user space, all threads, $(((LONG - SHORT) * CONNS)) round trips);"
+		echo "instructions per round trip (cachegrind, user space, all threads, $(((LONG - SHORT) * CONNS)) round trips;"
+		echo "own code: all but the Go runtime's scheduler and collector, which vary with timing; for nginx all of it);"
 		echo "syscalls and context switches per round trip ($COUNTER, $((TRACE_MSGS * CONNS)) round trips)."
 		echo
 		local names
 		names=$(cat "$TMP"/*.sys | awk '$2 >= 0.005 { print $1 }' | sort -u | tr '\n' ' ')
-		printf '| proxy | instructions |'
+		printf '| proxy | instructions: own code | with the Go runtime |'
 		for n in $names; do printf ' %s |' "$n"; done
 		echo
-		printf '|---|---|'
+		printf '|---|---|---|'
 		for n in $names; do printf -- '---|'; done
 		echo
 		local line
@@ -250,10 +255,13 @@ main() {
 			echo "$who, the functions costing most per round trip:"
 			echo
 			echo '```'
-			sort -g -r "$TMP/$who.per" | head -40
+			sort -g -r "$TMP/$who.per" | sed -n 1,40p # all of the input read: no SIGPIPE for pipefail
 			echo '```'
 		done
 	} | tee "$OUT/ws-instructions.md"
+	for who in $PROXIES; do
+		if [[ -f $TMP/$who.per ]]; then cp "$TMP/$who.per" "$OUT/ws-instructions-$who.txt"; fi
+	done
 }
 
 main "$@"

@@ -12,7 +12,9 @@
 # Environment:
 #   WS_PARTS      space-separated subset of: echo idle flood (default all three;
 #                 `make bench` runs echo, `make bench-ws-slow` flood)
-#   WS_PROXIES    space-separated subset of: loopgate nginx (default both)
+#   WS_PROXIES    space-separated subset of: loopgate nginx loopgate-loops (default
+#                 loopgate nginx); loopgate-loops, echo only, is Loopgate run with
+#                 GOMAXPROCS=1, the loops' count, instead of the binary's loops + 1
 #   WS_CONNS      concurrent tunnels of the echo rows (default 64)
 #   WS_SECONDS    length of one echo run (default 10)
 #   WS_ROUNDS     echo runs per proxy, alternating (default 3)
@@ -40,7 +42,7 @@ for p in $PARTS; do
 	[[ $p == echo || $p == idle || $p == flood ]] || { log "WS_PARTS: unknown part '$p'"; exit 2; }
 done
 for p in $PROXIES; do
-	[[ $p == loopgate || $p == nginx ]] || { log "WS_PROXIES: unknown proxy '$p'"; exit 2; }
+	[[ $p == loopgate || $p == nginx || $p == loopgate-loops ]] || { log "WS_PROXIES: unknown proxy '$p'"; exit 2; }
 done
 if [[ $PROXIES == *" nginx "* ]] && ! command -v nginx >/dev/null 2>&1; then
 	log "nginx is needed for the comparison (or WS_PROXIES=loopgate)"
@@ -116,14 +118,20 @@ main() {
 	log "building bench tools"
 	build_tools
 	go build -o "$TMP/bin/" ./bench/cmd/wsbench
-	local ports lg="" ng="" worker=""
-	mapfile -t ports < <(free_ports 3)
+	local ports lg="" ng="" worker="" lp=""
+	mapfile -t ports < <(free_ports 4)
 	start_pinned ws-upstream "$LOAD_CPU" "$TMP/bin/wsbench" -mode upstream -listen "127.0.0.1:${ports[0]}"
 	if proxy loopgate; then
 		write_ws_loopgate_conf "$TMP/loopgate.yaml" "${ports[1]}" "${ports[0]}"
 		start_loopgate loopgate "$TMP/loopgate.yaml" "$PROXY_CPU"
 		lg=$STARTED_PID
 		wait_ready loopgate "$lg" "${ports[1]}" || exit 1
+	fi
+	if proxy loopgate-loops; then
+		write_ws_loopgate_conf "$TMP/loopgate-loops.yaml" "${ports[3]}" "${ports[0]}"
+		GOMAXPROCS=1 start_loopgate loopgate-loops "$TMP/loopgate-loops.yaml" "$PROXY_CPU"
+		lp=$STARTED_PID
+		wait_ready loopgate-loops "$lp" "${ports[3]}" || exit 1
 	fi
 	if proxy nginx; then
 		write_ws_nginx_conf "$TMP/nginx-ws" "${ports[2]}" "${ports[0]}"
@@ -133,12 +141,13 @@ main() {
 		worker=$(pgrep -P "$ng" | head -1)
 	fi
 
-	local r lgr=() ngr=() lgi="" ngi="" lgf="" ngf=""
+	local r lgr=() ngr=() lpr=() lgi="" ngi="" lgf="" ngf=""
 	if part echo; then
 		for ((r = 1; r <= ROUNDS; r++)); do
 			log "echo round $r of $ROUNDS: $CONNS tunnels, ${SECONDS_PER_RUN}s each"
 			proxy loopgate && lgr+=("$(echo_run loopgate "$lg" "${ports[1]}")")
 			proxy nginx && ngr+=("$(echo_run nginx "$ng" "${ports[2]}")")
+			proxy loopgate-loops && lpr+=("$(echo_run loopgate-loops "$lp" "${ports[3]}")")
 		done
 	fi
 	if part idle; then
@@ -174,6 +183,10 @@ main() {
 				if proxy nginx; then
 					read -r n us <<<"${ngr[r]}"
 					echo "| nginx | $((r + 1)) | $((n / SECONDS_PER_RUN)) | $us |"
+				fi
+				if proxy loopgate-loops; then
+					read -r n us <<<"${lpr[r]}"
+					echo "| loopgate, GOMAXPROCS=1 | $((r + 1)) | $((n / SECONDS_PER_RUN)) | $us |"
 				fi
 			done
 		fi
