@@ -206,10 +206,12 @@ func (e *tunnelEnd) discard(n int) {
 	_, _ = e.gc.Discard(n)
 }
 
-func (e *tunnelEnd) write(p []byte) {
+// write sends p to e; whole reports that it all went straight to the
+// socket, so nothing is queued for e (traffic's common case).
+func (e *tunnelEnd) write(p []byte) (whole bool) {
 	if e.tls != nil {
 		_, _ = e.tls.Write(p)
-		return
+		return false
 	}
 	if e.gc.OutboundBuffered() == 0 {
 		// Nothing queued, so the bytes may go straight to the socket, as
@@ -219,13 +221,14 @@ func (e *tunnelEnd) write(p []byte) {
 		// which queues the rest or closes the connection as it always does.
 		n, errno := sendNow(e.gc.Fd(), p)
 		if errno == 0 && n == len(p) {
-			return
+			return true
 		}
 		if errno == 0 {
 			p = p[n:]
 		}
 	}
 	_, _ = e.gc.Write(p)
+	return false
 }
 
 // traffic is OnTraffic for end e: its bytes go to the peer's output while
@@ -254,7 +257,7 @@ func (t *tunnel) traffic(in *tunnelEnd) {
 	// Write before Discard: buf may be a copy gnet returns to its pool at
 	// Discard. A failed write closes the peer at once (OnClose runs inside
 	// it), which the state check after it sees.
-	out.write(buf)
+	whole := out.write(buf)
 	if !taken {
 		in.discard(n)
 		in.direct = in.tls == nil
@@ -263,6 +266,12 @@ func (t *tunnel) traffic(in *tunnelEnd) {
 	t.stats.bytes[in.side].Add(uint64(n))
 	t.lastActive = t.loop.wheel.Ticks()
 	if t.state != tunnelOpen {
+		return
+	}
+	if whole && t.accounted == 0 && in.tls == nil {
+		// The common case, a message that went out whole: nothing is held
+		// (in's input was all taken; out's, and what is queued for in,
+		// would have been counted when they grew) and nothing was counted.
 		return
 	}
 	queued := out.gc.OutboundBuffered()
@@ -278,12 +287,6 @@ func (t *tunnel) traffic(in *tunnelEnd) {
 			return
 		}
 		t.pause(in)
-	}
-	if queued == 0 && t.accounted == 0 && in.tls == nil && out.tls == nil {
-		// The common case, a message that went out whole: nothing is held
-		// (in's input was all taken; out's, and what is queued for in,
-		// would have been counted when they grew) and nothing was counted.
-		return
 	}
 	t.account()
 }
