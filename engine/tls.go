@@ -84,9 +84,20 @@ func newEdge(s *Server, cfg *config.Config) (*edge, error) {
 	}
 	// Always made: a reload may add an upstream that speaks TLS.
 	e.runner = tlsedge.NewRunner(tlsedge.RunnerOptions{Workers: cfg.TLS.Workers(), MaxPending: cfg.TLS.MaxHandshakes,
-		LowPriority: cfg.TLS.HandshakePriority == config.PriorityLow})
+		Priority: HandshakePriority(cfg.TLS.HandshakePriority)})
 	e.upRunner = e.runner.Twin()
 	return e, nil
+}
+
+// HandshakePriority is tls.handshake_priority as the Runner takes it.
+func HandshakePriority(v string) tlsedge.Priority {
+	switch v {
+	case config.PriorityNice:
+		return tlsedge.PriorityNice
+	case config.PriorityLow:
+		return tlsedge.PriorityIdle
+	}
+	return tlsedge.PriorityNormal
 }
 
 func serverOptions(t *config.ListenerTLS) tlsedge.ServerOptions {

@@ -157,8 +157,8 @@ func run(opts *options) error {
 	if w := cfg.DescriptorWarning(fdLimit); w != "" {
 		warnings = append(warnings, w)
 	}
-	if cfg.UsesTLS() && cfg.TLS.HandshakePriority == config.PriorityLow && !tlsedge.LowPriorityAvailable() {
-		warnings = append(warnings, "config: tls.handshake_priority: low is not available here (Linux, with CAP_SYS_NICE or an RLIMIT_NICE of 20: systemd AmbientCapabilities=CAP_SYS_NICE or LimitNICE=+0); handshakes compute at normal priority")
+	if v := cfg.TLS.HandshakePriority; cfg.UsesTLS() && !tlsedge.PriorityAvailable(engine.HandshakePriority(v)) {
+		warnings = append(warnings, "config: tls.handshake_priority: "+v+" is not available here (Linux, with CAP_SYS_NICE or an RLIMIT_NICE of 20: systemd AmbientCapabilities=CAP_SYS_NICE or LimitNICE=+0); handshakes compute at normal priority")
 	}
 	for _, w := range warnings {
 		if opts.check {

@@ -116,10 +116,12 @@ type TLS struct {
 	// process may run on, at least 1.
 	HandshakeWorkers int `yaml:"handshake_workers"`
 	// HandshakePriority is the kernel priority handshakes compute at:
-	// "normal" (they share the CPUs with the loops) or "low" (Linux
+	// "normal" (they share the CPUs with the loops as equals), "nice"
+	// (Linux nice 10 while computing: a loop runnable beside a handshake
+	// gets most of the CPU, handshakes still advance) or "low" (Linux
 	// SCHED_IDLE while computing: a loop that wakes preempts a handshake at
-	// once; while the loops keep every CPU busy, handshakes wait; each
-	// switch costs CPU, see docs/configuration.md). Default "normal".
+	// once; while the loops keep every CPU busy, handshakes wait). Each
+	// switch costs CPU, see docs/configuration.md. Default "normal".
 	HandshakePriority string `yaml:"handshake_priority"`
 	// MaxHandshakes is how many handshakes may be in progress, computing or
 	// waiting. Past it a new HTTPS connection is closed at once and counted.
@@ -130,6 +132,7 @@ type TLS struct {
 // Handshake priorities.
 const (
 	PriorityLow    = "low"
+	PriorityNice   = "nice"
 	PriorityNormal = "normal"
 )
 
@@ -230,8 +233,8 @@ func (c *Config) validateListeners(p *problems) {
 		p.add("tls.handshake_workers", "%d is negative; 0 means half the CPUs", c.TLS.HandshakeWorkers)
 	}
 	positive(p, "tls.max_handshakes", c.TLS.MaxHandshakes)
-	if v := c.TLS.HandshakePriority; v != PriorityLow && v != PriorityNormal {
-		p.add("tls.handshake_priority", "unknown priority %q (want %q or %q)", v, PriorityLow, PriorityNormal)
+	if v := c.TLS.HandshakePriority; v != PriorityLow && v != PriorityNice && v != PriorityNormal {
+		p.add("tls.handshake_priority", "unknown priority %q (want %q, %q or %q)", v, PriorityNormal, PriorityNice, PriorityLow)
 	}
 	positive(p, "timeouts.tls_handshake", c.Timeouts.TLSHandshake)
 }

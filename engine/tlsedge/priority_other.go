@@ -6,9 +6,9 @@ package tlsedge
 
 type lowered struct{}
 
-func (*lowered) lower() bool   { return false }
-func (*lowered) restore() bool { return true }
+func (*lowered) lower(Priority) bool { return false }
+func (*lowered) restore() bool       { return true }
 
-// LowPriorityAvailable reports whether RunnerOptions.LowPriority can take
-// effect: never off Linux.
-func LowPriorityAvailable() bool { return false }
+// PriorityAvailable reports whether RunnerOptions.Priority p can take
+// effect: off Linux only PriorityNormal.
+func PriorityAvailable(p Priority) bool { return p == PriorityNormal }

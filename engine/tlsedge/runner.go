@@ -11,7 +11,7 @@ import (
 
 // Runner runs the handshakes of every Session given to it. At most Workers
 // compute at once, so a flood of handshakes takes at most that many CPUs
-// from the loops (and, with LowPriority, only what the loops leave); a handshake waiting for its peer's next flight gives its
+// from the loops (and, at a lowered Priority, less of them); a handshake waiting for its peer's next flight gives its
 // worker back, so peers that stall hold no worker. At most MaxPending are
 // in progress (computing, waiting for a worker or for their peer: each a
 // parked goroutine and its Session); past that, new connections are
@@ -27,7 +27,7 @@ type Runner struct {
 // bounds are a Runner's workers and its count of handshakes in progress.
 type bounds struct {
 	slots    chan struct{}
-	low      bool // compute at low priority (RunnerOptions.LowPriority)
+	priority Priority // RunnerOptions.Priority
 	maxAdmit int64
 	admitted atomic.Int64 // in progress
 	active   atomic.Int64 // holding a worker
@@ -43,19 +43,17 @@ func (r *Runner) Twin() *Runner { return &Runner{bounds: r.bounds} }
 type RunnerOptions struct {
 	Workers    int // handshakes computing at once; > 0
 	MaxPending int // handshakes in progress; >= Workers
-	// LowPriority runs a handshake's computation on a thread at the
-	// kernel's lowest priority (Linux: SCHED_IDLE, where a thread that
-	// cannot return to its policy is never reused). An event loop that
-	// wakes preempts it at once, so a flood of handshakes takes only the
-	// CPU the loops leave; while the loops keep every CPU busy, handshakes
-	// wait (up to the handshake timeout). Elsewhere, or where the kernel
-	// refuses, handshakes compute at normal priority.
-	LowPriority bool
+	// Priority is the kernel priority a handshake computes at (Linux;
+	// the thread is locked to the handshake while it computes, and a
+	// thread that cannot get its priority back is never reused). Where
+	// the kernel refuses (PriorityAvailable), and off Linux, handshakes
+	// compute at normal priority.
+	Priority Priority
 }
 
 // NewRunner returns a Runner with o's bounds.
 func NewRunner(o RunnerOptions) *Runner {
-	return &Runner{bounds: &bounds{slots: make(chan struct{}, o.Workers), maxAdmit: int64(o.MaxPending), low: o.LowPriority}}
+	return &Runner{bounds: &bounds{slots: make(chan struct{}, o.Workers), maxAdmit: int64(o.MaxPending), priority: o.Priority}}
 }
 
 func (r *Runner) admit() bool {

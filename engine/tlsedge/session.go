@@ -196,8 +196,8 @@ func (s *Session) work() error {
 	case s.r.slots <- struct{}{}:
 		s.r.active.Add(1)
 		s.pipe.working = true
-		if s.r.low && LowPriorityAvailable() {
-			s.pipe.low.lower()
+		if p := s.r.priority; p != PriorityNormal && PriorityAvailable(p) {
+			s.pipe.low.lower(p)
 		}
 		// The loop that woke this goroutine (a chunk fed, a worker freed)
 		// put it first in the loop's P's run queue. gnet yields the P
