@@ -89,13 +89,19 @@ func newEdge(s *Server, cfg *config.Config) (*edge, error) {
 	return e, nil
 }
 
-// HandshakePriority is tls.handshake_priority as the Runner takes it.
+// HandshakePriority is tls.handshake_priority as the Runner takes it:
+// auto is nice where this process may lower a thread's priority and
+// raise it again (the first call probes), else normal.
 func HandshakePriority(v string) tlsedge.Priority {
 	switch v {
 	case config.PriorityNice:
 		return tlsedge.PriorityNice
 	case config.PriorityLow:
 		return tlsedge.PriorityIdle
+	case config.PriorityAuto:
+		if tlsedge.PriorityAvailable(tlsedge.PriorityNice) {
+			return tlsedge.PriorityNice
+		}
 	}
 	return tlsedge.PriorityNormal
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/loopgate/loopgate/engine"
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/engine/tlsedge/tlstest"
 	"github.com/loopgate/loopgate/pool"
 	"github.com/loopgate/loopgate/pool/pooltest"
@@ -778,4 +779,29 @@ func TestHTTPSTunnelToTLSUpstream(t *testing.T) {
 	expectEcho(t, br, big)
 	c.Close()
 	waitFor(t, "the tunnel to close", func() bool { return g.srv.Tunnels() == 0 })
+}
+
+// tls.handshake_priority defaults to auto, which is nice where the process
+// may lower a thread's priority and raise it again (TestHandshakeComputesAtItsPriority
+// in tlsedge shows each priority taking effect through real handshakes),
+// else normal; the explicit values are what they say.
+func TestHandshakePriorityDefaultsToNiceWherePermitted(t *testing.T) {
+	cfg, err := config.Parse([]byte("listen: 127.0.0.1:0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	auto := tlsedge.PriorityNormal
+	if tlsedge.PriorityAvailable(tlsedge.PriorityNice) {
+		auto = tlsedge.PriorityNice
+	}
+	for v, want := range map[string]tlsedge.Priority{
+		cfg.TLS.HandshakePriority: auto,
+		config.PriorityNormal:     tlsedge.PriorityNormal,
+		config.PriorityNice:       tlsedge.PriorityNice,
+		config.PriorityLow:        tlsedge.PriorityIdle,
+	} {
+		if got := engine.HandshakePriority(v); got != want {
+			t.Errorf("handshake_priority %q: Runner priority %d, want %d", v, got, want)
+		}
+	}
 }

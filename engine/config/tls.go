@@ -118,10 +118,12 @@ type TLS struct {
 	// HandshakePriority is the kernel priority handshakes compute at:
 	// "normal" (they share the CPUs with the loops as equals), "nice"
 	// (Linux nice 10 while computing: a loop runnable beside a handshake
-	// gets most of the CPU, handshakes still advance) or "low" (Linux
+	// gets most of the CPU, handshakes still advance), "low" (Linux
 	// SCHED_IDLE while computing: a loop that wakes preempts a handshake at
-	// once; while the loops keep every CPU busy, handshakes wait). Each
-	// switch costs CPU, see docs/configuration.md. Default "normal".
+	// once; while the loops keep every CPU busy, handshakes wait), or
+	// "auto": nice where the process may give a thread its priority back,
+	// else normal, without a warning. Each switch costs CPU, see
+	// docs/configuration.md. Default "auto".
 	HandshakePriority string `yaml:"handshake_priority"`
 	// MaxHandshakes is how many handshakes may be in progress, computing or
 	// waiting. Past it a new HTTPS connection is closed at once and counted.
@@ -131,6 +133,7 @@ type TLS struct {
 
 // Handshake priorities.
 const (
+	PriorityAuto   = "auto"
 	PriorityLow    = "low"
 	PriorityNice   = "nice"
 	PriorityNormal = "normal"
@@ -201,7 +204,7 @@ func applyListenerDefaults(c *Config) {
 		}
 	}
 	setDefault(&c.TLS.MaxHandshakes, defaultMaxHandshakes)
-	setDefault(&c.TLS.HandshakePriority, PriorityNormal)
+	setDefault(&c.TLS.HandshakePriority, PriorityAuto)
 	setDefault(&c.Timeouts.TLSHandshake, defaultTLSHandshake)
 }
 
@@ -233,8 +236,10 @@ func (c *Config) validateListeners(p *problems) {
 		p.add("tls.handshake_workers", "%d is negative; 0 means half the CPUs", c.TLS.HandshakeWorkers)
 	}
 	positive(p, "tls.max_handshakes", c.TLS.MaxHandshakes)
-	if v := c.TLS.HandshakePriority; v != PriorityLow && v != PriorityNice && v != PriorityNormal {
-		p.add("tls.handshake_priority", "unknown priority %q (want %q, %q or %q)", v, PriorityNormal, PriorityNice, PriorityLow)
+	switch v := c.TLS.HandshakePriority; v {
+	case PriorityAuto, PriorityNormal, PriorityNice, PriorityLow:
+	default:
+		p.add("tls.handshake_priority", "unknown priority %q (want %q, %q, %q or %q)", v, PriorityAuto, PriorityNormal, PriorityNice, PriorityLow)
 	}
 	positive(p, "timeouts.tls_handshake", c.Timeouts.TLSHandshake)
 }

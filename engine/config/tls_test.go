@@ -23,7 +23,7 @@ func TestListenersAndTLSValidation(t *testing.T) {
 		{"listeners:\n  - address: 127.0.0.1:2\n    redirect_https: 443\n    tls: {certificates: [{cert: c, key: k}]}\n",
 			"listeners[0].redirect_https: on an HTTPS listener"},
 		{"tls: {max_handshakes: -1}\n", "tls.max_handshakes: must be positive, got -1"},
-		{"tls: {handshake_priority: high}\n", `tls.handshake_priority: unknown priority "high" (want "normal", "nice" or "low")`},
+		{"tls: {handshake_priority: high}\n", `tls.handshake_priority: unknown priority "high" (want "auto", "normal", "nice" or "low")`},
 		{"timeouts: {tls_handshake: -1s}\n", "timeouts.tls_handshake: must be positive, got -1s"},
 		{up + "routes:\n  - {prefix: /, upstream: u, tls: https_only}\n", `routes[0].tls: "https_only", but no listener serves HTTPS`},
 		{up + "routes:\n  - {prefix: /, upstream: u, tls: always}\n", `routes[0].tls: unknown value "always" (want "https_only" or "client_cert")`},
