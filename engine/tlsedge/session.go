@@ -196,15 +196,18 @@ func (s *Session) work() error {
 	case s.r.slots <- struct{}{}:
 		s.r.active.Add(1)
 		s.pipe.working = true
-		if p := s.r.priority; p != PriorityNormal && PriorityAvailable(p) {
-			s.pipe.low.lower(p)
-		}
 		// The loop that woke this goroutine (a chunk fed, a worker freed)
 		// put it first in the loop's P's run queue. gnet yields the P
 		// each time its loop runs out of events (runtime.Gosched before
 		// epoll_wait), and would then wait for this step's computation,
 		// hundreds of µs, to end. Yielding once here puts the loop ahead.
+		// Before lowering: a goroutine locked to its thread yields by
+		// handing its P to another thread and sleeping until it is
+		// handed back (two wake-ups more).
 		runtime.Gosched()
+		if p := s.r.priority; p != PriorityNormal && PriorityAvailable(p) {
+			s.pipe.low.lower(p)
+		}
 		return nil
 	case <-s.cancel:
 		return net.ErrClosed
