@@ -287,15 +287,16 @@ report() {
 			# is taken within a round, then the median over rounds.
 			local rounds r
 			rounds=$(round_ratios "$proxy")
-			r=$(tr ' ' '\n' <<<"$rounds" | grep -v '^NA$' | median)
+			r=$(tr ' ' '\n' <<<"$rounds" | median)
+			[[ $r == NA ]] || r=$(awk -v r="$r" 'BEGIN { printf "%.2f", r }')
 			ratio[$proxy]=$r
 			echo "| $proxy | $(fmt %.2f "$(med quiet "$proxy" 6)") | $(fmt %.2f "$(med quiet "$proxy" 7)") | $(fmt %.2f "$(med flood "$proxy" 6)")" \
-				"| $(fmt %.2f "$(med flood "$proxy" 7)") | $(fmt %.0f "$(med flood "$proxy" 5)") | $(fmt %.0f "$(med flood "$proxy" 8)") | $(fmt '%.2f×' "$r") | ${rounds// /, } |"
+				"| $(fmt %.2f "$(med flood "$proxy" 7)") | $(fmt %.0f "$(med flood "$proxy" 5)") | $(fmt %.0f "$(med flood "$proxy" 8)") | $(fmt '%s×' "$r") | ${rounds// /, } |"
 		done
 		echo
 		for proxy in "${FLOOD_PROXIES[@]}"; do
 			[[ ${ratio[$proxy]:-NA} == NA ]] ||
-				awk -v p="$proxy" -v r="${ratio[$proxy]}" 'BEGIN { printf "- FLOOD %s: p99 under the flood %.2f× its quiet p99 (median of rounds; target ≤ 2×: %s).\n", p, r, (r <= 2 ? "met" : "missed") }'
+				awk -v p="$proxy" -v r="${ratio[$proxy]}" 'BEGIN { printf "- FLOOD %s: p99 under the flood %s× its quiet p99 (median of rounds; target ≤ 2×: %s).\n", p, r, (r <= 2 ? "met" : "missed") }'
 		done
 		awk -v a="$LOAD_START" -v b="$(load_average)" -v n="$(nproc)" 'BEGIN { if (a > n / 2 || b > n / 2)
 			printf "- The load average (%s at start, %s at end, %d CPUs) says other processes ran: the flood figures measure them too.\n", a, b, n }'
