@@ -26,7 +26,9 @@
 # TLS_SCENARIOS (default all of the above) runs a subset; TLS_HS_CONNS
 # (default 16) new-connection workers; TLS_PROBE_RATE (default 2000)
 # requests a second of the flood row's probe; TLS_FLOOD_CONNS (default 64)
-# workers of the flood.
+# workers of the flood; TLS_FLOOD_RATE (default 0: as fast as they go) caps
+# the flood's handshakes a second, so that proxies are compared under the
+# same flood.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_init
@@ -38,11 +40,13 @@ HS_CONNS=${TLS_HS_CONNS:-16}
 PROBE_RATE=${TLS_PROBE_RATE:-2000}
 PROBE_CONNS=16
 FLOOD_CONNS=${TLS_FLOOD_CONNS:-64}
+FLOOD_RATE=${TLS_FLOOD_RATE:-0}
 LOOPGATE_BIN=${LOOPGATE_BIN:-$ROOT/bin/loopgate}
 OUT=$ROOT/bench/out
 RAW=$OUT/raw-tls
 [[ $DURATION =~ ^[1-9][0-9]*$ ]] || { log "BENCH_DURATION must be whole seconds, got '$DURATION'"; exit 2; }
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { log "BENCH_ROUNDS must be a positive integer, got '$ROUNDS'"; exit 2; }
+[[ $FLOOD_RATE =~ ^[0-9]+$ ]] || { log "TLS_FLOOD_RATE must be a whole number of handshakes a second, got '$FLOOD_RATE'"; exit 2; }
 [[ -x $LOOPGATE_BIN ]] || { log "${LOOPGATE_BIN#"$ROOT"/} missing (run \`make build\`)"; exit 1; }
 command -v nginx >/dev/null 2>&1 || { log "the TLS rows need nginx (backend and baseline)"; exit 1; }
 command -v openssl >/dev/null 2>&1 || { log "the TLS rows need openssl (the certificate)"; exit 1; }
@@ -223,7 +227,7 @@ measure_flood() {
 
 	before=$(cpu_ticks "$pid")
 	pinned "$LOAD_CPU" nice -n 19 "$TMP/bin/tlsload" -mode handshake -addr "127.0.0.1:$port" -c "$FLOOD_CONNS" \
-		-d "$((DURATION + 2))s" -tls 1.3 >"$f.flood" 2>&1 &
+		-hsrate "$FLOOD_RATE" -d "$((DURATION + 2))s" -tls 1.3 >"$f.flood" 2>&1 &
 	local flood=$!
 	sleep 1 # the flood at full strength before the probe starts
 	tlsload "${probe[@]}" >"$f" 2>&1 || log "the flood probe failed for $proxy (see $f)"
@@ -277,7 +281,8 @@ report() {
 	if [[ " ${SCENARIOS[*]} " == *" flood "* ]]; then
 		echo
 		echo "Flood: $PROBE_CONNS keep-alive HTTPS connections at $PROBE_RATE requests/s in all (latency from each" \
-			"request's scheduled time), alone and while tlsload -c$FLOOD_CONNS makes full TLS 1.3 handshakes (nice 19 on the load CPU)."
+			"request's scheduled time), alone and while tlsload -c$FLOOD_CONNS makes full TLS 1.3 handshakes" \
+			"($( ((FLOOD_RATE > 0)) && echo "at most $FLOOD_RATE a second, " )nice 19 on the load CPU)."
 		echo
 		echo "| proxy | p50 ms quiet | p99 ms quiet | p50 ms flood | p99 ms flood | flood handshakes/s | CPU µs/flood handshake | p99 flood / quiet | per round |"
 		echo "|---|---:|---:|---:|---:|---:|---:|---:|---|"

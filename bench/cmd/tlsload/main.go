@@ -21,6 +21,7 @@ type options struct {
 	conns           int
 	duration        time.Duration
 	rate            int
+	hsRate          int
 	resume          bool
 	cfg             *tls.Config
 }
@@ -34,12 +35,13 @@ func main() {
 	flag.IntVar(&o.conns, "c", 16, "workers (handshake) or keep-alive connections (latency)")
 	flag.DurationVar(&o.duration, "d", 10*time.Second, "duration")
 	flag.IntVar(&o.rate, "rate", 2000, "latency: requests a second over all connections")
+	flag.IntVar(&o.hsRate, "hsrate", 0, "handshake: at most this many connections a second over all workers; 0 = as fast as they go")
 	flag.BoolVar(&o.resume, "resume", false, "handshake: resume sessions from a per-worker cache")
 	version := flag.String("tls", "1.3", "TLS version: 1.2 or 1.3")
 	curves := flag.String("curves", "classic", "key exchanges offered: classic (X25519, P-256, P-384, as OpenSSL 3.0 clients such as curl), or default (Go's, X25519MLKEM768 first)")
 	flag.Parse()
 	host, _, err := net.SplitHostPort(o.addr)
-	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || o.conns <= 0 || o.rate <= 0 {
+	if ip := net.ParseIP(host); err != nil || ip == nil || !ip.IsLoopback() || o.conns <= 0 || o.rate <= 0 || o.hsRate < 0 {
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -94,6 +96,23 @@ func handshakes(o options) {
 	var wg sync.WaitGroup
 	stop := time.Now().Add(o.duration)
 	start := time.Now()
+	// With -hsrate, a worker takes a token before each connection; tokens
+	// not taken when the next is due are dropped, so a stall is not made
+	// up with a burst.
+	var tokens chan struct{}
+	if o.hsRate > 0 {
+		tokens = make(chan struct{}, 1)
+		tick := time.NewTicker(time.Second / time.Duration(o.hsRate))
+		defer tick.Stop()
+		go func() {
+			for range tick.C {
+				select {
+				case tokens <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
 	for range o.conns {
 		wg.Add(1)
 		go func() {
@@ -103,6 +122,13 @@ func handshakes(o options) {
 				cfg.ClientSessionCache = tls.NewLRUClientSessionCache(4)
 			}
 			for time.Now().Before(stop) {
+				if tokens != nil {
+					select {
+					case <-tokens:
+					case <-time.After(time.Until(stop)):
+						return
+					}
+				}
 				resumed, err := once(o, cfg)
 				if err != nil {
 					r.fail(err)
