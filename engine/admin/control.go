@@ -292,7 +292,7 @@ func (c *Control) Reload(trigger string, o ReloadOptions) (string, error) {
 	diff := confstore.Diff(c.cur, next)
 	cfg := fileCfg // with no overlay, the file is the running document
 	if !c.st.Overlay.Empty() {
-		if cfg, err = c.parseReload(next, diff); err != nil {
+		if cfg, err = c.parseReload(file, fileCfg, next, diff); err != nil {
 			return "", &ConfigError{Err: err}
 		}
 	}

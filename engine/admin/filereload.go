@@ -52,15 +52,25 @@ func (c *Control) loadFile(data []byte) (confstore.Doc, *config.Config, error) {
 }
 
 // parseReload is the config of next, the file with the overlay, given diff
-// from the running document: spliced as an API write is (parseChange)
-// when only routes changed, the running config when nothing did (Diff
-// goes by id: routes only moved in the list are spliced, in their new
-// order). The
-// settings are not parsed again then; the engine's reload still builds
-// what they read from files again (engine.Server.ReloadWith).
-func (c *Control) parseReload(next confstore.Doc, diff []confstore.Change) (*config.Config, error) {
+// from the running document: the running config when nothing changed
+// (Diff goes by id: routes only moved in the list are spliced, in their
+// new order); else spliced as an API write is (parseChange), onto
+// whichever of the running config and the file's is the fewer routes
+// away. When most routes changed in the file, the file's config (just
+// parsed) is only the overlay's routes away from next, which Merge made
+// from it: splicing those few onto it parses nothing again, where
+// splicing diff onto the running config parsed every changed route a
+// second time (at 30,000 routes, 1.2 s of a reload that changed them
+// all). The settings are not parsed again either way; the engine's reload
+// still builds what they read from files again (engine.Server.ReloadWith).
+func (c *Control) parseReload(file confstore.Doc, fileCfg *config.Config, next confstore.Doc, diff []confstore.Change) (*config.Config, error) {
 	if len(diff) == 0 && c.cfg != nil && sameOrder(c.cfg, next) {
 		return c.cfg, nil
+	}
+	if len(diff) > c.st.Overlay.Size() {
+		if cfg := c.spliceOnto(fileCfg, next, confstore.Diff(file, next)); cfg != nil {
+			return cfg, nil
+		}
 	}
 	return c.parseChange(next, diff)
 }

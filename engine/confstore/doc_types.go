@@ -384,6 +384,18 @@ type Resource struct {
 // Empty reports whether o changes nothing.
 func (o *Overlay) Empty() bool { return len(o.Set) == 0 && len(o.Deleted) == 0 }
 
+// Size is how many resources o sets or deletes.
+func (o *Overlay) Size() int {
+	n := 0
+	for _, set := range o.Set {
+		n += len(set)
+	}
+	for _, del := range o.Deleted {
+		n += len(del)
+	}
+	return n
+}
+
 // Merge lays o over base: every resource o sets replaces base's of the
 // same key where it stands, or is appended; every one o deletes is
 // removed. base is not modified; the result shares base's resources that

@@ -42,8 +42,9 @@ func (p *Reparser) Parse(data []byte) (Doc, error) {
 var routesKey = regexp.MustCompile(`^routes:[ \t]*(#[^\n]*)?\r?\n?$`)
 
 // split is Parse's quick way: the document without its routes, decoded
-// whole, and each route's text looked up in p.items or decoded (the new
-// ones together). It returns the routes' texts with their values, for
+// whole, and each route's text looked up in p.items or decoded: by
+// decodePlainItem when it is of the plainest kind, the others together by
+// yaml.v3. It returns the routes' texts with their values, for
 // the next call, and false when the document cannot be split.
 func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 	lines := bytes.SplitAfter(data, []byte("\n"))
@@ -125,6 +126,10 @@ func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 		}
 		if v, ok := p.items[string(t)]; ok {
 			list[i] = v
+			continue
+		}
+		if m, ok := decodePlainItem(t); ok {
+			list[i] = m
 			continue
 		}
 		missing = append(missing, i)
