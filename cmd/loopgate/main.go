@@ -322,6 +322,13 @@ func startControl(opts *options) (*admin.Control, *config.Config, error) {
 			}
 			return overrides(opts, cfg), nil
 		},
+		ParseWithRoutes: func(doc []byte, routes []map[string]any) (*config.Config, error) {
+			cfg, err := config.ParseWithRoutes(doc, routes)
+			if err != nil {
+				return nil, err
+			}
+			return overrides(opts, cfg), nil
+		},
 		StatePath: file.Admin.State,
 		CheckOnly: opts.check,
 	}

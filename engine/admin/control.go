@@ -41,6 +41,12 @@ type ControlOptions struct {
 	// Parse turns a document into a Config, applying what the command
 	// line overrides (-loops, -pin), as config.Parse would.
 	Parse func(data []byte) (*config.Config, error)
+	// ParseWithRoutes, when set, is Parse of data with routes added,
+	// each a config.PlainRoute, as config.ParseWithRoutes parses them
+	// (with the same overrides as Parse): a splice of many changed routes
+	// hands it the plain ones as they are instead of writing them into
+	// the document for the YAML decoder.
+	ParseWithRoutes func(data []byte, routes []map[string]any) (*config.Config, error)
 	// StatePath is admin.state: the state file, "" for none. The file
 	// base (base.yaml beside it) is the config file as the last version
 	// read it.
@@ -234,8 +240,27 @@ func (c *Control) spliceOnto(base *config.Config, baseDoc, d confstore.Doc, diff
 		}
 	}
 	mini := maps.Clone(d) // the other routes left out; the rest shared, for Marshal to read
-	mini[confstore.Routes] = only
-	part, err := c.parseDoc(mini)
+	var part *config.Config
+	var err error
+	if c.opts.ParseWithRoutes != nil {
+		var rest []any
+		var plain []map[string]any
+		for _, it := range only {
+			if m, _ := it.(map[string]any); config.PlainRoute(m) {
+				plain = append(plain, m)
+			} else {
+				rest = append(rest, it)
+			}
+		}
+		mini[confstore.Routes] = rest
+		var data []byte
+		if data, err = confstore.Marshal(mini); err == nil {
+			part, err = c.opts.ParseWithRoutes(data, plain)
+		}
+	} else {
+		mini[confstore.Routes] = only
+		part, err = c.parseDoc(mini)
+	}
 	if err != nil {
 		return nil
 	}

@@ -68,7 +68,7 @@ func (c *Control) parseReload(file confstore.Doc, fileCfg *config.Config, next c
 		return c.cfg, nil
 	}
 	if len(diff) > c.st.Overlay.Size() {
-		if cfg := c.spliceOnto(fileCfg, next, confstore.Diff(file, next)); cfg != nil {
+		if cfg := c.spliceOnto(fileCfg, file, next, confstore.Diff(file, next)); cfg != nil {
 			return cfg, nil
 		}
 	}

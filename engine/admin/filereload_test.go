@@ -31,6 +31,12 @@ func (e *recordingEngine) Reload(cfg *config.Config, _ bool) (string, error) {
 }
 
 func TestFileReloadMatchesWholeParse(t *testing.T) {
+	for _, mode := range parseModes {
+		t.Run(mode.name, func(t *testing.T) { testFileReloadMatchesWholeParse(t, mode.opts) })
+	}
+}
+
+func testFileReloadMatchesWholeParse(t *testing.T, opts ControlOptions) {
 	rng := rand.New(rand.NewSource(3))
 	const n = 30
 	lines := map[string]string{}
@@ -65,8 +71,9 @@ func TestFileReloadMatchesWholeParse(t *testing.T) {
 		return []byte(b.String())
 	}
 	var data []byte
-	c, _, err := NewControl(ControlOptions{Parse: config.Parse, StatePath: filepath.Join(t.TempDir(), "state.json"),
-		Read: func() ([]byte, error) { return data, nil }}, text())
+	opts.StatePath = filepath.Join(t.TempDir(), "state.json")
+	opts.Read = func() ([]byte, error) { return data, nil }
+	c, _, err := NewControl(opts, text())
 	if err != nil {
 		t.Fatal(err)
 	}

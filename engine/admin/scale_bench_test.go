@@ -47,7 +47,7 @@ func (e serverEngine) Reload(cfg *config.Config, allowEmpty bool) (string, error
 // scaleControl is a Control over a Server of n routes, with a state file.
 func scaleControl(tb testing.TB, n int) *Control {
 	tb.Helper()
-	c, cfg, err := NewControl(ControlOptions{Parse: config.Parse, StatePath: filepath.Join(tb.TempDir(), "state.json")}, scaleConfig(n))
+	c, cfg, err := NewControl(ControlOptions{Parse: config.Parse, ParseWithRoutes: config.ParseWithRoutes, StatePath: filepath.Join(tb.TempDir(), "state.json")}, scaleConfig(n))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -172,17 +172,6 @@ func BenchmarkFileReloadAt30k(b *testing.B) {
 			b.ReportMetric(float64(cpu.Milliseconds())/float64(b.N), "cpu-ms/op")
 		})
 	}
-}
-
-// processCPU is the CPU time the process has used, user and system, all
-// threads (the collector's included): on a shared machine it moves far
-// less with the load than the wall clock does.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkHeapAt30k is the heap a gateway of 30,000 routes holds (the

@@ -40,11 +40,39 @@ func randomRoute(rng *rand.Rand, id string, n int) map[string]any {
 		r["methods"] = []any{"GET", "POST"}
 		r["prefix"], r["path"] = fmt.Sprintf("/pre%d/", rng.Intn(n)), nil
 		delete(r, "path")
+	case 6:
+		r["host"] = []string{"example.com", "a.example.com:8080", "bad host"}[rng.Intn(3)]
+	case 7:
+		r["escaped_slashes"] = []string{"keep", "reject", "sometimes"}[rng.Intn(3)]
+	case 8:
+		r["filters"] = []any{[]string{"request_id", "nosuch", "cors"}[rng.Intn(3)]}
+	case 9:
+		r["disable_filters"] = []any{"forwarded"}
+		r["methods"] = []any{}
+	case 10:
+		r["path"] = []any{"/p/*/x", "/p/**", "p", 12.0}[rng.Intn(4)]
 	}
 	return r
 }
 
+// parseModes are the two ways a splice parses the changed routes: all of
+// them written into the document for the YAML decoder, and the plain ones
+// handed to config.ParseWithRoutes as they are.
+var parseModes = []struct {
+	name string
+	opts ControlOptions
+}{
+	{"yaml", ControlOptions{Parse: config.Parse}},
+	{"plain", ControlOptions{Parse: config.Parse, ParseWithRoutes: config.ParseWithRoutes}},
+}
+
 func TestSpliceMatchesWholeParse(t *testing.T) {
+	for _, mode := range parseModes {
+		t.Run(mode.name, func(t *testing.T) { testSpliceMatchesWholeParse(t, mode.opts) })
+	}
+}
+
+func testSpliceMatchesWholeParse(t *testing.T, opts ControlOptions) {
 	rng := rand.New(rand.NewSource(1))
 	const n = 40
 	var b []byte
@@ -52,7 +80,7 @@ func TestSpliceMatchesWholeParse(t *testing.T) {
 	for i := 0; i < n; i++ {
 		b = fmt.Appendf(b, "  - {id: r%d, path: /r%d, upstream: %s}\n", i, i, []string{"a", "b"}[i%2])
 	}
-	c, _, err := NewControl(ControlOptions{Parse: config.Parse}, b)
+	c, _, err := NewControl(opts, b)
 	if err != nil {
 		t.Fatal(err)
 	}
