@@ -17,6 +17,7 @@ import (
 // own (filters.Registration.New).
 type chainBuilder struct {
 	cfg      *config.Config
+	chains   *config.Chains // each route's filter names
 	loops    int
 	groups   map[string]int    // upstream group by name, for filters that route (gray, external_auth)
 	trusted  []netip.Prefix    // trusted_proxies, for the client IP
@@ -40,7 +41,7 @@ type madeKey struct {
 // newChainBuilder takes the state that outlives a reload from kept (the
 // server's), so chains compiled for a new config share it.
 func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, kept *durable) (*chainBuilder, error) {
-	b := &chainBuilder{cfg: cfg, loops: loops, groups: groups, trusted: cfg.TrustedPrefixes(),
+	b := &chainBuilder{cfg: cfg, chains: cfg.Chains(), loops: loops, groups: groups, trusted: cfg.TrustedPrefixes(),
 		shared: map[string]any{}, services: &kept.services.byType, reg: kept.metrics}
 	for _, f := range filters.Registered() {
 		if f.Prepare == nil {
@@ -84,7 +85,7 @@ func (b *chainBuilder) group(name string) (int, bool) {
 // reports whether one of them was built on what its Prepare made.
 func (b *chainBuilder) chain(r *config.Route) (chain *filters.Chain, prepared bool, err error) {
 	var fs []filters.Filter
-	for _, name := range b.cfg.Chain(r) {
+	for _, name := range b.chains.Of(r) {
 		reg, _ := filters.Lookup(name) // Chain names registered filters only
 		f, err := b.filter(reg, r)
 		if err != nil {

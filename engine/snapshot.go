@@ -285,7 +285,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			continue
 		}
 		if b == nil { // what the filters' Prepare built is the kept routes'
-			b = &chainBuilder{cfg: cfg, loops: loops, groups: groupIndex, trusted: s.trusted,
+			b = &chainBuilder{cfg: cfg, chains: cfg.Chains(), loops: loops, groups: groupIndex, trusted: s.trusted,
 				shared: s.shared, services: &kept.services.byType, reg: kept.metrics}
 		}
 		chain, prepared, err := b.chain(r)

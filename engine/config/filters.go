@@ -8,8 +8,10 @@ package config
 import (
 	"net/netip"
 	"net/textproto"
+	"reflect"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/filters"
@@ -89,6 +91,46 @@ func (c *Config) Chain(r *Route) []string {
 		return oa < ob || oa == ob && names[a] < names[b]
 	})
 	return names
+}
+
+// Chains answers Chain for many routes of one config, computing it once
+// for all the routes that hold the same filter configs (one parse's
+// defaults, shared by every route that sets no filter key) and list no
+// filters or disable_filters of their own: their chains are the same. At
+// 30,000 routes, Chain for each took a tenth of a reload. The slices it
+// returns are shared between routes: not to be modified. Not safe for
+// concurrent use.
+type Chains struct {
+	c     *Config
+	known map[unsafe.Pointer]chainOf // by the routes' filter config map
+}
+
+// chainOf is what Chains knows of one set of filter configs.
+type chainOf struct {
+	names   []string          // Chain
+	enabled map[string]string // optionFilters
+}
+
+// Chains returns a Chains for c's routes.
+func (c *Config) Chains() *Chains { return &Chains{c: c} }
+
+// Of is c.Chain(r).
+func (m *Chains) Of(r *Route) []string { return m.of(r).names }
+
+func (m *Chains) of(r *Route) chainOf {
+	if len(r.Filters) > 0 || len(r.DisableFilters) > 0 || r.filterConfigs == nil {
+		return chainOf{m.c.Chain(r), m.c.optionFilters(r)}
+	}
+	key := reflect.ValueOf(r.filterConfigs).UnsafePointer()
+	if k, ok := m.known[key]; ok {
+		return k
+	}
+	k := chainOf{m.c.Chain(r), m.c.optionFilters(r)}
+	if m.known == nil {
+		m.known = map[unsafe.Pointer]chainOf{}
+	}
+	m.known[key] = k
+	return k
 }
 
 // optionFilters maps each filter r's options enable to the option that

@@ -20,10 +20,10 @@ import (
 func (c *Config) validateFilterConfig(p *problems) {
 	p.filterNames("filters", c.Filters)
 	c.validateFilterOrders(p)
-	c.trusted = c.check(p, nil).Prefixes("trusted_proxies", c.TrustedProxies)
+	c.trusted = c.check(p, nil, "").Prefixes("trusted_proxies", c.TrustedProxies)
 	for _, reg := range filters.Registered() {
 		if g := c.filterGlobals[reg.Name]; g != nil {
-			g.Validate(c.check(p, nil))
+			g.Validate(c.check(p, nil, ""))
 		}
 	}
 }
@@ -55,10 +55,11 @@ func (c *Config) validateFilterOrders(p *problems) {
 
 // validateRouteFilters checks one route's filter lists, then each filter's
 // config on the route, in filter order.
-func (c *Config) validateRouteFilters(p *problems, i int, path string, r *Route) {
+func (c *Config) validateRouteFilters(p *problems, chains *Chains, i int, path string, r *Route) {
 	p.filterNames(path+".filters", r.Filters)
 	p.filterNames(path+".disable_filters", r.DisableFilters)
-	enabled := c.optionFilters(r)
+	chain := chains.of(r)
+	enabled := chain.enabled
 	for j, n := range r.DisableFilters {
 		jp := fmt.Sprintf("%s.disable_filters[%d]", path, j)
 		if option, on := enabled[n]; on {
@@ -68,24 +69,24 @@ func (c *Config) validateRouteFilters(p *problems, i int, path string, r *Route)
 			p.add(jp, "%s is also in filters", n)
 		}
 	}
-	route := &filters.RouteInfo{Index: i, ID: r.ID, Upstream: r.Upstream, Chain: c.Chain(r)}
+	route := &filters.RouteInfo{Index: i, ID: r.ID, Upstream: r.Upstream, Chain: chain.names}
+	ch := c.check(p, route, path)
 	for _, reg := range filters.Registered() {
 		if rc := r.filterConfigs[reg.Name]; rc != nil {
-			rc.Validate(c.check(p, route))
+			rc.Validate(ch)
 		}
 	}
 }
 
 // check returns a filters.Check that adds to p what a filter config
 // reports, for the top-level keys (route nil) or a route's.
-func (c *Config) check(p *problems, route *filters.RouteInfo) *filters.Check {
-	ch := &filters.Check{Env: env{c}, Route: route, Report: func(path, reason string) {
+// base is the path of the route's mapping, "routes[2]" ("" at the top
+// level). One Check serves every filter of a route: Validate only reads
+// it and reports through it.
+func (c *Config) check(p *problems, route *filters.RouteInfo, base string) *filters.Check {
+	return &filters.Check{Env: env{c}, Route: route, Base: base, Report: func(path, reason string) {
 		*p = append(*p, problem{path, reason})
 	}}
-	if route != nil {
-		ch.Base = fmt.Sprintf("routes[%d]", route.Index)
-	}
-	return ch
 }
 
 // env answers a filter's Validate about the rest of the config.
@@ -108,8 +109,9 @@ func (e env) Limits() codec.Limits {
 func (e env) Global(filter string) filters.GlobalConfig { return e.c.filterGlobals[filter] }
 
 func (e env) FirstRouteRunning(filter string) int {
+	chains := e.c.Chains()
 	for i := range e.c.Routes {
-		if slices.Contains(e.c.RouteFilters(i), filter) {
+		if slices.Contains(chains.Of(&e.c.Routes[i]), filter) {
 			return i
 		}
 	}
