@@ -320,8 +320,43 @@ func keyOf(v any, key string) (string, bool) {
 }
 
 // same is reflect.DeepEqual(a, b), answered at once for one resource
-// shared by both documents (see Copy), as most of them are.
-func same(a, b any) bool { return Identical(a, b) || reflect.DeepEqual(a, b) }
+// shared by both documents (see Copy), as most of them are, and walked
+// without reflection for the maps, lists and strings documents are made
+// of (reflect.DeepEqual took a tenth of a reload that changed 30,000
+// routes).
+func same(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || (x == nil) != (y == nil) || len(x) != len(y) {
+			return false
+		}
+		if Identical(a, b) {
+			return true
+		}
+		for k, v := range x {
+			if w, ok := y[k]; !ok || !same(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || (x == nil) != (y == nil) || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !same(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case string:
+		y, ok := b.(string)
+		return ok && x == y
+	}
+	return reflect.DeepEqual(a, b)
+}
 
 // Identical reports whether a and b are one resource, shared by two
 // documents (see Copy): the same map, not merely an equal one. A map
