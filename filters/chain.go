@@ -3,10 +3,11 @@
 package filters
 
 import (
+	"cmp"
 	"fmt"
 	"log"
 	"runtime/debug"
-	"sort"
+	"slices"
 	"sync/atomic"
 	"time"
 	_ "unsafe" // for go:linkname
@@ -44,19 +45,21 @@ func NewChainStats(fs []Filter, loops int, statsFor func(filter string) *Stats) 
 	if len(fs) > MaxChain {
 		return nil, fmt.Errorf("filters: %d filters in one chain, at most %d", len(fs), MaxChain)
 	}
-	sorted := append([]Filter(nil), fs...)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Order() < sorted[j].Order() })
+	// At most MaxChain filters: sorted and checked in place, with no map
+	// (a gateway of 30,000 routes makes a chain for each).
+	sorted := slices.Clone(fs)
+	slices.SortStableFunc(sorted, func(a, b Filter) int { return cmp.Compare(a.Order(), b.Order()) })
 	for i := 1; i < len(sorted); i++ {
 		if sorted[i].Order() == sorted[i-1].Order() {
 			return nil, fmt.Errorf("filters: %s and %s share order %d", sorted[i-1].Name(), sorted[i].Name(), sorted[i].Order())
 		}
 	}
-	seen := map[string]bool{}
-	for _, f := range sorted {
-		if seen[f.Name()] {
-			return nil, fmt.Errorf("filters: %s appears twice in one chain", f.Name())
+	for i, f := range sorted {
+		for _, g := range sorted[:i] {
+			if g.Name() == f.Name() {
+				return nil, fmt.Errorf("filters: %s appears twice in one chain", f.Name())
+			}
 		}
-		seen[f.Name()] = true
 	}
 	c := &Chain{filters: sorted, stats: make([]*Stats, len(sorted))}
 	for i, f := range sorted {

@@ -29,6 +29,15 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	if len(changed.Upstreams) != len(c.Upstreams) {
 		return nil, fmt.Errorf("config: splice: upstreams differ")
 	}
+	if changed.table != nil && sameIDs(changed.Routes, ids) {
+		// Every route changed, in ids' order (a file whose every route was
+		// edited): changed's routes and the table its parse compiled are
+		// the result's as they are, where copying and editing them cost a
+		// reload of 30,000 routes 10 MB and tens of milliseconds.
+		out := *c
+		out.Routes, out.table = changed.Routes, changed.table
+		return &out, nil
+	}
 	fresh := make(map[string]*Route, len(changed.Routes))
 	for i := range changed.Routes {
 		fresh[changed.Routes[i].ID] = &changed.Routes[i]
@@ -109,6 +118,19 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	}
 	out.table = table
 	return &out, nil
+}
+
+// sameIDs reports whether routes are ids, in order.
+func sameIDs(routes []Route, ids []string) bool {
+	if len(routes) != len(ids) {
+		return false
+	}
+	for i := range routes {
+		if routes[i].ID != ids[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // repeatedInPlace is an id of moved (ids out of their place in routes,

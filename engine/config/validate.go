@@ -144,7 +144,7 @@ func validateUpstream(p *problems, path string, u *Upstream) {
 
 func (c *Config) validateRoutes(p *problems) {
 	ids := make(map[string]int, len(c.Routes))
-	chains := c.Chains()
+	chains, checks := c.Chains(), c.routeChecks(p)
 	for i := range c.Routes {
 		r := &c.Routes[i]
 		path := fmt.Sprintf("routes[%d]", i)
@@ -177,7 +177,7 @@ func (c *Config) validateRoutes(p *problems) {
 		if r.Isolation != nil {
 			r.Isolation.Validate(p.at(path + ".isolation"))
 		}
-		c.validateRouteFilters(p, chains, i, path, r)
+		c.validateRouteFilters(p, chains, checks, i, path, r)
 	}
 	table, err := router.Compile(c.RouterSpecs())
 	c.table = table

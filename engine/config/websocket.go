@@ -5,6 +5,7 @@ package config
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -51,12 +52,16 @@ func applyWebSocketDefaults(w *WebSocket) {
 // unless the route says websocket: false, which leaves it empty.
 func applyRouteUpgradeDefaults(r *Route) {
 	if r.Upgrade == nil && r.WebSocketOn() {
-		r.Upgrade = []string{UpgradeWebSocket}
+		r.Upgrade = defaultUpgrade[:1:1] // shared by every such route, never written
+		return
 	}
 	for i, t := range r.Upgrade {
 		r.Upgrade[i] = strings.ToLower(t)
 	}
 }
+
+// defaultUpgrade is the Upgrade of a route that sets none.
+var defaultUpgrade = []string{UpgradeWebSocket}
 
 // WebSocketOn reports whether the route tunnels WebSocket upgrades: unless
 // websocket: false, as Caddy, Traefik and Kong do.
@@ -72,20 +77,18 @@ func (c *Config) validateWebSocket(p *problems) {
 }
 
 func validateRouteUpgrade(p *problems, path string, r *Route) {
-	seen := make(map[string]bool, len(r.Upgrade))
 	for i, t := range r.Upgrade {
-		at := fmt.Sprintf("%s.upgrade[%d]", path, i)
+		at := func() string { return fmt.Sprintf("%s.upgrade[%d]", path, i) } // only for a problem: most routes have none
 		switch {
 		case !isToken(t):
-			p.add(at, "%q is not an HTTP token (RFC 9110 5.6.2)", t)
+			p.add(at(), "%q is not an HTTP token (RFC 9110 5.6.2)", t)
 		case t == "h2c":
-			p.add(at, "h2c: HTTP/2 is not supported yet; h2c upgrade requests are served as HTTP/1.1")
-		case seen[t]:
-			p.add(at, "%q is listed twice", t)
+			p.add(at(), "h2c: HTTP/2 is not supported yet; h2c upgrade requests are served as HTTP/1.1")
+		case slices.Contains(r.Upgrade[:i], t):
+			p.add(at(), "%q is listed twice", t)
 		case t == UpgradeWebSocket && !r.WebSocketOn():
-			p.add(at, "websocket is listed while the route sets websocket: false")
+			p.add(at(), "websocket is listed while the route sets websocket: false")
 		}
-		seen[t] = true
 	}
 }
 

@@ -16,7 +16,12 @@ import "bytes"
 // 12, 0x1f, .inf), a key written twice, nesting, anchors, tags, escapes,
 // multi-line scalars, a carriage return, a tab. The result is what
 // yaml.Unmarshal gives for the same item (TestPlainItemAgreesWithYAML).
-func decodePlainItem(text []byte) (map[string]any, bool) {
+//
+// Keys, and the values of keys other than id, path and prefix (upstream
+// names, methods, hosts: the same few strings in thousands of routes),
+// are taken from names when it holds them, and added to it otherwise, so
+// the routes share one copy of each (names may be nil).
+func decodePlainItem(text []byte, names map[string]string) (map[string]any, bool) {
 	if bytes.IndexByte(text, '\r') >= 0 || bytes.IndexByte(text, '\t') >= 0 {
 		return nil, false
 	}
@@ -30,13 +35,13 @@ func decodePlainItem(text []byte) (map[string]any, bool) {
 	indent := len(first) - len(body) // a block mapping's keys stand here
 	m := map[string]any{}
 	if len(body) > 0 && body[0] == '{' {
-		s := scanner{b: body}
+		s := scanner{b: body, names: names}
 		if !s.flowMapping(m) || !s.end() || !onlyBlank(rest) {
 			return nil, false
 		}
 		return m, true
 	}
-	if !blockPair(body, m) {
+	if !blockPair(body, m, names) {
 		return nil, false
 	}
 	for len(rest) > 0 {
@@ -46,7 +51,7 @@ func decodePlainItem(text []byte) (map[string]any, bool) {
 		if len(trimmed) == 0 || trimmed[0] == '#' {
 			continue
 		}
-		if len(l)-len(trimmed) != indent || !blockPair(trimmed, m) {
+		if len(l)-len(trimmed) != indent || !blockPair(trimmed, m, names) {
 			return nil, false
 		}
 	}
@@ -54,8 +59,8 @@ func decodePlainItem(text []byte) (map[string]any, bool) {
 }
 
 // blockPair decodes one "key: value" line of a block mapping into m.
-func blockPair(l []byte, m map[string]any) bool {
-	s := scanner{b: l}
+func blockPair(l []byte, m map[string]any, names map[string]string) bool {
+	s := scanner{b: l, names: names}
 	return s.pair(m) && s.end()
 }
 
@@ -73,8 +78,10 @@ func onlyBlank(b []byte) bool {
 
 // scanner reads the plain subset decodePlainItem takes, on one line.
 type scanner struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	names map[string]string // see decodePlainItem
+	share bool              // the value being read is shared through names
 }
 
 func (s *scanner) spaces() {
@@ -126,10 +133,11 @@ func (s *scanner) pair(m map[string]any) bool {
 	if s.i == start || s.i+1 >= len(s.b) || s.b[s.i] != ':' || s.b[s.i+1] != ' ' {
 		return false
 	}
-	key := string(s.b[start:s.i])
+	key := s.shared(s.b[start:s.i])
 	if _, dup := m[key]; dup || specialWord(s.b[start:s.i]) {
 		return false
 	}
+	s.share = key != "id" && key != "path" && key != "prefix"
 	s.i += 2
 	s.spaces()
 	v, ok := s.value()
@@ -199,7 +207,7 @@ func (s *scanner) scalar() (string, bool) {
 		if q == '\'' && s.i < len(s.b) && s.b[s.i] == '\'' {
 			return "", false // '' is an escaped quote
 		}
-		return string(v), true
+		return s.str(v), true
 	}
 	start := s.i
 	for s.i < len(s.b) && plainByte(s.b[s.i]) {
@@ -209,7 +217,28 @@ func (s *scanner) scalar() (string, bool) {
 	if len(v) == 0 || !(letter(v[0]) || v[0] == '/') || specialWord(v) {
 		return "", false
 	}
-	return string(v), true
+	return s.str(v), true
+}
+
+// str is v as a string, shared through names when s.share.
+func (s *scanner) str(v []byte) string {
+	if s.share {
+		return s.shared(v)
+	}
+	return string(v)
+}
+
+// shared is v as a string, the copy in names when there is one.
+func (s *scanner) shared(v []byte) string {
+	if s.names == nil {
+		return string(v)
+	}
+	if str, ok := s.names[string(v)]; ok {
+		return str
+	}
+	str := string(v)
+	s.names[str] = str
+	return str
 }
 
 func lower(c byte) bool  { return c >= 'a' && c <= 'z' }
@@ -223,9 +252,16 @@ func plainByte(c byte) bool {
 // specialWord reports whether v is, in any case, a word YAML 1.1 or 1.2
 // reads as a bool or a null.
 func specialWord(v []byte) bool {
-	switch string(bytes.ToLower(v)) {
-	case "true", "false", "null", "yes", "no", "on", "off", "y", "n":
-		return true
+	if len(v) > 5 {
+		return false
+	}
+	for _, w := range specialWords {
+		if bytes.EqualFold(v, w) {
+			return true
+		}
 	}
 	return false
 }
+
+var specialWords = [][]byte{[]byte("true"), []byte("false"), []byte("null"), []byte("yes"), []byte("no"),
+	[]byte("on"), []byte("off"), []byte("y"), []byte("n")}

@@ -60,12 +60,13 @@ func randomPlainItem(rng *rand.Rand) string {
 // Whatever decodePlainItem decodes, yaml.v3 decodes to the same value;
 // and it decodes the plain items of a large config at all.
 func TestPlainItemAgreesWithYAML(t *testing.T) {
+	names := map[string]string{}
 	for _, item := range []string{
 		"  - {id: r0, path: /r0, upstream: backend}\n",
 		"  - id: r0\n    path: /r0\n\n    # c\n    methods: [GET, POST]\n",
 		"- {id: a, methods: [], host: \"example.com:80\"}  # c\n",
 	} {
-		if _, ok := decodePlainItem([]byte(item)); !ok {
+		if _, ok := decodePlainItem([]byte(item), names); !ok {
 			t.Errorf("%q not decoded", item)
 		}
 	}
@@ -73,7 +74,7 @@ func TestPlainItemAgreesWithYAML(t *testing.T) {
 	decoded := 0
 	for range 200000 {
 		item := randomPlainItem(rng)
-		got, ok := decodePlainItem([]byte(item))
+		got, ok := decodePlainItem([]byte(item), names)
 		if !ok {
 			continue
 		}

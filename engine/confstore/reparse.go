@@ -118,6 +118,8 @@ func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 		return nil, nil, false
 	}
 	list := make([]any, len(texts))
+	names := map[string]string{} // the strings the plain routes share, for this parse
+
 	var missing []int
 	var joined []byte
 	for i, t := range texts {
@@ -128,7 +130,7 @@ func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 			list[i] = v
 			continue
 		}
-		if m, ok := decodePlainItem(t); ok {
+		if m, ok := decodePlainItem(t, names); ok {
 			list[i] = m
 			continue
 		}
