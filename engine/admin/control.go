@@ -170,8 +170,37 @@ func (c *Control) basePath() string {
 	return filepath.Join(filepath.Dir(c.opts.StatePath), filepath.Base(c.opts.StatePath)+".base.yaml")
 }
 
-// parseDoc is the config of d, as the config file would give it.
+// parseDoc is the config of d, as the config file would give it. When
+// every route of d is a config.PlainRoute, they are handed to
+// ParseWithRoutes as they are, not written out for the YAML decoder (at
+// 30,000 routes, most of a start or a -check); anything that refuses is
+// parsed the whole way, for Parse's error.
 func (c *Control) parseDoc(d confstore.Doc) (*config.Config, error) {
+	if c.opts.ParseWithRoutes != nil {
+		if list, _ := d[confstore.Routes].([]any); len(list) > 0 {
+			plain := make([]map[string]any, len(list))
+			for i, it := range list {
+				if plain[i], _ = it.(map[string]any); !config.PlainRoute(plain[i]) {
+					plain = nil
+					break
+				}
+			}
+			if plain != nil {
+				rest := confstore.Copy(d)
+				delete(rest, confstore.Routes)
+				if data, err := confstore.Marshal(rest); err == nil {
+					if cfg, err := c.opts.ParseWithRoutes(data, plain); err == nil {
+						return cfg, nil
+					}
+				}
+			}
+		}
+	}
+	return c.parseWhole(d)
+}
+
+// parseWhole is parseDoc by Parse alone: d written out whole for it.
+func (c *Control) parseWhole(d confstore.Doc) (*config.Config, error) {
 	data, err := confstore.Marshal(d)
 	if err != nil {
 		return nil, err

@@ -123,7 +123,7 @@ func testFileReloadMatchesWholeParse(t *testing.T, opts ControlOptions) {
 			wantErr = fileErr
 		} else {
 			file, _ := confstore.Parse(data)
-			want, wantErr = c.parseDoc(confstore.Merge(file, overlay))
+			want, wantErr = c.parseWhole(confstore.Merge(file, overlay))
 		}
 		_, err := c.Reload("test", ReloadOptions{})
 		if fmt.Sprint(err) != fmt.Sprint(wantErr) {

@@ -115,7 +115,7 @@ func testSpliceMatchesWholeParse(t *testing.T, opts ControlOptions) {
 		if len(diff) == 0 {
 			continue
 		}
-		whole, wholeErr := c.parseDoc(next)
+		whole, wholeErr := c.parseWhole(next)
 		got, gotErr := c.parseChange(next, diff)
 		if fmt.Sprint(wholeErr) != fmt.Sprint(gotErr) {
 			t.Fatalf("step %d: whole parse: %v; parseChange: %v", step, wholeErr, gotErr)

@@ -98,22 +98,29 @@ func printable(s string) bool {
 // place in the whole list, without a line; a route that is not a
 // PlainRoute is refused.
 func ParseWithRoutes(data []byte, routes []map[string]any) (*Config, error) {
-	c := &Config{}
-	if _, err := decodeStrict(data, c); err != nil {
-		return nil, err
+	c, _, err := parseWithRoutes(data, routes)
+	return c, err
+}
+
+// parseWithRoutes is ParseWithRoutes, also reporting whether data set
+// nothing.
+func parseWithRoutes(data []byte, routes []map[string]any) (c *Config, empty bool, err error) {
+	c = &Config{}
+	if empty, err = decodeStrict(data, c); err != nil {
+		return nil, false, err
 	}
 	have := len(c.Routes)
 	c.Routes = append(c.Routes, make([]Route, len(routes))...)
 	for i, v := range routes {
 		r, ok := plainRoute(v)
 		if !ok {
-			return nil, fmt.Errorf("config: routes[%d]: not a plain route (see PlainRoute); parse the whole document", have+i)
+			return nil, false, fmt.Errorf("config: routes[%d]: not a plain route (see PlainRoute); parse the whole document", have+i)
 		}
 		c.Routes[have+i] = r
 	}
 	applyDefaults(c)
 	if p := c.problems(); len(p) > 0 {
-		return nil, p.err(c, indexLines(data))
+		return nil, false, p.err(c, indexLines(data))
 	}
-	return c, nil
+	return c, empty, nil
 }

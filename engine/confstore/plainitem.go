@@ -2,7 +2,11 @@
 
 package confstore
 
-import "bytes"
+import (
+	"bytes"
+
+	"gopkg.in/yaml.v3"
+)
 
 // decodePlainItem decodes one item of a block sequence, as split cut it
 // from the document ("- " and the item's lines), when it is a mapping of
@@ -265,3 +269,35 @@ func specialWord(v []byte) bool {
 
 var specialWords = [][]byte{[]byte("true"), []byte("false"), []byte("null"), []byte("yes"), []byte("no"),
 	[]byte("on"), []byte("off"), []byte("y"), []byte("n")}
+
+// PlainRoutes cuts data as the Reparser does when every route in it is of
+// the plainest kind (decodePlainItem): the document without its routes
+// list, and the routes, decoded, in order. ok is false for a document the
+// cut does not apply to, a route of another kind, an anchor among the
+// routes, or a document that names routes again outside the list; the
+// caller decodes such a document whole. config.Parse takes this way for a
+// large config, whose routes are then never seen by the YAML decoder.
+func PlainRoutes(data []byte) (rest []byte, routes []map[string]any, ok bool) {
+	rest, texts, ok := splitRoutes(data)
+	if !ok {
+		return nil, nil, false
+	}
+	names := map[string]string{}
+	routes = make([]map[string]any, len(texts))
+	for i, t := range texts {
+		if bytes.IndexByte(t, '&') >= 0 {
+			return nil, nil, false
+		}
+		if routes[i], ok = decodePlainItem(t, names); !ok {
+			return nil, nil, false
+		}
+	}
+	var d Doc
+	if err := yaml.Unmarshal(rest, &d); err != nil {
+		return nil, nil, false
+	}
+	if _, twice := d[Routes]; twice {
+		return nil, nil, false
+	}
+	return rest, routes, true
+}

@@ -47,65 +47,9 @@ var routesKey = regexp.MustCompile(`^routes:[ \t]*(#[^\n]*)?\r?\n?$`)
 // yaml.v3. It returns the routes' texts with their values, for
 // the next call, and false when the document cannot be split.
 func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
-	lines := bytes.SplitAfter(data, []byte("\n"))
-	start := -1
-	for i, l := range lines {
-		if bytes.HasPrefix(l, []byte("---")) || bytes.HasPrefix(l, []byte("...")) {
-			return nil, nil, false // documents: Parse reads the first alone
-		}
-		if routesKey.Match(l) {
-			if start >= 0 {
-				return nil, nil, false // twice: Parse says why
-			}
-			start = i
-		}
-	}
-	if start < 0 {
+	rest, texts, ok := splitRoutes(data)
+	if !ok {
 		return nil, nil, false
-	}
-	// The items start at the first line after the key that holds more
-	// than a comment, "- " at some indentation; a line indented less, but
-	// for comments and blank lines, ends the list.
-	var texts [][]byte
-	indent, end := -1, len(lines)
-	for i := start + 1; i < len(lines); i++ {
-		l := lines[i]
-		trimmed := bytes.TrimLeft(l, " ")
-		n := len(l) - len(trimmed)
-		if blank(trimmed) {
-			if len(texts) > 0 {
-				texts[len(texts)-1] = append(texts[len(texts)-1], l...)
-			}
-			continue
-		}
-		if trimmed[0] == '\t' {
-			return nil, nil, false
-		}
-		item := n == indent || indent < 0
-		item = item && trimmed[0] == '-' && (len(trimmed) == 1 || trimmed[1] == ' ' || trimmed[1] == '\n' || trimmed[1] == '\r')
-		switch {
-		case item:
-			indent = n
-			texts = append(texts, append([]byte(nil), l...))
-		case indent >= 0 && n > indent:
-			texts[len(texts)-1] = append(texts[len(texts)-1], l...)
-		case n == 0:
-			end = i
-		default:
-			return nil, nil, false
-		}
-		if end < len(lines) {
-			break
-		}
-	}
-	if len(texts) == 0 {
-		return nil, nil, false
-	}
-	var rest []byte
-	for i, l := range lines {
-		if i < start || i >= end {
-			rest = append(rest, l...)
-		}
 	}
 	var d Doc
 	if err := yaml.Unmarshal(rest, &d); err != nil {
@@ -162,6 +106,71 @@ func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 	}
 	d[Routes] = list
 	return d, items, true
+}
+
+// splitRoutes cuts the routes list out of data by its lines alone: the
+// document without it, and each item's text. ok is false for a document
+// it cannot cut so (see Reparser).
+func splitRoutes(data []byte) (rest []byte, texts [][]byte, ok bool) {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	start := -1
+	for i, l := range lines {
+		if bytes.HasPrefix(l, []byte("---")) || bytes.HasPrefix(l, []byte("...")) {
+			return nil, nil, false // documents: Parse reads the first alone
+		}
+		if routesKey.Match(l) {
+			if start >= 0 {
+				return nil, nil, false // twice: Parse says why
+			}
+			start = i
+		}
+	}
+	if start < 0 {
+		return nil, nil, false
+	}
+	// The items start at the first line after the key that holds more
+	// than a comment, "- " at some indentation; a line indented less, but
+	// for comments and blank lines, ends the list.
+	indent, end := -1, len(lines)
+	for i := start + 1; i < len(lines); i++ {
+		l := lines[i]
+		trimmed := bytes.TrimLeft(l, " ")
+		n := len(l) - len(trimmed)
+		if blank(trimmed) {
+			if len(texts) > 0 {
+				texts[len(texts)-1] = append(texts[len(texts)-1], l...)
+			}
+			continue
+		}
+		if trimmed[0] == '\t' {
+			return nil, nil, false
+		}
+		item := n == indent || indent < 0
+		item = item && trimmed[0] == '-' && (len(trimmed) == 1 || trimmed[1] == ' ' || trimmed[1] == '\n' || trimmed[1] == '\r')
+		switch {
+		case item:
+			indent = n
+			texts = append(texts, append([]byte(nil), l...))
+		case indent >= 0 && n > indent:
+			texts[len(texts)-1] = append(texts[len(texts)-1], l...)
+		case n == 0:
+			end = i
+		default:
+			return nil, nil, false
+		}
+		if end < len(lines) {
+			break
+		}
+	}
+	if len(texts) == 0 {
+		return nil, nil, false
+	}
+	for i, l := range lines {
+		if i < start || i >= end {
+			rest = append(rest, l...)
+		}
+	}
+	return rest, texts, true
 }
 
 // blank reports whether a line, its indentation cut, is empty or a comment.
