@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scale.sh: `make bench-scale`. Memory, API writes and reloads at scale:
-# starts the gateway with 2 routes and with SCALE_ROUTES exact routes (plus
-# one prefix route each), prints VmRSS at start and the KB per route
-# between the two. Then SCALE_WRITES route writes through the config API,
+# prints the load average, starts the gateway with 2 routes and with
+# SCALE_ROUTES exact routes (plus one prefix route each), prints the
+# start's CPU time, VmRSS and the heap in use after a collection at start,
+# and the KB per route between the two. Then SCALE_WRITES route writes through the config API,
 # one at a time, cycling through create (POST), replace (PUT), patch
 # (PATCH) and delete (DELETE), each timed by bench/cmd/writeprobe from the
 # write's first byte until the data plane answers with the written route
@@ -11,10 +12,11 @@
 # heap in use after a collection and VmRSS at start, after the first write
 # and after the rest (each once the gateway has handed back what the
 # applies left behind, loopgate_memory_returns_total); then again under
-# wrk. Then it reloads the file three times (unchanged, one route changed,
-# every route changed), printing each reload's own time (took_ms of POST
-# /reload), how long until a changed route answered, and VmRSS before and
-# after. wrk keeps SCALE_CONNS connections on the prefix route, which never
+# wrk. Then it reloads the file four times (unchanged, one route changed,
+# every route changed, every route changed again), printing each reload's
+# own time (took_ms of POST /reload), the CPU time the gateway used
+# meanwhile (from /proc; serving wrk's load included), how long until a
+# changed route answered, and VmRSS before and after. wrk keeps SCALE_CONNS connections on the prefix route, which never
 # changes, from the second round of writes on, and the script prints how
 # many of its requests failed, and VmRSS once the gateway returned what the
 # applies left behind. See bench/README.md.
@@ -54,6 +56,17 @@ write_config() {
 
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
+# cpu_ms PID is the CPU time PID has used, user and system, in ms.
+TICK=$(getconf CLK_TCK)
+cpu_ms() { awk -v t="$TICK" '{sub(/.*\) /, ""); print int(($12 + $13) * 1000 / t)}' "/proc/$1/stat"; }
+
+# heap_kb is the heap in use right after a collection (GET
+# /debug/pprof/heap?gc=1 runs one), in KB.
+heap_kb() {
+	curl -s -o /dev/null "http://127.0.0.1:$admin/debug/pprof/heap?gc=1"
+	curl -s "http://127.0.0.1:$admin/metrics" | awk '$1 == "go_memstats_heap_inuse_bytes" {printf "%d\n", $2 / 1024}'
+}
+
 # status PATH is the gateway's status code for GET PATH.
 status() { curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$gw$1" || true; }
 
@@ -67,13 +80,17 @@ start() {
 
 stop() { kill -TERM "$GW_PID"; wait "$GW_PID" 2>/dev/null || true; }
 
+log "load average: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs"
 start 2
-small=$(rss_kb "$GW_PID")
+small=$(rss_kb "$GW_PID") small_heap=$(heap_kb)
 stop
 start "$ROUTES"
-large=$(rss_kb "$GW_PID")
+large=$(rss_kb "$GW_PID") large_heap=$(heap_kb)
+log "start with $ROUTES routes: $(cpu_ms "$GW_PID") ms CPU (parse, check, compile, until ready)"
 log "VmRSS at start: $((small / 1024)) MB with 2 routes, $((large / 1024)) MB with $ROUTES;" \
 	"$(( (large - small) * 1000 / ROUTES ))e-3 KB a route"
+log "heap in use after a collection at start: $((small_heap / 1024)) MB with 2 routes, $((large_heap / 1024)) MB with $ROUTES;" \
+	"$(( (large_heap - small_heap) * 1000 / ROUTES ))e-3 KB a route"
 
 # ms NS0 NS1 is the milliseconds between two date +%s%N.
 ms() { echo $(( ($2 - $1) / 1000000 )); }
@@ -161,16 +178,18 @@ summary "under wrk"
 # reload LABEL PATH: POST /reload of the file as it is now, then polls PATH
 # until it answers 200.
 reload() {
-	local label=$1 path=$2 rss0 t0 t1 t2 body took
+	local label=$1 path=$2 rss0 t0 t1 t2 body took cpu0 cpu1
 	rss0=$(rss_kb "$GW_PID")
+	cpu0=$(cpu_ms "$GW_PID")
 	t0=$(date +%s%N)
 	body=$(curl -s -X POST -H 'X-Loopgate-Admin: 1' "http://127.0.0.1:$admin/reload")
 	t1=$(date +%s%N)
+	cpu1=$(cpu_ms "$GW_PID")
 	took=$(sed -n 's/.*"took_ms":\([0-9.]*\).*/\1/p' <<<"$body")
 	[[ -n $took ]] || { log "reload, $label: $body"; exit 1; }
 	until [[ $(status "$path") == 200 ]]; do :; done
 	t2=$(date +%s%N)
-	log "reload, $label: took ${took} ms (answered after $(ms "$t0" "$t1") ms, the 100 ms debounce window included;" \
+	log "reload, $label: took ${took} ms, $((cpu1 - cpu0)) ms CPU (answered after $(ms "$t0" "$t1") ms, the 100 ms debounce window included;" \
 		"$path serving after $(ms "$t0" "$t2") ms); VmRSS $((rss0 / 1024)) -> $(( $(rss_kb "$GW_PID") / 1024 )) MB"
 }
 before_reloads=$(rss_kb "$GW_PID")
@@ -179,6 +198,8 @@ sed -i 's|path: /r5,|path: /r5x,|' "$TMP/r$ROUTES.yaml"
 reload "one route changed" /r5x
 write_config "$TMP/r$ROUTES.yaml" "$ROUTES" p
 reload "every route changed" /p5
+write_config "$TMP/r$ROUTES.yaml" "$ROUTES" q
+reload "every route changed again" /q5
 log "VmRSS after the reloads: $((before_reloads / 1024)) -> $(( $(rss_kb "$GW_PID") / 1024 )) MB"
 # The gateway returns what applies left behind a second after the last,
 # at most once every 10 s (loopgate_memory_returns_total).

@@ -54,17 +54,31 @@ func Compile(specs []Spec) (*Table, error) {
 	for i := range t.exact {
 		t.exact[i] = make(map[string]routeSet, len(specs)/exactShards)
 	}
-	seen := make(map[string]int, len(specs))
+	// Duplicates: an exact path's are found in its route set, where it is
+	// filed anyway; only the other kinds need a map of keys (a map of
+	// every route's key cost a 30,000-route compile a third of its time).
+	var seen map[string]int
 	for i, s := range specs {
 		c, err := compileSpec(i, s)
 		if err != nil {
 			return nil, err
 		}
-		k := c.key()
-		if first, dup := seen[k]; dup {
-			return nil, &SpecError{Index: i, Duplicate: true, Of: first}
+		if c.kind == kindExact {
+			for _, cand := range t.exact[shardOf(c.pattern)][c.pattern] {
+				if cand.host == c.host && slices.Equal(cand.methods, c.methods) {
+					return nil, &SpecError{Index: i, Duplicate: true, Of: cand.index}
+				}
+			}
+		} else {
+			k := c.key()
+			if first, dup := seen[k]; dup {
+				return nil, &SpecError{Index: i, Duplicate: true, Of: first}
+			}
+			if seen == nil {
+				seen = map[string]int{}
+			}
+			seen[k] = i
 		}
-		seen[k] = i
 		t.add(c)
 	}
 	t.finish()
@@ -330,6 +344,10 @@ type routeSet []candidate
 // finish orders host-specific before any-host, method-restricted before
 // any-method, then spec order, and fills in each candidate's allow.
 func (s routeSet) finish() {
+	if len(s) == 1 { // most sets: nothing to order, and its Allow is its own
+		s[0].allow = s.allowFor(s[0].host)
+		return
+	}
 	sort.SliceStable(s, func(i, j int) bool {
 		a, b := s[i], s[j]
 		if (a.host != "") != (b.host != "") {
