@@ -189,3 +189,64 @@ func TestReloadRebuildsPreparedRoutes(t *testing.T) {
 		t.Fatal("a reload rebuilt a route that uses no shared object, or a route's metrics")
 	}
 }
+
+// A route that only moved to another path or host (config.RouteTwins)
+// keeps its compiled state, as a shared one does; one whose upstream,
+// filters or limits changed is built again.
+func TestCompileKeepsMovedRoutes(t *testing.T) {
+	const head = "listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 1\nupstreams:\n" +
+		"  - {name: a, nodes: [\"127.0.0.1:9\"]}\n  - {name: b, nodes: [\"127.0.0.1:10\"]}\nroutes:\n"
+	parse := func(s string) *config.Config {
+		cfg, err := config.Parse([]byte(head + s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	srv, err := New(parse("  - {id: r, path: /a, upstream: a, limits: {max_body_bytes: 512}}\n  - {id: s, path: /s, upstream: a}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		line string
+		kept bool
+	}{
+		{"  - {id: r, path: /b, upstream: a, limits: {max_body_bytes: 512}}\n", true},
+		{"  - {id: r, prefix: /c/, host: x.example.com, upstream: a, limits: {max_body_bytes: 512}}\n", true},
+		{"  - {id: r, path: /b, upstream: b, limits: {max_body_bytes: 512}}\n", false},
+		{"  - {id: r, path: /b, upstream: b, limits: {max_body_bytes: 256}}\n", false},
+		{"  - {id: r, path: /b, upstream: b, limits: {max_body_bytes: 256}, disable_filters: [forwarded]}\n", false},
+		{"  - {id: r, path: /b, upstream: b, limits: {max_body_bytes: 256}, disable_filters: [forwarded], response_timeout: 2s}\n", false},
+	} {
+		before := srv.state.Load().snap.routes[0]
+		spliced, err := srv.state.Load().cfg.WithRoutes([]string{"r", "s"}, parse(tc.line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.Apply(mustCompile(t, srv, spliced)); err != nil {
+			t.Fatal(err)
+		}
+		after := srv.state.Load().snap.routes[0]
+		if kept := after.chain == before.chain; kept != tc.kept {
+			t.Fatalf("%s: chain kept %v, want %v", tc.line, kept, tc.kept)
+		}
+		whole, err := compile(parse(tc.line+"  - {id: s, path: /s, upstream: a}\n"), 1, &srv.durable, nil, nil, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := &whole.routes[0]
+		if after.upstream.name != w.upstream.name || after.maxBody != w.maxBody || after.responseTimeout != w.responseTimeout ||
+			chainNames(&after) != chainNames(w) || after.metrics != w.metrics {
+			t.Fatalf("%s: route %+v, want %+v", tc.line, after, *w)
+		}
+	}
+}
+
+func mustCompile(t *testing.T, srv *Server, cfg *config.Config) *Compiled {
+	t.Helper()
+	c, err := srv.Compile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}

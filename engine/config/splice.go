@@ -6,6 +6,8 @@ package config
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"unsafe"
 
 	"github.com/loopgate/loopgate/engine/router"
 )
@@ -199,4 +201,50 @@ func (c *Config) RouterTable() (*router.Table, error) {
 		return c.table, nil
 	}
 	return router.Compile(c.RouterSpecs())
+}
+
+// RouteTwins tells whether routes of two configs that share their
+// settings (SameSettings) differ at most in what they match: their path,
+// prefix, host and methods, which only the router table reads. The engine
+// keeps the compiled state of such a route (chain, policies, metrics) as
+// it keeps a SameRoute's: a file reload that moved every route to new
+// paths otherwise built 30,000 chains again. The filter configs and the
+// breaker and isolation settings most routes share (one parse's
+// defaults) are compared once per pair of parses; the limits come from
+// the filter configs. Not safe for concurrent use.
+type RouteTwins struct {
+	same map[[2]unsafe.Pointer]bool // by the two routes' shared objects
+}
+
+// Twins reports whether a and b differ at most in what they match.
+func (t *RouteTwins) Twins(a, b *Route) bool {
+	if a.ID != b.ID || a.Upstream != b.Upstream || a.ConnectTimeout != b.ConnectTimeout ||
+		a.ResponseTimeout != b.ResponseTimeout || a.EscapedSlashes != b.EscapedSlashes || a.TLS != b.TLS ||
+		!slices.Equal(a.Upgrade, b.Upgrade) || !slices.Equal(a.Filters, b.Filters) ||
+		!slices.Equal(a.DisableFilters, b.DisableFilters) || (a.WebSocket == nil) != (b.WebSocket == nil) ||
+		a.WebSocket != nil && *a.WebSocket != *b.WebSocket || !reflect.DeepEqual(a.Retry, b.Retry) {
+		return false
+	}
+	return t.equal(reflect.ValueOf(a.filterConfigs).UnsafePointer(), reflect.ValueOf(b.filterConfigs).UnsafePointer(),
+		a.filterConfigs, b.filterConfigs) &&
+		t.equal(unsafe.Pointer(a.CircuitBreaker), unsafe.Pointer(b.CircuitBreaker), a.CircuitBreaker, b.CircuitBreaker) &&
+		t.equal(unsafe.Pointer(a.Isolation), unsafe.Pointer(b.Isolation), a.Isolation, b.Isolation)
+}
+
+// equal is reflect.DeepEqual(x, y), remembered by the objects' addresses
+// pa and pb (parsed configs are never modified).
+func (t *RouteTwins) equal(pa, pb unsafe.Pointer, x, y any) bool {
+	if pa == pb {
+		return true
+	}
+	k := [2]unsafe.Pointer{pa, pb}
+	if eq, ok := t.same[k]; ok {
+		return eq
+	}
+	eq := reflect.DeepEqual(x, y)
+	if t.same == nil {
+		t.same = map[[2]unsafe.Pointer]bool{}
+	}
+	t.same[k] = eq
+	return eq
 }
