@@ -29,6 +29,11 @@ func (p *problems) at(path string) policy.Report {
 	return func(key, format string, args ...any) { p.add(path+"."+key, format, args...) }
 }
 
+// under is at(path + sub), the path joined only for a problem.
+func (p *problems) under(path, sub string) policy.Report {
+	return func(key, format string, args ...any) { p.add(path+sub+"."+key, format, args...) }
+}
+
 func percent(p *problems, path string, v int) {
 	if v < 1 || v > 100 {
 		p.add(path, "%d: want a percentage from 1 to 100", v)

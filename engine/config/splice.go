@@ -222,7 +222,7 @@ func (t *RouteTwins) Twins(a, b *Route) bool {
 		a.ResponseTimeout != b.ResponseTimeout || a.EscapedSlashes != b.EscapedSlashes || a.TLS != b.TLS ||
 		!slices.Equal(a.Upgrade, b.Upgrade) || !slices.Equal(a.Filters, b.Filters) ||
 		!slices.Equal(a.DisableFilters, b.DisableFilters) || (a.WebSocket == nil) != (b.WebSocket == nil) ||
-		a.WebSocket != nil && *a.WebSocket != *b.WebSocket || !reflect.DeepEqual(a.Retry, b.Retry) {
+		a.WebSocket != nil && *a.WebSocket != *b.WebSocket || !reflect.DeepEqual(&a.Retry, &b.Retry) {
 		return false
 	}
 	return t.equal(reflect.ValueOf(a.filterConfigs).UnsafePointer(), reflect.ValueOf(b.filterConfigs).UnsafePointer(),
