@@ -21,7 +21,7 @@ var errBreakerOpen = &codec.Error{Status: 503, Code: 55301, Message: "circuit br
 // calls through) when it refuses. It reports whether the call may go on.
 func (ex *exchange) admitBreaker() bool {
 	r := ex.route
-	p, left := r.breaker.Admit(&r.breakerCfg, loopstat.Now())
+	p, left := r.breaker.Admit(r.breakerCfg, loopstat.Now())
 	if p != nil {
 		ex.policy.brk = p
 		return true
@@ -43,7 +43,7 @@ func (ex *exchange) recordBreaker() {
 	}
 	ex.policy.brk = nil
 	r := ex.route
-	s := &r.breakerCfg
+	s := r.breakerCfg
 	now := loopstat.Now()
 	var failed bool
 	switch {
@@ -107,7 +107,7 @@ func (ex *exchange) releaseIsolation() {
 		return
 	}
 	now := ex.loop.fresh()
-	r.isolation.Release(&r.isolationCfg, now-ex.end.callStart, now)
+	r.isolation.Release(r.isolationCfg, now-ex.end.callStart, now)
 }
 
 // poolShare is what the route's upstream calls count against in each

@@ -31,7 +31,7 @@ func TestBreakerPermitBackWithoutOutcome(t *testing.T) {
 	if q, _ := br.Admit(&bs, now); q != nil {
 		t.Fatal("a second probe admitted with half_open_calls 1")
 	}
-	ex := &exchange{route: &route{breaker: br, breakerCfg: bs}, policy: admission{brk: p}}
+	ex := &exchange{route: &route{breaker: br, breakerCfg: &bs}, policy: admission{brk: p}}
 	ex.recordBreaker() // no upstream error, no status: the call never ran
 	if q, _ := br.Admit(&bs, now); q != p {
 		t.Fatal("the permit of a call without an outcome was not given back")

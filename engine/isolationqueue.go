@@ -22,7 +22,7 @@ type waitList struct{ head, tail *exchange }
 // for at most the route's queue_timeout. It reports false, queuing
 // nothing, when the route's queue is full or turned off.
 func (ex *exchange) waitForPermit() bool {
-	iso, s := ex.route.isolation, &ex.route.isolationCfg
+	iso, s := ex.route.isolation, ex.route.isolationCfg
 	if !iso.Wait(s) {
 		return false
 	}

@@ -43,7 +43,7 @@ func (s *snapshot) activate(prober *upstream.Prober) {
 	}
 	for i := range s.routes {
 		if r := &s.routes[i]; r.isolation != nil {
-			r.isolation.Reset(&r.isolationCfg)
+			r.isolation.Reset(r.isolationCfg)
 		}
 	}
 	prober.Set(checks)

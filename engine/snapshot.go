@@ -81,10 +81,13 @@ type route struct {
 	metrics         *routeMetrics
 	retry           policy.RetryPolicy
 	breaker         *policy.Breaker // the server's for this route id; nil when the route has none
-	breakerCfg      policy.BreakerSettings
 	isolation       *policy.Limiter // the server's for this route id; nil when the route has none
-	isolationCfg    policy.IsolationSettings
-	tunnel          routeTunnel // its Upgrade tokens and tunnel series (upgrade.go)
+	// The breaker's and limiter's settings, set with them: one per config
+	// section, shared by the routes that share it (most routes share the
+	// global one), where a copy in each route cost 224 bytes a route.
+	breakerCfg   *policy.BreakerSettings
+	isolationCfg *policy.IsolationSettings
+	tunnel       routeTunnel // its Upgrade tokens and tunnel series (upgrade.go)
 }
 
 // upstreamDef is one upstream as a snapshot defines it: its nodes (shared
@@ -266,6 +269,8 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 	// A route that only moved to another path compiles as it did: its
 	// compiled state is kept too (config.RouteTwins).
 	var twins config.RouteTwins
+	breakers := settingsOf[config.CircuitBreaker, policy.BreakerSettings]{make: policy.NewBreakerSettings}
+	isolations := settingsOf[config.Isolation, policy.IsolationSettings]{make: policy.NewIsolationSettings}
 	var b *chainBuilder
 	if !keep || refresh {
 		var err error
@@ -305,11 +310,11 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID), tls: routeTLS(r.TLS),
 			retry: policy.NewRetryPolicy(&r.Retry), tunnel: newRouteTunnel(r, kept.tunnels)}
 		if r.CircuitBreaker.On() {
-			rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), policy.NewBreakerSettings(r.CircuitBreaker)
+			rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), breakers.of(r.CircuitBreaker)
 		}
 		if r.Isolation.On() {
-			rt.isolationCfg = policy.NewIsolationSettings(r.Isolation)
-			rt.isolation = kept.resilience.Limiter(r.ID, &rt.isolationCfg)
+			rt.isolationCfg = isolations.of(r.Isolation)
+			rt.isolation = kept.resilience.Limiter(r.ID, rt.isolationCfg)
 		}
 		if r.Limits != nil {
 			rt.maxBody = r.Limits.MaxBodyBytes // the limits filter's, through filters.RequestLimiter
@@ -320,6 +325,26 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 		return nil, errs
 	}
 	return s, nil
+}
+
+// settingsOf makes the policy settings S of config sections C, one per
+// section: the routes of one parse that share a section share its
+// settings.
+type settingsOf[C, S any] struct {
+	make func(*C) S
+	made map[*C]*S
+}
+
+func (m *settingsOf[C, S]) of(c *C) *S {
+	if s, ok := m.made[c]; ok {
+		return s
+	}
+	s := m.make(c)
+	if m.made == nil {
+		m.made = map[*C]*S{}
+	}
+	m.made[c] = &s
+	return &s
 }
 
 // upstreamDefOf compiles one upstream. Its nodes are the registry's, by

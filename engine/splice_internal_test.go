@@ -88,7 +88,8 @@ func TestCompileKeepsSharedRoutes(t *testing.T) {
 			g, w := &got.routes[i], &whole.routes[i]
 			if g.id != w.id || g.upstream.name != w.upstream.name || g.upstream != got.upstreams[indexOf(got.upstreams, g.upstream.name)] ||
 				g.maxBody != w.maxBody || g.connectTimeout != w.connectTimeout || g.responseTimeout != w.responseTimeout ||
-				!reflect.DeepEqual(g.retry, w.retry) || g.breaker != w.breaker || g.breakerCfg != w.breakerCfg ||
+				!reflect.DeepEqual(g.retry, w.retry) || g.breaker != w.breaker || !reflect.DeepEqual(g.breakerCfg, w.breakerCfg) ||
+				!reflect.DeepEqual(g.isolationCfg, w.isolationCfg) ||
 				g.isolation != w.isolation || g.metrics != w.metrics || chainNames(g) != chainNames(w) {
 				t.Fatalf("step %d: route %d: %+v, want %+v", step, i, *g, *w)
 			}

@@ -225,7 +225,7 @@ func abnormal(r *route) bool {
 		return true
 	}
 	if r.isolation != nil {
-		iso := r.isolation.State(&r.isolationCfg)
+		iso := r.isolation.State(r.isolationCfg)
 		return iso.Limit < iso.Base || iso.Waiting > 0
 	}
 	return false
@@ -285,7 +285,7 @@ func routeSummary(r *route, c *candidate) RouteSummary {
 		rs.Breaker = r.breaker.State().String()
 	}
 	if r.isolation != nil {
-		iso := r.isolation.State(&r.isolationCfg)
+		iso := r.isolation.State(r.isolationCfg)
 		rs.Isolation = &iso
 	}
 	return rs
