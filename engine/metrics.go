@@ -267,7 +267,9 @@ func (r *registry) filter(route, filter string) *filters.Stats {
 		// old ones leave with the next sweep.
 		old.retired = 1
 	}
-	m := newFilterMetrics(rm, filter, filters.NewStats(r.loops))
+	m := &filterMetrics{route: rm, filter: filter}
+	m.own.Init(r.loops)
+	m.stats = &m.own
 	m.indexed = true
 	r.filterIx[k] = m
 	r.filters = append(r.filters, m)
@@ -434,6 +436,7 @@ type filterMetrics struct {
 	route  *routeMetrics // the route whose exchanges record into stats
 	filter string
 	stats  *filters.Stats
+	own    filters.Stats // stats, when the registry made them (registry.filter)
 
 	// label is {route="...",filter="..."}, rendered by the first scrape
 	// that writes the filter's series: most filters of most routes never
