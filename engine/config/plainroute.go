@@ -15,14 +15,26 @@ import (
 // of strings (methods, upgrade, filters, disable_filters), each string of
 // printable ASCII. No filter's key, no number, no section: those go
 // through the YAML decoder.
-func PlainRoute(v map[string]any) bool {
-	_, ok := plainRoute(v)
-	return ok
-}
+func PlainRoute(v map[string]any) bool { return v != nil && decodePlainRoute(v, nil) }
 
 // plainRoute is v as decodeDocument decodes the same route from YAML.
 func plainRoute(v map[string]any) (Route, bool) {
 	var r Route
+	if !decodePlainRoute(v, &r) {
+		return Route{}, false
+	}
+	r.filterConfigs = map[string]filters.RouteConfig{} // as decodeDocument leaves a route with no filter key
+	return r, true
+}
+
+// decodePlainRoute decodes v into r, or only checks it when r is nil
+// (PlainRoute, for every changed route of a splice, allocates nothing).
+func decodePlainRoute(v map[string]any, r *Route) bool {
+	var scratch Route // a check's target, on the stack
+	if r == nil {
+		r = &scratch
+	}
+	check := r == &scratch
 	for k, val := range v {
 		var s *string
 		var list *[]string
@@ -50,32 +62,35 @@ func plainRoute(v map[string]any) (Route, bool) {
 		case "disable_filters":
 			list = &r.DisableFilters
 		default:
-			return Route{}, false
+			return false
 		}
 		if s != nil {
 			str, ok := val.(string)
 			if !ok || !printable(str) {
-				return Route{}, false
+				return false
 			}
 			*s = str
 			continue
 		}
 		items, ok := val.([]any)
 		if !ok {
-			return Route{}, false
+			return false
+		}
+		for _, it := range items {
+			if str, ok := it.(string); !ok || !printable(str) {
+				return false
+			}
+		}
+		if check {
+			continue
 		}
 		out := make([]string, len(items))
 		for i, it := range items {
-			str, ok := it.(string)
-			if !ok || !printable(str) {
-				return Route{}, false
-			}
-			out[i] = str
+			out[i] = it.(string)
 		}
 		*list = out
 	}
-	r.filterConfigs = map[string]filters.RouteConfig{} // as decodeDocument leaves a route with no filter key
-	return r, true
+	return true
 }
 
 // printable reports whether s is printable ASCII: written as JSON and

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"unsafe"
 
 	"gopkg.in/yaml.v3"
 )
@@ -28,7 +29,9 @@ type Reparser struct {
 	items map[string]any // a route's text: its value, from the last parse
 }
 
-// Parse is Parse(data), reusing the routes the last call decoded.
+// Parse is Parse(data), reusing the routes the last call decoded. It
+// keeps data, whose route texts it compares the next call's against: the
+// caller must not change data afterwards.
 func (p *Reparser) Parse(data []byte) (Doc, error) {
 	if d, items, ok := p.split(data); ok {
 		p.items = items
@@ -102,7 +105,7 @@ func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 			m["id"] = fmt.Sprintf("route-%d", i)
 			continue
 		}
-		items[string(texts[i])] = v
+		items[unsafe.String(unsafe.SliceData(texts[i]), len(texts[i]))] = v // data is kept, not copied (see Parse)
 	}
 	d[Routes] = list
 	return d, items, true
@@ -113,12 +116,18 @@ func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 // it cannot cut so (see Reparser).
 func splitRoutes(data []byte) (rest []byte, texts [][]byte, ok bool) {
 	lines := bytes.SplitAfter(data, []byte("\n"))
+	// at[i] is where lines[i] starts in data: an item's text is the run of
+	// its lines, a slice of data, not a copy.
+	at := make([]int, len(lines)+1)
+	for i, l := range lines {
+		at[i+1] = at[i] + len(l)
+	}
 	start := -1
 	for i, l := range lines {
 		if bytes.HasPrefix(l, []byte("---")) || bytes.HasPrefix(l, []byte("...")) {
 			return nil, nil, false // documents: Parse reads the first alone
 		}
-		if routesKey.Match(l) {
+		if bytes.HasPrefix(l, []byte("routes:")) && routesKey.Match(l) {
 			if start >= 0 {
 				return nil, nil, false // twice: Parse says why
 			}
@@ -138,7 +147,7 @@ func splitRoutes(data []byte) (rest []byte, texts [][]byte, ok bool) {
 		n := len(l) - len(trimmed)
 		if blank(trimmed) {
 			if len(texts) > 0 {
-				texts[len(texts)-1] = append(texts[len(texts)-1], l...)
+				texts[len(texts)-1] = data[at[i]-len(texts[len(texts)-1]) : at[i+1] : at[i+1]]
 			}
 			continue
 		}
@@ -150,9 +159,9 @@ func splitRoutes(data []byte) (rest []byte, texts [][]byte, ok bool) {
 		switch {
 		case item:
 			indent = n
-			texts = append(texts, append([]byte(nil), l...))
+			texts = append(texts, data[at[i]:at[i+1]:at[i+1]])
 		case indent >= 0 && n > indent:
-			texts[len(texts)-1] = append(texts[len(texts)-1], l...)
+			texts[len(texts)-1] = data[at[i]-len(texts[len(texts)-1]) : at[i+1] : at[i+1]]
 		case n == 0:
 			end = i
 		default:
