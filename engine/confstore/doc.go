@@ -4,7 +4,8 @@
 // one before.
 //
 // A config document is the YAML config as yaml.v3 decodes it into maps,
-// lists and scalars (Doc). Its resources are what the API writes one at a
+// lists and scalars (Doc); the plainest route items of a large file are
+// decoded to the same values without it (PlainRoutes, Reparser). Its resources are what the API writes one at a
 // time: routes (keyed by id) and upstreams (keyed by name), the items of
 // the two lists; every other top-level key is a setting, keyed by its
 // name. A Change is one resource's value before and after; a version's
