@@ -162,6 +162,19 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// waitForStats polls r's Stats until cond holds or 10 s pass, and fails
+// with the last Stats it saw.
+func waitForStats(t *testing.T, r *tlsedge.Runner, what string, cond func(tlsedge.Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for s := r.Stats(); !cond(s); s = r.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: stats %+v", what, s)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // byteConn writes one byte per write (TCP_NODELAY is the default in Go),
 // so every byte is its own segment and gnet read.
 type byteConn struct{ net.Conn }
