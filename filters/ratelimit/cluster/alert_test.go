@@ -33,18 +33,18 @@ func TestRedisLostAlert(t *testing.T) {
 	cl := newClient()
 	cl.take(t, l)
 	r.Kill()
-	waitFor(t, 2*time.Second, "Redis marked down", func() bool {
+	waitFor(t, 15*time.Second, "Redis marked down", func() bool {
 		cl.take(t, l)
 		return c.Health() == Down
 	})
 	// The alert follows the state change on the goroutine that made it.
-	waitFor(t, 2*time.Second, "the redis_lost alert", func() bool { return len(events()) >= 1 })
+	waitFor(t, 15*time.Second, "the redis_lost alert", func() bool { return len(events()) >= 1 })
 	if e := events(); len(e) != 1 || e[0].Resolved {
 		t.Fatalf("events after the trip: %+v", e)
 	}
 	r.Restart()
-	waitFor(t, 5*time.Second, "Redis back up", func() bool { return c.Health() == Up })
-	waitFor(t, 2*time.Second, "the resolution", func() bool { return len(events()) >= 2 })
+	waitFor(t, 15*time.Second, "Redis back up", func() bool { return c.Health() == Up })
+	waitFor(t, 15*time.Second, "the resolution", func() bool { return len(events()) >= 2 })
 	if e := events(); len(e) != 2 || !e[1].Resolved {
 		t.Fatalf("events after the recovery: %+v", e)
 	}

@@ -27,7 +27,7 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 		nodes = append(nodes, c)
 		limits = append(limits, newLimit(t, c, LimitSpec{Name: "global", Rate: rate, Burst: burst}))
 	}
-	waitFor(t, 5*time.Second, "every node to count 3 live nodes", func() bool {
+	waitFor(t, 15*time.Second, "every node to count 3 live nodes", func() bool {
 		for _, c := range nodes {
 			if s := c.Status(); s.LiveNodes != 3 || s.EffectiveNodes != 3 {
 				return false
@@ -52,11 +52,11 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 		}
 	}
 	defer func() { stop.Store(true); wg.Wait() }()
-	waitFor(t, 5*time.Second, "traffic through Redis", func() bool { return admitted.allow.Load() > 100 })
+	waitFor(t, 15*time.Second, "traffic through Redis", func() bool { return admitted.allow.Load() > 100 })
 
 	r.Kill()
 	killed := time.Now()
-	waitFor(t, 2*time.Second, "every node to mark Redis down", func() bool {
+	waitFor(t, 5*time.Second, "every node to mark Redis down", func() bool {
 		for _, c := range nodes {
 			if c.Health() != Down {
 				return false
@@ -78,7 +78,7 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 	}
 	allowedBefore, dialsBefore := admitted.allow.Load(), dials.Load()
 	start := time.Now()
-	waitFor(t, 3*time.Second, "a second of outage", func() bool { return time.Since(start) >= time.Second })
+	waitFor(t, 15*time.Second, "a second of outage", func() bool { return time.Since(start) >= time.Second })
 	down := time.Since(start)
 	allowed := admitted.allow.Load() - allowedBefore
 	bound := int64(rate*down.Seconds()) + burst + held + 3
@@ -100,7 +100,7 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 
 	r.Restart()
 	ramping := make([]bool, len(nodes))
-	waitFor(t, 3*time.Second, "every node to find Redis again, its quota below the rate", func() bool {
+	waitFor(t, 15*time.Second, "every node to find Redis again, its quota below the rate", func() bool {
 		all := true
 		for i, c := range nodes {
 			s := c.Status()
@@ -111,7 +111,7 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 		}
 		return all
 	})
-	waitFor(t, 5*time.Second, "every quota to climb back to the cluster rate", func() bool {
+	waitFor(t, 15*time.Second, "every quota to climb back to the cluster rate", func() bool {
 		for _, c := range nodes {
 			if s := c.Status(); s.Ramping || s.Limits[0].Quota != rate {
 				return false
@@ -120,7 +120,7 @@ func TestRedisKilledFallsBackToShadowQuota(t *testing.T) {
 		return true
 	})
 	calls := nodes[0].Status().Calls
-	waitFor(t, 3*time.Second, "requests to reach Redis again", func() bool { return nodes[0].Status().Calls > calls+2 })
+	waitFor(t, 15*time.Second, "requests to reach Redis again", func() bool { return nodes[0].Status().Calls > calls+2 })
 	if n := admitted.unavailable.Load(); n != 0 {
 		t.Fatalf("%d requests failed around the outage", n)
 	}
@@ -136,14 +136,14 @@ func TestBreakerStopsCallsWhileDown(t *testing.T) {
 	cl := newClient()
 	cl.take(t, l)
 	r.Kill()
-	waitFor(t, 2*time.Second, "Redis marked down", func() bool {
+	waitFor(t, 15*time.Second, "Redis marked down", func() bool {
 		cl.take(t, l) // each call fails, and is decided by the shadow quota
 		return c.Health() == Down
 	})
 	dialsAtTrip, callsAtTrip, probesAtTrip := dials.Load(), c.Status().Calls, c.Status().Probes
 	var outcomes tally
 	requests := 0
-	waitFor(t, 5*time.Second, "three probes", func() bool {
+	waitFor(t, 15*time.Second, "three probes", func() bool {
 		for range 1000 {
 			outcomes.add(cl.take(t, l))
 		}
@@ -184,7 +184,7 @@ func TestStartsDownThenFindsRedis(t *testing.T) {
 		t.Fatalf("take past the shadow burst: %+v", d)
 	}
 	r.Restart()
-	waitFor(t, 3*time.Second, "the node to find Redis", func() bool { return c.Health() == Up })
+	waitFor(t, 15*time.Second, "the node to find Redis", func() bool { return c.Health() == Up })
 }
 
 // Each failure mode decides as documented while Redis is down.
@@ -242,7 +242,7 @@ func TestQueueFullDecidesAtOnce(t *testing.T) {
 	if d := l.Take(nanotime(), 1, done); d.Verdict != Pending {
 		t.Fatalf("first take: %+v, want pending", d)
 	}
-	waitFor(t, 2*time.Second, "the worker to take the first call", func() bool { return len(c.jobs) == 0 })
+	waitFor(t, 15*time.Second, "the worker to take the first call", func() bool { return len(c.jobs) == 0 })
 	if d := l.Take(nanotime(), 1, done); d.Verdict != Pending {
 		t.Fatalf("second take: %+v, want pending in the queue", d)
 	}
@@ -331,9 +331,9 @@ func TestFailedRefillLeasesAgain(t *testing.T) {
 	}
 	r.Kill()
 	l.Take(nanotime(), 1, nil) // under half: the refill is queued, and fails
-	waitFor(t, 5*time.Second, "the refill's call to fail", func() bool { return c.Status().CallErrors == 1 })
+	waitFor(t, 15*time.Second, "the refill's call to fail", func() bool { return c.Status().CallErrors == 1 })
 	r.Restart()
-	waitFor(t, 5*time.Second, "a refill after Redis came back", func() bool {
+	waitFor(t, 15*time.Second, "a refill after Redis came back", func() bool {
 		if l.held.Load() == 0 {
 			t.Fatal("the lease ran dry: no refill was queued after the failed one")
 		}

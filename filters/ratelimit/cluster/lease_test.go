@@ -128,11 +128,11 @@ func TestLeaseHandedBackWhenIdle(t *testing.T) {
 	if l.held.Load() != held+1 {
 		t.Fatalf("Return: %d held, want %d", l.held.Load(), held+1)
 	}
-	waitFor(t, 5*time.Second, "the idle lease to be handed back", func() bool {
+	waitFor(t, 15*time.Second, "the idle lease to be handed back", func() bool {
 		return l.held.Load() == 0 && l.returned.Load() > 0
 	})
 	// The cluster bucket got them back: an idle node leaves it full.
-	waitFor(t, 5*time.Second, "the bucket to be full again", func() bool {
+	waitFor(t, 15*time.Second, "the bucket to be full again", func() bool {
 		n, err := r.Do("EXISTS", "test:idle").AsInt64()
 		return err == nil && n == 0
 	})

@@ -27,7 +27,7 @@ func TestMembershipTrimsStaleNodes(t *testing.T) {
 	}
 	a := newCluster(t, opts("a"))
 	b := newCluster(t, opts("b"))
-	waitFor(t, 3*time.Second, "both nodes to count a, b and other", func() bool {
+	waitFor(t, 15*time.Second, "both nodes to count a, b and other", func() bool {
 		return a.Status().LiveNodes == 3 && b.Status().LiveNodes == 3
 	})
 	members, err := r.Do("ZRANGE", "test:nodes", "0", "-1").AsStrSlice()
@@ -42,14 +42,14 @@ func TestMembershipTrimsStaleNodes(t *testing.T) {
 	// "other" stops beating too: past the member TTL (1 s) it no longer
 	// answers but is still known, and its share is kept; past the live
 	// max age (2 s) it is trimmed.
-	waitFor(t, 5*time.Second, "a to count itself alone among two", func() bool {
+	waitFor(t, 15*time.Second, "a to count itself alone among two", func() bool {
 		s := a.Status()
 		return s.LiveNodes == 1 && s.KnownNodes == 2
 	})
 	if s := a.Status(); s.EffectiveNodes != 2 {
 		t.Fatalf("with other known but silent: %+v, want 2 effective nodes", s)
 	}
-	waitFor(t, 5*time.Second, "a to count itself alone", func() bool { return a.Status().KnownNodes == 1 })
+	waitFor(t, 15*time.Second, "a to count itself alone", func() bool { return a.Status().KnownNodes == 1 })
 	if s := a.Status(); s.LiveNodes != 1 || s.EffectiveNodes != 1 || s.LiveAge < 0 || s.LiveAge > time.Second {
 		t.Fatalf("status %+v", s)
 	}
