@@ -226,10 +226,16 @@ func TestHealthReadyMetricsPprof(t *testing.T) {
 	}
 }
 
+// registerOnDefaultMux registers TestOwnMux's handler once per process:
+// http.DefaultServeMux panics at a second registration (go test -count=2).
+var registerOnDefaultMux sync.Once
+
 // The admin port has its own mux: what other code registers on
 // http.DefaultServeMux is not served there.
 func TestOwnMux(t *testing.T) {
-	http.HandleFunc("/admin-test-default-mux", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "leaked") })
+	registerOnDefaultMux.Do(func() {
+		http.HandleFunc("/admin-test-default-mux", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "leaked") })
+	})
 	_, base := startAdmin(t, func(ReloadOptions) (string, error) { return "", nil }, Options{})
 	if code, body := do(t, "GET", base+"/admin-test-default-mux"); code != 404 {
 		t.Fatalf("a DefaultServeMux handler answered on the admin port: %d %q", code, body)
