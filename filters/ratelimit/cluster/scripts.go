@@ -51,9 +51,13 @@ return {granted, math.max(0, avail - granted), retry, tat - now}
 `)
 
 // giveBackScript hands ARGV[2] unused tokens back to the bucket at KEYS[1]
-// (ARGV[1] µs per token): it moves the TAT back, never before now, so the
-// bucket is never fuller than its burst. It replies with the tokens it took
-// back.
+// (ARGV[1] µs per token): it moves the TAT back a token's interval for
+// each, at most as many as the TAT is ahead of now, counting a token whose
+// interval has partly passed as a whole one: the bucket did not earn it
+// back yet, and rounding down would lose it (at 0.01 a second, a token
+// taken and handed back a moment later). A TAT moved to now or before
+// means a full bucket, whose key is deleted, so the bucket is never fuller
+// than its burst. It replies with the tokens it took back.
 var giveBackScript = rueidis.NewLuaScript(`
 local stored = redis.call('GET', KEYS[1])
 if not stored then
@@ -63,7 +67,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval = tonumber(ARGV[1])
 local tat = tonumber(stored)
-local back = math.min(tonumber(ARGV[2]), math.floor(math.max(0, tat - now) / interval))
+local back = math.min(tonumber(ARGV[2]), math.ceil(math.max(0, tat - now) / interval))
 tat = tat - back * interval
 if tat <= now then
   redis.call('DEL', KEYS[1])

@@ -90,6 +90,31 @@ func TestAcquireScriptGrantsAtMostN(t *testing.T) {
 	}
 }
 
+// A token handed back is whole again though part of its interval has
+// passed: a bucket of one token at 0.01 a second, taken and handed back a
+// moment later, is full, and the next acquire gets the token.
+func TestGiveBackScriptReturnsPartlyEarnedToken(t *testing.T) {
+	r := redistest.Start(t)
+	c := newCluster(t, testOptions(r.Addr(), "a", nil))
+	l := newLimit(t, c, LimitSpec{Name: "slow", Rate: 0.01, Burst: 1, LeaseWindow: -1}) // 100 s a token
+	if got := acquire(t, l, 1); got.Granted != 1 {
+		t.Fatalf("the burst's token: %+v", got)
+	}
+	// A millisecond of the token's 100 s has passed by Redis's clock.
+	for start := serverMicros(t, r); serverMicros(t, r) < start+1000; {
+	}
+	l.giveBack(c.client.Load(), 1)
+	if n := l.returned.Load(); n != 1 {
+		t.Fatalf("returned %d, want the 1 token", n)
+	}
+	if n, err := r.Do("EXISTS", "test:slow").AsInt64(); err != nil || n != 0 {
+		t.Fatalf("bucket key exists %d (%v): want it deleted, the bucket full", n, err)
+	}
+	if got := acquire(t, l, 1); got.Granted != 1 {
+		t.Fatalf("after handing it back: %+v, want the token", got)
+	}
+}
+
 // After Redis loses its script cache the call falls back from EVALSHA to
 // EVAL and still works.
 func TestAcquireScriptSurvivesScriptFlush(t *testing.T) {
