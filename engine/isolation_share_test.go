@@ -31,10 +31,13 @@ func TestSlowRouteCannotStarveFastRouteOnSharedUpstream(t *testing.T) {
 	}))
 	var once sync.Once
 	release := func() { once.Do(func() { close(hold) }) }
+	// A fast call waits for one of the two connections the fast calls
+	// share; pool_acquire_timeout gives a loaded machine time for that
+	// (the default 500 ms refused one under the storm's load).
 	g := startGateway(t, `
 loops: 1
 upstreams:
-  - {name: shared, nodes: ["%s"], max_conns: 8}
+  - {name: shared, nodes: ["%s"], max_conns: 8, pool_acquire_timeout: 3s}
 routes:
   - {id: slow, prefix: /slow, upstream: shared}
   - {id: fast, prefix: /fast, upstream: shared}
