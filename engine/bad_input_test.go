@@ -33,7 +33,7 @@ var bodyReadingHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Re
 // when allowReset, a connection reset) rather than data or a timeout.
 func expectClosedConn(t *testing.T, c net.Conn, br *bufio.Reader, allowReset bool) {
 	t.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetReadDeadline(time.Now().Add(20 * time.Second))
 	b, err := br.ReadByte()
 	switch {
 	case err == nil:
@@ -205,7 +205,7 @@ func TestBadInputHeaderTimeout(t *testing.T) {
 
 	t.Run("partial head never finished", func(t *testing.T) {
 		c := g.client(t)
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		c.send("GET /x HTTP/1.1\r\nHost: a\r\nX-Partial: ")
 		resp, body := readResponse(t, c.br, "GET")
 		expectError(t, resp, body, 408, 40801)
@@ -217,7 +217,7 @@ func TestBadInputHeaderTimeout(t *testing.T) {
 	// much longer idle wait the connection was in between requests.
 	t.Run("partial head after a served request", func(t *testing.T) {
 		c := g.client(t)
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		if resp, body := c.get("/x"); resp.StatusCode != 200 {
 			t.Fatalf("first request: %d %q", resp.StatusCode, body)
 		}
@@ -229,7 +229,7 @@ func TestBadInputHeaderTimeout(t *testing.T) {
 
 	t.Run("slowloris trickle", func(t *testing.T) {
 		c := g.client(t)
-		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 		c.send("GET /x HTTP/1.1\r\nHost: a\r\nX-Slow: ")
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
@@ -277,7 +277,7 @@ func TestBadInputConnBufferCap(t *testing.T) {
 	t.Cleanup(func() { once.Do(func() { close(release) }) }) // runs before the gateway's cleanup
 
 	c := g.dial(t)
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.WriteString(c, "GET /block HTTP/1.1\r\nHost: a\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}

@@ -312,7 +312,7 @@ func TestUpstreamExtraBytesNeverReachNextClient(t *testing.T) {
 	}
 	select {
 	case <-closed:
-	case <-time.After(5 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatal("the gateway kept an upstream connection that sent bytes after its response")
 	}
 	c2 := g.client(t)
@@ -422,11 +422,12 @@ func TestBufferBudgetRejectsNewBodies(t *testing.T) {
 	}
 }
 
-// waitFor polls cond until it holds, failing after 10s. It waits for state
-// the test cannot be told about (a counter inside the gateway).
+// waitFor polls cond until it holds, failing after 30 s (room for a loaded
+// machine under -race). It waits for state the test cannot be told about
+// (a counter inside the gateway).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -148,11 +148,11 @@ func TestDonePhaseBalancesUnderClientAborts(t *testing.T) {
 	}
 }
 
-// waitForInternal polls cond for up to 10 s: it waits for the loops to
+// waitForInternal polls cond for up to 30 s: it waits for the loops to
 // finish exchanges the test cannot be told about.
 func waitForInternal(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatal("timed out waiting for every exchange to end")

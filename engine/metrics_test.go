@@ -93,7 +93,7 @@ func (s scrape) sum(name string, match ...string) float64 {
 // the response.
 func waitMetric(t *testing.T, srv *engine.Server, series string, want float64) scrape {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		s := scrapeMetrics(t, srv)
 		if v, ok := s.values[series]; ok && v == want {
@@ -416,7 +416,7 @@ func TestMetricsRefusedConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer extra.Close()
-	_ = extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_ = extra.SetReadDeadline(time.Now().Add(20 * time.Second))
 	if _, err := io.ReadAll(extra); err != nil {
 		t.Fatalf("refused connection: %v", err)
 	}

@@ -188,11 +188,11 @@ func closeClients(l *loop) {
 	}
 }
 
-// waitUntil polls cond for up to 10 s, for what the loops do that the test
+// waitUntil polls cond for up to 30 s, for what the loops do that the test
 // is not told about.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -150,10 +150,10 @@ func (e *echoServer) handshakeResults() []error {
 	return append([]error(nil), e.results...)
 }
 
-// waitFor polls cond until it holds or 10 s pass.
+// waitFor polls cond until it holds or 30 s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -162,11 +162,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// waitForStats polls r's Stats until cond holds or 10 s pass, and fails
+// waitForStats polls r's Stats until cond holds or 30 s pass, and fails
 // with the last Stats it saw.
 func waitForStats(t *testing.T, r *tlsedge.Runner, what string, cond func(tlsedge.Stats) bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for s := r.Stats(); !cond(s); s = r.Stats() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s: stats %+v", what, s)
