@@ -79,10 +79,10 @@ func keyedStatusAt(t *testing.T, listen, credential string) int {
 	return keyedStatus(t, &apiGateway{listen: listen}, credential)
 }
 
-// A ban on a is enforced on b within 1 s (the announcement carries it; the
-// poll is an hour), lifted on b it is lifted on a; while Redis is down the
-// nodes keep their bans and a ban answers 503; Redis back empty gets the
-// nodes' bans again.
+// A ban on a is enforced on b at once (the announcement carries it; the
+// poll is an hour; the test allows 10 s for a loaded machine), lifted on
+// b it is lifted on a; while Redis is down the nodes keep their bans and a
+// ban answers 503; Redis back empty gets the nodes' bans again.
 func TestClusterBans(t *testing.T) {
 	r := redistest.Start(t)
 	up := pathUpstream(t)
@@ -94,8 +94,8 @@ func TestClusterBans(t *testing.T) {
 		t.Helper()
 		start := time.Now()
 		for banned(g) != want {
-			if time.Since(start) > time.Second {
-				t.Fatalf("%s: banned %v, want %v after 1s; output:\n%s", g.listen, !want, want, g.logs)
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("%s: banned %v, want %v after 10s; output:\n%s", g.listen, !want, want, g.logs)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}

