@@ -216,8 +216,20 @@ func TestRateLimitRedisKilledKeepsClusterLimit(t *testing.T) {
 	if bound := 1.2*rate*elapsed.Seconds() + burst; float64(total.ok) > bound {
 		t.Fatalf("admitted %d in all, more than 1.2 R·t + burst = %.0f", total.ok, bound)
 	}
-	if d := down.minus(up1); float64(d.ok) < 0.5*rate*d.at.Sub(up1.at).Seconds() {
-		t.Fatalf("admitted %d while Redis was down: the shadow quotas were not used", d.ok)
+	// At least half of what the shadow quotas give (R/2 each) while Redis
+	// was down. A node's shadow bucket, of burst 10, fills in 90 ms: a
+	// stretch in which a loaded machine left a node without answers wastes
+	// its quota from then on, so each node's share counts only its time
+	// with answers.
+	fill := time.Duration((burst/2 - 1) / (rate / 2) * float64(time.Second))
+	var least float64
+	for node := range gs {
+		idle := total.idle(node, up1.at, down.at, fill)
+		least += 0.5 * rate / 2 * max(0, (down.at.Sub(up1.at)-idle).Seconds())
+		t.Logf("node %d without answers for %v of the outage", node, idle.Round(time.Millisecond))
+	}
+	if d := down.minus(up1); float64(d.ok) < least {
+		t.Fatalf("admitted %d while Redis was down, fewer than %.0f: the shadow quotas were not used", d.ok, least)
 	}
 	// The cluster limit is back: Redis keeps its bucket and grants leases.
 	if n := r.CommandCalls("evalsha", "eval"); n == 0 {

@@ -65,15 +65,38 @@ type counts struct {
 	ok, limited, other, errs int64
 	at                       time.Time
 	// Set by finish only: when the clients started, every 429's exchange
-	// by when its answer came, and the slowest exchange of the run.
-	start    time.Time
-	refusals []exchangeSpan
-	slowest  time.Duration
+	// and every answered one, by when its answer came, and the slowest
+	// exchange of the run.
+	start     time.Time
+	refusals  []exchangeSpan
+	exchanges []exchangeSpan
+	slowest   time.Duration
 }
 
-// exchangeSpan is when a client sent a request and when it had the answer:
-// the limiter decided in between.
-type exchangeSpan struct{ sent, got time.Time }
+// exchangeSpan is when a client of addrs[node] sent a request and when it
+// had the answer: the limiter decided in between.
+type exchangeSpan struct {
+	sent, got time.Time
+	node      int
+}
+
+func byGot(a, b exchangeSpan) int { return a.got.Compare(b.got) }
+
+// idle is how long node's answers in [from, to] left its bucket alone past
+// fill, gap by gap between them: a bucket that fills in fill wastes what
+// it earns for the rest of such a gap.
+func (c counts) idle(node int, from, to time.Time, fill time.Duration) time.Duration {
+	var idle time.Duration
+	last := from
+	for _, e := range c.exchanges {
+		if e.node != node || e.got.Before(from) || e.got.After(to) {
+			continue
+		}
+		idle += max(0, e.got.Sub(last)-fill)
+		last = e.got
+	}
+	return idle + max(0, to.Sub(last)-fill)
+}
 
 func (c counts) total() int64 { return c.ok + c.limited + c.other }
 
@@ -91,9 +114,10 @@ type load struct {
 	stop                     chan struct{}
 	wg                       sync.WaitGroup
 
-	mu       sync.Mutex // guards what the clients hand in as they stop
-	refusals []exchangeSpan
-	slowest  time.Duration
+	mu        sync.Mutex // guards what the clients hand in as they stop
+	refusals  []exchangeSpan
+	exchanges []exchangeSpan
+	slowest   time.Duration
 }
 
 // startLoad starts clients connections to each of addrs sending GET path;
@@ -101,14 +125,14 @@ type load struct {
 // fail the test: the caller judges the counts.
 func startLoad(addrs []string, clients int, path string, header func(i int) string) *load {
 	l := &load{start: time.Now(), stop: make(chan struct{})}
-	for _, addr := range addrs {
+	for node, addr := range addrs {
 		for i := range clients {
 			req := "GET " + path + " HTTP/1.1\r\nHost: test\r\n"
 			if header != nil {
 				req += header(i)
 			}
 			l.wg.Add(1)
-			go l.client(addr, req+"\r\n")
+			go l.client(node, addr, req+"\r\n")
 		}
 	}
 	return l
@@ -127,8 +151,9 @@ func (l *load) finish() (counts, time.Duration) {
 	l.wg.Wait()
 	c := l.snapshot()
 	c.start = l.start
-	c.refusals = l.refusals
-	slices.SortFunc(c.refusals, func(a, b exchangeSpan) int { return a.got.Compare(b.got) })
+	c.refusals, c.exchanges = l.refusals, l.exchanges
+	slices.SortFunc(c.refusals, byGot)
+	slices.SortFunc(c.exchanges, byGot)
 	c.slowest = l.slowest
 	return c, elapsed
 }
@@ -141,11 +166,11 @@ func hammer(addrs []string, clients int, d time.Duration, path string) (counts, 
 }
 
 // client is one keep-alive client of a load; it redials after an error.
-func (l *load) client(addr, req string) {
+func (l *load) client(node int, addr, req string) {
 	defer l.wg.Done()
 	var c net.Conn
 	var br *bufio.Reader
-	var refusals []exchangeSpan
+	var refusals, exchanges []exchangeSpan
 	var slowest time.Duration
 	defer func() {
 		if c != nil {
@@ -153,6 +178,7 @@ func (l *load) client(addr, req string) {
 		}
 		l.mu.Lock()
 		l.refusals = append(l.refusals, refusals...)
+		l.exchanges = append(l.exchanges, exchanges...)
 		l.slowest = max(l.slowest, slowest)
 		l.mu.Unlock()
 	}()
@@ -176,6 +202,7 @@ func (l *load) client(addr, req string) {
 		got := time.Now()
 		if err == nil {
 			slowest = max(slowest, got.Sub(sent))
+			exchanges = append(exchanges, exchangeSpan{sent, got, node})
 		}
 		switch {
 		case err != nil:
@@ -187,7 +214,7 @@ func (l *load) client(addr, req string) {
 			l.ok.Add(1)
 		case status == 429:
 			l.limited.Add(1)
-			refusals = append(refusals, exchangeSpan{sent, got})
+			refusals = append(refusals, exchangeSpan{sent, got, node})
 		default:
 			l.other.Add(1)
 		}
