@@ -41,7 +41,9 @@ func serverMicros(t *testing.T, r *redistest.Server) int64 {
 func TestAcquireScriptGrantsAtMostN(t *testing.T) {
 	r := redistest.Start(t)
 	c := newCluster(t, testOptions(r.Addr(), "a", nil))
-	l := newLimit(t, c, LimitSpec{Name: "script", Rate: 10, Burst: 10, LeaseWindow: -1}) // 100 ms a token
+	// 10 s a token: a loaded machine cannot let one come back between the
+	// calls below (at 100 ms a token one did, and the last acquire got 4).
+	l := newLimit(t, c, LimitSpec{Name: "script", Rate: 0.1, Burst: 10, LeaseWindow: -1})
 
 	before := serverMicros(t, r)
 	if got := acquire(t, l, 4); got.Granted != 4 || got.Remaining != 6 || got.RetryAfter != 0 {
@@ -55,35 +57,35 @@ func TestAcquireScriptGrantsAtMostN(t *testing.T) {
 	if got.Granted != 2 || got.Remaining != 0 {
 		t.Fatalf("4 with 2 left: %+v, want 2 granted", got)
 	}
-	// The two missing tokens take 200 ms, less the time since the bucket
+	// The two missing tokens take 20 s, less the time since the bucket
 	// was first touched.
-	if elapsed := time.Duration(after-before) * time.Microsecond; got.RetryAfter > 200*time.Millisecond ||
-		got.RetryAfter < 200*time.Millisecond-elapsed-time.Millisecond {
-		t.Fatalf("retry after %v, want 200ms less at most %v", got.RetryAfter, elapsed)
+	if elapsed := time.Duration(after-before) * time.Microsecond; got.RetryAfter > 20*time.Second ||
+		got.RetryAfter < 20*time.Second-elapsed-time.Millisecond {
+		t.Fatalf("retry after %v, want 20s less at most %v", got.RetryAfter, elapsed)
 	}
 	if got := acquire(t, l, 1); got.Granted != 0 || got.RetryAfter <= 0 {
 		t.Fatalf("one from an empty bucket: %+v", got)
 	}
 
-	// The TAT is 10 tokens (1 s) past the server's time of the first call.
+	// The TAT is 10 tokens (100 s) past the server's time of the first call.
 	tat, err := r.Do("GET", "test:script").AsInt64()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tat < before+1_000_000 || tat > after+1_000_000 {
-		t.Fatalf("stored TAT %d, want server time + 1s within [%d, %d]", tat, before+1_000_000, after+1_000_000)
+	if tat < before+100_000_000 || tat > after+100_000_000 {
+		t.Fatalf("stored TAT %d, want server time + 100s within [%d, %d]", tat, before+100_000_000, after+100_000_000)
 	}
 	pttl, _ := r.Do("PTTL", "test:script").AsInt64()
-	if pttl <= 0 || pttl > 1000 {
-		t.Fatalf("PTTL %d ms, want (0, 1000]: the key expires when the bucket is full", pttl)
+	if pttl <= 0 || pttl > 100_000 {
+		t.Fatalf("PTTL %d ms, want (0, 100000]: the key expires when the bucket is full", pttl)
 	}
 
-	// Handing 3 back moves the TAT back 300 ms.
+	// Handing 3 back moves the TAT back 30 s.
 	cl := c.client.Load()
 	l.giveBack(cl, 3)
 	back, _ := r.Do("GET", "test:script").AsInt64()
-	if back != tat-300_000 || l.returned.Load() != 3 {
-		t.Fatalf("after handing 3 back: TAT %d, want %d; returned %d", back, tat-300_000, l.returned.Load())
+	if back != tat-30_000_000 || l.returned.Load() != 3 {
+		t.Fatalf("after handing 3 back: TAT %d, want %d; returned %d", back, tat-30_000_000, l.returned.Load())
 	}
 	if got := acquire(t, l, 5); got.Granted != 3 {
 		t.Fatalf("after handing 3 back, 5 asked: %+v, want the 3", got)
