@@ -170,7 +170,7 @@ func TestStartsDownThenFindsRedis(t *testing.T) {
 	r := redistest.Start(t)
 	r.Kill()
 	c := newCluster(t, testOptions(r.Addr(), "late", nil))
-	l := newLimit(t, c, LimitSpec{Name: "late", Rate: 10, Burst: 4})
+	l := newLimit(t, c, LimitSpec{Name: "late", Rate: 0.1, Burst: 4}) // no token comes back during the takes below
 	if c.Health() != Down {
 		t.Fatalf("health %v with no Redis, want down", c.Health())
 	}

@@ -26,7 +26,9 @@ func beat(t *testing.T, r *redistest.Server, member string, ago time.Duration) {
 func TestSilentNodeKeepsItsShare(t *testing.T) {
 	r := redistest.Start(t)
 	n := newFakeNode(t, r.Addr(), func(o *Options) { o.LiveMaxAge = 3 * time.Second })
-	l := newLimit(t, n.c, LimitSpec{Name: "share", Rate: 10, Burst: 10, LeaseWindow: -1})
+	// 10 s a token, so that none comes back between two calls below on a
+	// loaded machine.
+	l := newLimit(t, n.c, LimitSpec{Name: "share", Rate: 0.1, Burst: 10, LeaseWindow: -1})
 
 	beat(t, r, "b", 0)
 	n.advance(time.Second)
@@ -39,19 +41,19 @@ func TestSilentNodeKeepsItsShare(t *testing.T) {
 	r.Do("DEL", "test:share")
 
 	// b last beat 1.5 s ago: past the member TTL (1 s), within the live
-	// max age. It may be spending its 5/s shadow quota; a gets the other
-	// half of the bucket: a burst of 5, and 5 a second.
+	// max age. It may be spending its shadow quota (0.05/s); a gets the
+	// other half of the bucket: a burst of 5, and 0.05 a second.
 	beat(t, r, "b", 1500*time.Millisecond)
 	n.advance(time.Second)
 	s := n.c.Status()
 	if s.LiveNodes != 1 || s.KnownNodes != 2 || s.EffectiveNodes != 2 {
 		t.Fatalf("with b silent: %+v, want 1 live of 2 known", s)
 	}
-	if got := acquire(t, l, 10); got.Granted != 5 || got.RetryAfter < 900*time.Millisecond {
-		t.Fatalf("with b silent, 10 asked of an idle bucket: %+v, want half the burst and 5 more taking 1 s", got)
+	if got := acquire(t, l, 10); got.Granted != 5 || got.RetryAfter < 90*time.Second {
+		t.Fatalf("with b silent, 10 asked of an idle bucket: %+v, want half the burst and 5 more taking 100 s", got)
 	}
-	if got := acquire(t, l, 1); got.Granted != 0 || got.RetryAfter > 200*time.Millisecond {
-		t.Fatalf("with b silent, one more: %+v, want none, within a token's 200 ms", got)
+	if got := acquire(t, l, 1); got.Granted != 0 || got.RetryAfter > 20*time.Second {
+		t.Fatalf("with b silent, one more: %+v, want none, within a token's 20 s", got)
 	}
 	r.Do("DEL", "test:share")
 
