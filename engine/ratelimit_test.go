@@ -7,9 +7,11 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +37,7 @@ routes:
     rate_limits: [{key: ip, rate: 0.1, burst: 2}]
 `, up)
 	c := g.client(t)
+	start := time.Now()
 	for i := range 2 {
 		if resp, body := c.get("/a"); resp.StatusCode != 200 {
 			t.Fatalf("request %d within the burst: %d %s", i, resp.StatusCode, body)
@@ -42,15 +45,25 @@ routes:
 	}
 	resp, body := c.get("/a")
 	expectError(t, resp, body, 429, 42902)
-	// Both tokens were taken well under a second ago: the bucket is full
-	// again in 20 s, and one token fits in 10 s.
-	want := map[string]string{
-		"Retry-After":           "10",
-		"X-Ratelimit-Limit":     "0.1",
-		"X-Ratelimit-Remaining": "0",
-		"X-Ratelimit-Reset":     "20",
+	// Both tokens were taken at most elapsed ago (well under a second, but
+	// for a stall): the bucket is full again in 20 s, and one token fits
+	// in 10 s, less that, in whole seconds rounded up.
+	elapsed := time.Since(start)
+	within := func(name string, full float64) {
+		t.Helper()
+		least := int(math.Ceil(full - elapsed.Seconds()))
+		got := resp.Header.Values(name)
+		n, err := 0, error(nil)
+		if len(got) == 1 {
+			n, err = strconv.Atoi(got[0])
+		}
+		if len(got) != 1 || err != nil || n < least || n > int(full) {
+			t.Errorf("%s: %q, want %d (down to %d after %v)", name, got, int(full), least, elapsed.Round(time.Millisecond))
+		}
 	}
-	for name, v := range want {
+	within("Retry-After", 10)
+	within("X-Ratelimit-Reset", 20)
+	for name, v := range map[string]string{"X-Ratelimit-Limit": "0.1", "X-Ratelimit-Remaining": "0"} {
 		if got := resp.Header.Values(name); len(got) != 1 || got[0] != v {
 			t.Errorf("%s: %q, want %q", name, got, v)
 		}
