@@ -200,8 +200,10 @@ func (rt *rawTunnel) echo(t *testing.T, msg string) {
 // closes them and exits 0.
 func TestTunnelsAcrossReloadAndDrain(t *testing.T) {
 	up := echoUpstream(t)
+	// The drain leaves a loaded machine seconds to see /readyz draining
+	// and echo once more before it ends.
 	body := `
-timeouts: {drain: 1500ms}
+timeouts: {drain: 3s}
 websocket: {idle_timeout: %s}
 upstreams:
   - {name: ws, nodes: ["` + up + `"]}
