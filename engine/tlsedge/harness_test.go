@@ -9,6 +9,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -118,18 +119,14 @@ func (e *echoServer) OnClose(gc gnet.Conn, _ error) gnet.Action {
 }
 
 // startEcho runs an echo server with one loop on a free loopback port.
+// gnet binds port 0 itself: a port picked here and closed again could be
+// taken meanwhile as the source port of any test's outbound connection.
 func startEcho(t *testing.T, e *echoServer) {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.addr = ln.Addr().String()
-	ln.Close()
 	e.booted = make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- gnet.Run(e, "tcp://"+e.addr, gnet.WithNumEventLoop(1), gnet.WithTCPNoDelay(gnet.TCPNoDelay))
+		done <- gnet.Run(e, "tcp://127.0.0.1:0", gnet.WithNumEventLoop(1), gnet.WithTCPNoDelay(gnet.TCPNoDelay))
 	}()
 	select {
 	case <-e.booted:
@@ -142,6 +139,20 @@ func startEcho(t *testing.T, e *echoServer) {
 		_ = e.eng.Stop(ctx)
 		<-done
 	})
+	fd, err := e.eng.Dup()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, ok := sa.(*syscall.SockaddrInet4)
+	if !ok {
+		t.Fatalf("listener address %T", sa)
+	}
+	e.addr = (&net.TCPAddr{IP: net.IP(a.Addr[:]), Port: a.Port}).String()
 }
 
 func (e *echoServer) handshakeResults() []error {
