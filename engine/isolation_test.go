@@ -186,7 +186,10 @@ func TestIsolationQueueAcrossLoops(t *testing.T) {
 // A full queue refuses at once, and a request that waited queue_timeout
 // without a permit is refused then: 429, code 42901, Retry-After: 1.
 func TestIsolationQueueFullAndTimeout(t *testing.T) {
-	g, _, _ := isolationGateway(t, `{limit: 1, floor: 1, queue: 1, queue_timeout: 300ms}`)
+	// The waiter's queue_timeout must outlast the scrape that sees it
+	// waiting and the refused request after it: 300 ms did not always, on
+	// a loaded machine.
+	g, _, _ := isolationGateway(t, `{limit: 1, floor: 1, queue: 1, queue_timeout: 2s}`)
 	waiter := make(chan fetched, 1)
 	go func() { waiter <- fetch(g.url("/x")) }()
 	waitMetric(t, g.srv, `loopgate_route_isolation_waiting{route="r"}`, 1)
