@@ -296,7 +296,9 @@ func TestTunnelHalfClose(t *testing.T) {
 // TestTunnelIdleTimeout: a tunnel with no byte either way for
 // websocket.idle_timeout is closed on both sides.
 func TestTunnelIdleTimeout(t *testing.T) {
-	g := startGateway(t, "websocket: {idle_timeout: 300ms}\n"+oneRoute, switchingUpstream(t, nil))
+	// Long enough for the echo's round trip through a loaded machine: the
+	// tunnel is idle only once it is back.
+	g := startGateway(t, "websocket: {idle_timeout: 1s}\n"+oneRoute, switchingUpstream(t, nil))
 	c, br := openTestTunnel(t, g, upgradeRequest("/"))
 	io.WriteString(c, "ping")
 	expectEcho(t, br, "ping")
