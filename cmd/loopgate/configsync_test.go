@@ -21,7 +21,7 @@ import (
 // redisAddr, named id.
 func startClusterNode(t *testing.T, id, redisAddr, up string) *apiGateway {
 	t.Helper()
-	return startClusterNodeWith(t, id, fmt.Sprintf("redis: {addrs: [%q], call_timeout: 250ms}\n", redisAddr), up)
+	return startClusterNodeWith(t, id, fmt.Sprintf("redis: {addrs: [%q], call_timeout: 2s}\n", redisAddr), up)
 }
 
 // startClusterNodeWith is startClusterNode with redisYAML as the redis

@@ -89,7 +89,7 @@ func startTLSRedis(t *testing.T) (addr, caFile string) {
 func TestClusterConfigSyncOverTLS(t *testing.T) {
 	addr, ca := startTLSRedis(t)
 	up := pathUpstream(t)
-	redis := fmt.Sprintf("redis: {addrs: [%q], call_timeout: 500ms, tls: {ca_file: %q, server_name: localhost}}\n", addr, ca)
+	redis := fmt.Sprintf("redis: {addrs: [%q], call_timeout: 2s, tls: {ca_file: %q, server_name: localhost}}\n", addr, ca)
 	a := startClusterNodeWith(t, "a", redis, up)
 	b := startClusterNodeWith(t, "b", redis, up)
 	if status, body, _ := call(t, a.admin, writeToken, "PUT", "/config/routes/one", `{"path": "/one", "upstream": "backend"}`); status != 201 {

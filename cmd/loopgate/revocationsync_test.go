@@ -32,7 +32,7 @@ func startAuthNode(t *testing.T, id, redisAddr, up, adminExtra string) *apiGatew
 	dir := t.TempDir()
 	g := &apiGateway{dir: dir, listen: freeAddr(t), admin: freeAddr(t)}
 	g.config = filepath.Join(dir, "loopgate.yaml")
-	text := fmt.Sprintf("redis: {addrs: [%q], call_timeout: 250ms}\ncluster: {node_id: %s}\n", redisAddr, id) +
+	text := fmt.Sprintf("redis: {addrs: [%q], call_timeout: 2s}\ncluster: {node_id: %s}\n", redisAddr, id) +
 		apiConfig(g.listen, g.admin, filepath.Join(dir, "state.json"), up, adminExtra) +
 		"  - {id: keyed, path: /keyed, upstream: backend, auth: required}\n" +
 		fmt.Sprintf("auth:\n  jwt: {hs256_secret: %q}\n  api_keys: [{key: k-0123456789, consumer: ci}]\n", revocationSecret)
