@@ -90,7 +90,7 @@ upstreams:
   - name: backend
     nodes: [%s]
     outlier: {consecutive: 2, base_ejection: 1h, max_ejection: 1h, max_ejected_percent: 100}
-    health_check: {path: /health, interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
+    health_check: {path: /health, interval: 50ms, stable_interval: 50ms, degraded_interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
 routes:
   - {id: all, prefix: /, upstream: backend, retry: {attempts: 1}}
 `, hook, nodeList(addrA, startUpstream(t, b)))

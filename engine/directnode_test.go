@@ -127,7 +127,7 @@ upstreams:
   - name: backend
     nodes: [%s]
     outlier: {enabled: false}
-    health_check: {path: /health, interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
+    health_check: {path: /health, interval: 50ms, stable_interval: 50ms, degraded_interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
 routes:
   - {id: all, prefix: /, upstream: backend, direct_node: {allow_cidrs: ["127.0.0.0/8"]}}
 `, nodeList(addrs...))

@@ -40,7 +40,7 @@ upstreams:
   - name: backend
     nodes: [%s]
     outlier: {enabled: false}
-    health_check: {path: /health, interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
+    health_check: {path: /health, interval: 50ms, stable_interval: 50ms, degraded_interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
 routes:
   - {id: all, prefix: /, upstream: backend}
 `
@@ -213,7 +213,7 @@ upstreams:
   - name: backend
     nodes: ["%s", "%s"]
     outlier: {consecutive: 2, base_ejection: 1m}
-    health_check: {path: /health, interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
+    health_check: {path: /health, interval: 50ms, stable_interval: 50ms, degraded_interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
 routes:
   - {id: all, prefix: /, upstream: backend}
 `, bad, startUpstream(t, good))

@@ -64,7 +64,7 @@ upstreams:
   - name: backend
     nodes: [%s]
     outlier: {enabled: false}
-    health_check: {path: /health, interval: 100ms, healthy_threshold: 1, unhealthy_threshold: 1}
+    health_check: {path: /health, interval: 100ms, stable_interval: 100ms, degraded_interval: 100ms, healthy_threshold: 1, unhealthy_threshold: 1}
 routes:
   - {id: all, prefix: /, upstream: backend}
 `, nodeList(m.addrs...))

@@ -117,7 +117,7 @@ func TestCrashingNodeWithHealthChecks(t *testing.T) {
 	crashing := startRestartable(t, c)
 	g := startGateway(t, threeNodes, startUpstream(t, a), crashing.addr, startUpstream(t, b), `    retry_budget: {min_retries: 8}
     outlier: {consecutive: 3, base_ejection: 300ms, max_ejection: 300ms}
-    health_check: {path: /health, interval: 50ms, degraded_interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}`)
+    health_check: {path: /health, interval: 50ms, stable_interval: 50ms, degraded_interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}`)
 	// degraded_interval: on a slow machine the node stays down for five
 	// probes or more, and the default 3m degraded tier would leave it
 	// unprobed past the test's deadline once it is back.

@@ -55,7 +55,7 @@ func TestRetriesReachDonePhase(t *testing.T) {
 // retry budget as it found it.
 func TestRetryBudgetUntouchedWithoutCall(t *testing.T) {
 	up := listen(t, func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(503) })
-	cfg, err := config.Parse([]byte(fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 1\nupstreams:\n  - {name: b, nodes: [\"%s\"], health_check: {path: /h, interval: 20ms, unhealthy_threshold: 1}}\nroutes:\n  - {id: r, prefix: /, upstream: b}\n", up)))
+	cfg, err := config.Parse([]byte(fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 1\nupstreams:\n  - {name: b, nodes: [\"%s\"], health_check: {path: /h, interval: 20ms, stable_interval: 20ms, degraded_interval: 20ms, unhealthy_threshold: 1}}\nroutes:\n  - {id: r, prefix: /, upstream: b}\n", up)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -234,7 +234,7 @@ upstreams:
   - name: backend
     nodes: [%s]
     outlier: {enabled: false}
-    health_check: {path: /health, interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
+    health_check: {path: /health, interval: 50ms, stable_interval: 50ms, degraded_interval: 50ms, healthy_threshold: 1, unhealthy_threshold: 1}
 routes:
   - {id: busy, prefix: /busy/, upstream: busy}
   - {id: quiet, prefix: /, upstream: backend}
