@@ -51,8 +51,11 @@ type Cluster struct {
 	rampEff   atomic.Int64 // the effective count when it came back: the ramp starts from its shadow quota
 
 	// Owned by the controller (and New): the known count a node keeps
-	// when Redis lost the membership set, and when it was last true.
+	// when Redis lost the membership set, and when it was last true; and
+	// whether a heartbeat failed since the last answered one (see
+	// heartbeat).
 	heldKnown, heldAt int64
+	beatLost          bool
 
 	liveMSArg, keepMSArg string // MemberTTL and the set's keep window, for the heartbeat script
 

@@ -16,16 +16,24 @@ import "strconv"
 // A heartbeat that finds this node's own entry gone, though it beat within
 // LiveMaxAge, says exactly that; the node then keeps the known count it had
 // before, dated by its last heartbeat, so it stays in force for LiveMaxAge
-// as the lost entries would have.
+// as the lost entries would have. A heartbeat that failed on this side
+// (its deadline passed) may still have run on a restarted Redis and put
+// the entry back: after a failure, fewer nodes known than before is taken
+// for the same loss. Where no set was lost, the node then keeps counting a
+// member that aged out for LiveMaxAge more, which only leaves it a smaller
+// share.
 func (c *Cluster) heartbeat(cl *redisClient) bool {
 	reply, err := c.call(cl, heartbeatScript, c.membersKey, c.opt.NodeID, c.liveMSArg, c.keepMSArg)
 	if err != nil || len(reply) != 3 {
+		c.beatLost = true
 		return false
 	}
 	now := c.now()
 	prevAt := c.liveAt.Load()
 	recent := prevAt != 0 && now-prevAt <= int64(c.opt.LiveMaxAge)
-	if reply[2] == 0 && recent {
+	lost := reply[2] == 0 || c.beatLost && reply[1] < c.known.Load()
+	c.beatLost = false
+	if lost && recent {
 		c.heldKnown, c.heldAt = c.known.Load(), prevAt
 	}
 	known := reply[1]

@@ -109,3 +109,26 @@ func TestRedisRestartedEmptyKeepsKnownNodes(t *testing.T) {
 		t.Fatalf("30 s on, b never back: %+v, want a alone", s)
 	}
 }
+
+// The same when the node's first heartbeat after the restart ran on Redis
+// but its answer never came back (the call's deadline passed on a loaded
+// machine): its entry is there again at the next heartbeat, and b's share
+// must still be kept.
+func TestRedisRestartedEmptyKeepsKnownNodesPastALostAnswer(t *testing.T) {
+	r := redistest.Start(t)
+	n := newFakeNode(t, r.Addr(), nil)
+	beat(t, r, "b", 0)
+	n.advance(time.Second)
+	if s := n.c.Status(); s.KnownNodes != 2 {
+		t.Fatalf("before the restart: %+v", s)
+	}
+	r.Kill()
+	n.until("Redis marked down", func() bool { return n.c.Health() == Down })
+	r.Restart()
+	beat(t, r, "fake", 0) // the heartbeat Redis ran whose answer the node lost
+	n.until("Redis back up", func() bool { return n.c.Health() == Up })
+	n.advance(time.Second)
+	if s := n.c.Status(); s.LiveNodes != 1 || s.KnownNodes != 2 || s.EffectiveNodes != 2 {
+		t.Fatalf("after the restart, b not back: %+v, want 1 live of the 2 known", s)
+	}
+}
