@@ -252,10 +252,23 @@ routes:
 	a, b := nodes[0], nodes[1]
 	waitStatus := func(n *node, what string, cond func(clusterStatus) bool) {
 		t.Helper()
-		waitUntil(t, n.id+": "+what, n.g.exited, n.g.logs, func() bool {
-			s, err := readCluster(n.admin)
-			return err == nil && cond(s)
-		})
+		var last clusterStatus
+		var lastErr error
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if last, lastErr = readCluster(n.admin); lastErr == nil && cond(last) {
+				return
+			}
+			select {
+			case <-n.g.exited:
+				t.Fatalf("%s exited while waiting for %s; output:\n%s", n.id, what, n.g.logs)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: timed out waiting for %s; the last status %+v %v; output:\n%s", n.id, what, last, lastErr, n.g.logs)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	for _, n := range nodes {
 		waitStatus(n, "both nodes live", func(s clusterStatus) bool { return s.Redis == "up" && s.LiveNodes == 2 })
