@@ -17,7 +17,7 @@ run: build
 # -race they skip themselves (pooltest.SkipAllocsUnderRace). The second step
 # builds only the packages that have such a test.
 test: vet redis browser
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
 	$(GO) test -count=1 -run Allocs $$(grep -rlE --include='*_test.go' '^func Test[[:alnum:]_]*Allocs' . | xargs -r dirname | sort -u)
 
 # The real peers the tests use, installed when missing (Debian/Ubuntu, as
