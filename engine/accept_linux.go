@@ -200,7 +200,6 @@ func (a *acceptor) pause(err error) {
 		a.retries++
 	}
 	a.retryIn = nextAcceptRetry(a.retryIn)
-	a.l.busy() // the wheel ticks every tick while the retry is armed
 	a.l.wheel.Arm(&a.retry, a.retryIn)
 }
 

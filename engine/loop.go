@@ -67,11 +67,13 @@ type loop struct {
 	permitWaiters waitList // requests waiting for an isolation permit (isolationqueue.go)
 	grantDue      bool     // a permit was given back on this loop while some waited
 
-	// Idle sleeping (see tickLoop): coarse is set while the loop's ticker
-	// sleeps; slow tells the ticker, wakeAt until when (loopstat.Now; 0 =
-	// until woken), and busy wakes it through wake.
-	coarse bool
+	// Idle sleeping (see tickLoop): rest says whether a callback ran
+	// since the last tick, or the ticker sleeps; slow tells the ticker it
+	// sleeps, wakeAt until when (loopstat.Now; 0 = until woken), and busy
+	// wakes it through wake. rounds counts the ticks run, for tests.
+	rest   restState
 	slow   atomic.Bool
+	rounds atomic.Uint64
 	wakeAt atomic.Int64
 	wake   chan struct{} // capacity 1: a wake-up is never waited for
 
@@ -205,21 +207,40 @@ type wheelTimer struct {
 func (t *wheelTimer) Arm(d time.Duration) { t.w.Arm(&t.t, d) }
 func (t *wheelTimer) Stop()               { t.t.Stop() }
 
+// restState is where a loop is between ticks: a callback of ours ran
+// since the last tick (restStirred), none did (restQuiet), or its ticker
+// sleeps (restAsleep). Only the loop goroutine reads or writes it.
+type restState uint8
+
+const (
+	restStirred restState = iota
+	restQuiet
+	restAsleep
+)
+
 // tickLoop drives the wheel: gnet has no timers, so a goroutine posts the
-// tick to the loop, every wheel tick while the loop has clients. A loop
-// with none (and no spool, no request waiting for a permit, no paused
-// listener: accept.go) sleeps (slow) until its earliest timer is due (an
-// idle upstream connection's timeout, a health check's), or until woken
-// when it has none, so an idle gateway does not wake at all: idle wake-ups
-// cost about 1 % of a CPU on a 2-core VM. Every timer of a request, a
-// spool or an isolation wait belongs to a client, and accept wakes the
-// ticker (busy) before the first one is armed; any other timer armed
-// while the loop sleeps, due before it would wake, wakes it (wheel.Sleep).
-// Advance skips the ticks a sleep passed over.
+// tick to the loop, every wheel tick while the loop has traffic. A tick
+// that finds no callback of ours ran since the one before (quiet: idle
+// keep-alive connections, idle tunnels, idle pooled connections, or
+// nothing open), and no spool, no request waiting for a permit and no
+// paused listener (accept.go) left to poll, puts the ticker to sleep
+// (slow) until the wheel's earliest timer is due (a keep-alive or tunnel
+// idle timeout, an idle upstream connection's, a health check's), or until
+// woken when none is armed: an idle gateway wakes only for timers that
+// are due, whatever it holds open, as nginx does; wake-ups every tick
+// cost about 1 % of a CPU on a 2-core VM, and one idle tunnel kept them
+// going. The first callback after a sleep wakes the ticker and brings the
+// wheel's time up to date before it handles its event (enter, wakeUp), so
+// nothing reads the time the loop fell asleep at; any timer armed then
+// counts from the callback's clock as always. Advance skips the ticks a
+// sleep passed over.
 func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 	t := time.NewTimer(wheel.DefaultTick)
 	defer t.Stop()
 	tick := gnet.RunnableFunc(func(context.Context) error {
+		quiet, asleep := l.rest != restStirred, l.rest == restAsleep
+		l.rest = restStirred // the tick's own enter is no event
+		l.rounds.Add(1)
 		l.enter()
 		l.wheel.Awake()
 		l.wheel.Advance(time.Now())
@@ -227,10 +248,14 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 			l.grantPermits()
 		}
 		l.pumpSpools()
-		if l.clients.empty() && len(l.spooling) == 0 && l.permitWaiters.head == nil && l.srv.accepts.paused.Load() == 0 {
+		if quiet && len(l.spooling) == 0 && l.permitWaiters.head == nil && l.srv.accepts.paused.Load() == 0 {
 			l.sleep()
 		} else {
-			l.busy() // what the tick ran left work: tick on (a no-op unless asleep)
+			l.rest = restQuiet
+			if asleep { // woken for a timer that left work: tick on
+				l.slow.Store(false)
+				l.nudge()
+			}
 		}
 		l.leave()
 		return nil
@@ -263,21 +288,24 @@ func (l *loop) sleep() {
 	if d, ok := l.wheel.Next(now); ok {
 		until = loopstat.Now() + int64(d)
 	}
-	l.coarse = true
+	l.rest = restAsleep
 	l.wakeAt.Store(until)
 	l.slow.Store(true)
-	l.wheel.Sleep(l.busy)
+	l.wheel.Sleep(l.wakeUp)
 	l.nudge()
 }
 
-// busy ends the ticker's sleep: a client arrived, or a timer was armed
-// that is due before the sleep would end. On the loop.
-func (l *loop) busy() {
-	if !l.coarse {
+// wakeUp ends the ticker's sleep: a callback began (enter), or a timer was
+// armed outside one that is due before the sleep would end (wheel.Sleep).
+// The wheel's time is brought up to now first (wheel.Wake), so the event
+// reads the time it happened at, not the time the loop fell asleep at. On
+// the loop.
+func (l *loop) wakeUp() {
+	if l.rest != restAsleep {
 		return
 	}
-	l.coarse = false
-	l.wheel.Awake()
+	l.rest = restStirred
+	l.wheel.Wake(time.Now())
 	l.slow.Store(false)
 	l.nudge()
 }
@@ -308,11 +336,26 @@ func (l *loop) stopTicker() {
 // sub-request's answer) are delivered there too, after the closes, so a
 // resume for an exchange whose client just left is dropped. Permits given
 // back during the callback then go to requests waiting for them.
+//
+// The outermost enter also tells the ticker the loop is not quiet (one
+// load and a branch while it ticks on), and wakes it after a sleep.
 func (l *loop) enter() {
 	if l.depth == 0 {
 		l.clock, l.stamped = 0, false
+		if l.rest != restStirred {
+			l.stir()
+		}
 	}
 	l.depth++
+}
+
+// stir notes a callback since the last tick, and wakes the ticker if it
+// sleeps. Out of line: it runs once per tick at most under traffic.
+func (l *loop) stir() {
+	if l.rest == restAsleep {
+		l.wakeUp()
+	}
+	l.rest = restStirred
 }
 
 // now is the loop's monotonic clock (loopstat.Now) for the timestamps that
@@ -429,9 +472,6 @@ func (l *loop) accept(c gnet.Conn) bool {
 	}
 	cc.timer.Init(cc.onTimer)
 	c.SetContext(cc)
-	if l.coarse {
-		l.busy()
-	}
 	l.clients.push(cc)
 	l.srv.clients.Add(1)
 	l.stats.conns.Add(1)

@@ -157,6 +157,25 @@ func (w *Wheel) Sleep(onArm func()) {
 // Awake ends a Sleep: the driver advances the wheel every tick again.
 func (w *Wheel) Awake() { w.asleep = 0 }
 
+// Wake ends a Sleep as Awake does, for an event that arrived before the
+// driver's next Advance, and brings the wheel's time (Now, Ticks) up to
+// now, short of the earliest armed timer's tick: asleep, the wheel's time
+// stops at the tick it fell asleep on, and an event must not read that
+// (a tunnel's last activity, a stall's start). No timer fires and none is
+// passed over: one due already fires at the driver's next Advance. While
+// the wheel sleeps that tick is the one Sleep noted (an Arm due sooner
+// ended the sleep); otherwise it walks the wheel, as Next does.
+func (w *Wheel) Wake(now time.Time) {
+	limit := w.asleep
+	if limit == 0 {
+		limit = w.earliest()
+	}
+	w.asleep = 0
+	if target := min(int64(now.Sub(w.start)/w.tick), limit-1); target > w.now {
+		w.now = target
+	}
+}
+
 func (w *Wheel) link(head, t *Timer) {
 	t.prev = head.prev
 	t.next = head

@@ -209,3 +209,42 @@ func TestTicksFollowNow(t *testing.T) {
 		t.Fatalf("SinceTick = %v, Now - start = %v, want 30ms", got, want)
 	}
 }
+
+// Wake brings a sleeping wheel's time up to now, short of the earliest
+// timer's tick, and fires nothing: that timer fires at the next Advance.
+func TestWakeCatchesUpWithoutFiring(t *testing.T) {
+	w := New(10*time.Millisecond, 8)
+	now := w.start
+	fakeClock(w, &now)
+	fired := 0
+	var far Timer
+	far.Init(func() { fired++ })
+	w.Arm(&far, 500*time.Millisecond) // beyond one revolution (80 ms)
+	w.Sleep(func() { t.Fatal("woken by an Arm") })
+	now = w.start.Add(235 * time.Millisecond)
+	w.Wake(now)
+	if w.Ticks() != 23 {
+		t.Fatalf("Ticks %d after a 235 ms sleep, want 23", w.Ticks())
+	}
+	if w.SinceTick(0) != 230*time.Millisecond {
+		t.Fatalf("SinceTick(0) = %v", w.SinceTick(0))
+	}
+	// Past the timer's tick, the time stops just short of it.
+	w.Sleep(nil)
+	now = w.start.Add(800 * time.Millisecond)
+	w.Wake(now)
+	if fired != 0 || w.Ticks() != 49 {
+		t.Fatalf("fired %d, Ticks %d; want 0, 49", fired, w.Ticks())
+	}
+	w.Advance(now)
+	if fired != 1 || w.Ticks() != 80 {
+		t.Fatalf("after Advance fired %d, Ticks %d; want 1, 80", fired, w.Ticks())
+	}
+	// With no timer armed, up to now.
+	w.Sleep(nil)
+	now = w.start.Add(time.Hour)
+	w.Wake(now)
+	if w.Ticks() != int64(time.Hour/w.tick) {
+		t.Fatalf("Ticks %d after an hour with no timer", w.Ticks())
+	}
+}
