@@ -120,8 +120,8 @@ type tunnel struct {
 	idle wheel.Timer // websocket.idle_timeout, checked against lastActive
 	flow wheel.Timer // while a side is paused or a flush lingers: each tick
 	// lastActive is the wheel's tick (Ticks) of the last byte either way:
-	// current, since a loop's wheel ticks while the loop has clients, and
-	// the tunnel's client connection is one until finish.
+	// current, since the wheel ticks while its loop has traffic, and the
+	// first callback after a sleep brings its time up to date (loop.wakeUp).
 	lastActive int64
 	flushUntil time.Time // ClientDone/UpstreamDone: close the survivor by then
 	finSent    bool      // ClientDone/UpstreamDone/*Half: the survivor got its FIN
