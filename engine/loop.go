@@ -257,7 +257,13 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 		l.rounds.Add(1)
 		l.enter()
 		l.wheel.Awake()
-		l.wheel.Advance(time.Now())
+		if l.wheel.Advance(time.Now()) {
+			// A timer that fired is work too: one re-armed every tick (a
+			// paused tunnel's flow check, a lingering close) keeps the
+			// loop ticking rather than sleeping a tick at a time, each
+			// sleep a walk of the wheel.
+			l.quietRounds = 0
+		}
 		if l.permitWaiters.head != nil {
 			l.grantPermits()
 		}

@@ -183,9 +183,10 @@ func (w *Wheel) link(head, t *Timer) {
 	head.prev = t
 }
 
-// Advance fires every timer due at or before now. Callbacks may arm and stop
-// any timer, including ones due in the same Advance.
-func (w *Wheel) Advance(now time.Time) {
+// Advance fires every timer due at or before now, and reports whether it
+// fired any. Callbacks may arm and stop any timer, including ones due in
+// the same Advance.
+func (w *Wheel) Advance(now time.Time) (fired bool) {
 	target := int64(now.Sub(w.start) / w.tick)
 	if target-w.now > int64(len(w.slots)) {
 		// More than a revolution behind, after a sleep: skip to the
@@ -209,6 +210,8 @@ func (w *Wheel) Advance(now time.Time) {
 			t := w.due.next
 			t.Stop()
 			t.fire()
+			fired = true
 		}
 	}
+	return fired
 }

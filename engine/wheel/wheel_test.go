@@ -236,9 +236,14 @@ func TestWakeCatchesUpWithoutFiring(t *testing.T) {
 	if fired != 0 || w.Ticks() != 49 {
 		t.Fatalf("fired %d, Ticks %d; want 0, 49", fired, w.Ticks())
 	}
-	w.Advance(now)
+	if !w.Advance(now) {
+		t.Fatal("Advance reports no timer fired")
+	}
 	if fired != 1 || w.Ticks() != 80 {
 		t.Fatalf("after Advance fired %d, Ticks %d; want 1, 80", fired, w.Ticks())
+	}
+	if w.Advance(now.Add(time.Second)) {
+		t.Fatal("Advance with no timer armed reports one fired")
 	}
 	// With no timer armed, up to now.
 	w.Sleep(nil)
