@@ -69,10 +69,10 @@ type loop struct {
 
 	// Idle sleeping (see tickLoop): rest says whether a callback ran
 	// since the last tick, or the ticker sleeps; slow tells the ticker it
-	// sleeps, wakeAt until when (loopstat.Now; 0 = until woken), and busy
-	// wakes it through wake. quietRounds counts the ticks in a row that
-	// found rest quiet, up to sleepAfterQuiet; rounds the ticks run, for
-	// tests.
+	// sleeps, wakeAt until when (loopstat.Now; 0 = until woken), and
+	// wakeUp wakes it through wake. quietRounds counts the ticks in a row
+	// that found rest quiet, up to sleepAfterQuiet; rounds the ticks run,
+	// for tests.
 	rest        restState
 	quietRounds int
 	slow        atomic.Bool
@@ -229,16 +229,16 @@ const sleepAfterQuiet = 10
 
 // tickLoop drives the wheel: gnet has no timers, so a goroutine posts the
 // tick to the loop, every wheel tick while the loop has traffic. When
-// sleepAfterQuiet ticks in a row found no callback of ours ran (quiet: idle
-// keep-alive connections, idle tunnels, idle pooled connections, or
-// nothing open), and no spool, no request waiting for a permit and no
-// paused listener (accept.go) is left to poll, the tick puts the ticker
-// to sleep (slow) until the wheel's earliest timer is due (a keep-alive or tunnel
-// idle timeout, an idle upstream connection's, a health check's), or until
-// woken when none is armed: an idle gateway wakes only for timers that
-// are due, whatever it holds open, as nginx does; wake-ups every tick
-// cost about 1 % of a CPU on a 2-core VM, and one idle tunnel kept them
-// going. The first callback after a sleep wakes the ticker and brings the
+// sleepAfterQuiet ticks in a row found that no callback of ours ran and
+// no timer fired (quiet: idle keep-alive connections, idle tunnels, idle
+// pooled connections, or nothing open), and no spool, no request waiting
+// for a permit and no paused listener (accept.go) is left to poll, the
+// tick puts the ticker to sleep (slow) until the wheel's earliest timer
+// is due (a keep-alive or tunnel idle timeout, an idle upstream
+// connection's, a health check's), or until woken when none is armed: an
+// idle gateway wakes only for timers that are due, whatever it holds
+// open, as nginx does; wake-ups every tick cost about 1 % of a CPU on a
+// 2-core VM, and one idle tunnel kept them going. The first callback after a sleep wakes the ticker and brings the
 // wheel's time up to date before it handles its event (enter, wakeUp), so
 // nothing reads the time the loop fell asleep at; any timer armed then
 // counts from the callback's clock as always. Advance skips the ticks a
