@@ -14,9 +14,8 @@
 #   upstream   plain keep-alive clients, TLS to the backend: CPU per request
 #   flood      the p99 of 16 keep-alive HTTPS connections at a fixed rate,
 #              alone and while a flood of full handshakes runs; Loopgate
-#              at the default tls.handshake_priority (auto: nice where the
-#              user may raise a thread's priority again), and at normal
-#              (loopgate-normal) and low (loopgate-low)
+#              at the default tls.handshake_priority (normal), and at nice
+#              (loopgate-nice) and low (loopgate-low)
 #
 # New connections come from bench/cmd/tlsload (wrk resumes no session per
 # connection). Rows are interleaved in rounds; the tables show medians. See
@@ -54,8 +53,8 @@ command -v curl >/dev/null 2>&1 || { log "the TLS rows need curl (the readiness 
 
 read -r -a SCENARIOS <<<"${TLS_SCENARIOS:-keepalive full13 resumed13 full12 resumed12 pq13 upstream flood}"
 PROXIES=(nginx loopgate)
-# The flood row also runs Loopgate with tls.handshake_priority normal and low.
-FLOOD_PROXIES=(nginx loopgate loopgate-normal loopgate-low)
+# The flood row also runs Loopgate with tls.handshake_priority nice and low.
+FLOOD_PROXIES=(nginx loopgate loopgate-nice loopgate-low)
 declare -A TITLE=(
 	[keepalive]="keep-alive HTTPS (TLS 1.3), wrk -c64 | µs/req"
 	[full13]="new connection per request, full TLS 1.3 handshake (X25519) | µs/handshake"
@@ -100,7 +99,7 @@ start_targets() {
 
 	if [[ " ${SCENARIOS[*]} " == *" flood "* ]]; then
 		local prio
-		for prio in normal low; do
+		for prio in nice low; do
 			port=$(free_ports 1)
 			write_loopgate_config "$TMP/tls-loopgate-$prio.yaml" "$port" "$plain" plain
 			loopgate_tls_listener "$TMP/tls-loopgate-$prio.yaml"
@@ -110,11 +109,6 @@ start_targets() {
 			grep -q "handshake_priority: $prio is not available" "$TMP/tls-loopgate-$prio.log" &&
 				NOTES+=("loopgate-$prio: this user may not lower a thread's priority and raise it again (CAP_SYS_NICE); it ran at normal priority")
 		done
-		if [[ $(id -u) -eq 0 ]]; then
-			NOTES+=("loopgate: the default handshake_priority auto ran as nice (root may raise a thread's priority again)")
-		else
-			NOTES+=("loopgate: the default handshake_priority auto ran as nice if this user has CAP_SYS_NICE or an RLIMIT_NICE of 20, else as normal")
-		fi
 	fi
 
 	port=${ports[4]}

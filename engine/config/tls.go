@@ -204,7 +204,7 @@ func applyListenerDefaults(c *Config) {
 		}
 	}
 	setDefault(&c.TLS.MaxHandshakes, defaultMaxHandshakes)
-	setDefault(&c.TLS.HandshakePriority, PriorityAuto)
+	setDefault(&c.TLS.HandshakePriority, PriorityNormal)
 	setDefault(&c.Timeouts.TLSHandshake, defaultTLSHandshake)
 }
 
