@@ -47,23 +47,6 @@ declare -A PORT=() PID=() ADMIN=()
 NOTES=()
 FAILED=0
 
-# build_base builds BASE's cmd/loopgate into $TMP/bin/loopgate-base from a
-# detached worktree, keeps its bench/lib.sh (its own config writer) and
-# removes the worktree again.
-build_base() {
-	BASE_COMMIT=$(git rev-parse --verify --quiet "$BASE^{commit}") ||
-		{ log "BASE '$BASE' is not a commit in this repository"; exit 2; }
-	BASE_NAME="$BASE ($(git rev-parse --short "$BASE_COMMIT"))"
-	local src=$TMP/base-src
-	log "building $BASE_NAME in a temporary worktree"
-	git worktree add --detach --quiet "$src" "$BASE_COMMIT"
-	local rc=0
-	(cd "$src" && go build -o "$TMP/bin/loopgate-base" ./cmd/loopgate) || rc=$?
-	[[ -f $src/bench/lib.sh ]] && cp "$src/bench/lib.sh" "$TMP/base-lib.sh"
-	git worktree remove --force "$src"
-	((rc == 0)) || { log "building $BASE_NAME failed"; exit 1; }
-}
-
 # write_config WHO FILE PORT BACKEND SETUP writes the row's Loopgate config.
 # The base build gets the config its own bench/lib.sh wrote for the setup,
 # so a schema that changed since (a key it does not know) cannot stop it;

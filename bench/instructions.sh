@@ -32,19 +32,6 @@ OUT=$ROOT/bench/out
 command -v valgrind >/dev/null 2>&1 || { log "bench-instructions needs valgrind"; exit 1; }
 ((LONG > SHORT)) || { log "LONG must exceed SHORT"; exit 2; }
 
-build_base() {
-	local commit src=$TMP/base-src
-	commit=$(git rev-parse --verify --quiet "$BASE^{commit}") || { log "BASE '$BASE' is not a commit"; exit 2; }
-	BASE_NAME="$BASE ($(git rev-parse --short "$commit"))"
-	log "building $BASE_NAME in a temporary worktree"
-	git worktree add --detach --quiet "$src" "$commit"
-	local rc=0
-	(cd "$src" && go build -o "$TMP/bin/loopgate-base" ./cmd/loopgate) || rc=$?
-	[[ -f $src/bench/lib.sh ]] && cp "$src/bench/lib.sh" "$TMP/base-lib.sh"
-	git worktree remove --force "$src"
-	((rc == 0)) || { log "building $BASE_NAME failed"; exit 1; }
-}
-
 # config WHO FILE PORT BACKEND: BASE gets the config its own lib.sh wrote.
 config() {
 	if [[ $1 == base && -f $TMP/base-lib.sh ]] &&

@@ -73,6 +73,24 @@ free_ports() {
 	"$TMP/bin/freeport" -n "$1"
 }
 
+# build_base builds BASE's cmd/loopgate into $TMP/bin/loopgate-base from a
+# detached worktree, keeps its bench/lib.sh as $TMP/base-lib.sh (its own
+# config writer, for a schema that changed since) and removes the worktree
+# again. It sets BASE_COMMIT and BASE_NAME.
+build_base() {
+	BASE_COMMIT=$(git rev-parse --verify --quiet "$BASE^{commit}") ||
+		{ log "BASE '$BASE' is not a commit in this repository"; exit 2; }
+	BASE_NAME="$BASE ($(git rev-parse --short "$BASE_COMMIT"))"
+	local src=$TMP/base-src
+	log "building $BASE_NAME in a temporary worktree"
+	git worktree add --detach --quiet "$src" "$BASE_COMMIT"
+	local rc=0
+	(cd "$src" && go build -o "$TMP/bin/loopgate-base" ./cmd/loopgate) || rc=$?
+	[[ -f $src/bench/lib.sh ]] && cp "$src/bench/lib.sh" "$TMP/base-lib.sh"
+	git worktree remove --force "$src"
+	((rc == 0)) || { log "building $BASE_NAME failed"; exit 1; }
+}
+
 # setup_pinning decides the CPUs: proxy on CPU 0, backend and load generator
 # on CPU 1. With fewer than two CPUs or no taskset nothing is pinned.
 setup_pinning() {

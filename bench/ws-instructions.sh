@@ -46,18 +46,6 @@ fi
 
 cleanup_trace() { [[ -z $TRACE ]] || rmdir "$TRACE" 2>/dev/null || true; }
 
-build_base() {
-	local commit src=$TMP/base-src
-	commit=$(git rev-parse --verify --quiet "$BASE^{commit}") || { log "BASE '$BASE' is not a commit"; exit 2; }
-	BASE_NAME="$BASE ($(git rev-parse --short "$commit"))"
-	log "building $BASE_NAME in a temporary worktree"
-	git worktree add --detach --quiet "$src" "$commit"
-	local rc=0
-	(cd "$src" && go build -o "$TMP/bin/loopgate-base" ./cmd/loopgate) || rc=$?
-	git worktree remove --force "$src"
-	((rc == 0)) || { log "building $BASE_NAME failed"; exit 1; }
-}
-
 # ws.sh's proxy configs, without the idle part's descriptor headroom.
 loopgate_conf() {
 	cat >"$1" <<CONF
