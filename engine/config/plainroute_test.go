@@ -66,6 +66,20 @@ func TestParsePlainMatchesYAML(t *testing.T) {
 		agree(f, data)
 	}
 	agree("embedded", embeddedYAML)
+	// Documents whose \n lines are not their structure: other line
+	// breaks (NEL, LS, PS, a \r alone) end a comment for yaml.v3, and a
+	// routes line may sit inside a quoted scalar or a flow collection.
+	head := "listen: 127.0.0.1:0\nupstreams: [{name: u, nodes: [\"127.0.0.1:9\"]}]\n"
+	for _, doc := range []string{
+		head + "routes:\n  - id: a\n    path: /a  # note\u2028    path: /b\n    upstream: u\n",
+		head + "routes:\n  - {id: a, path: /a, upstream: u}  # note\u2028  - {id: b, path: /b, upstream: nosuch}\n",
+		head + "routes:\n  - {id: a, path: /a, upstream: u}\n# note\u0085pid: /tmp/p\n",
+		head + "routes: # c\rpid: x\n  - {id: a, path: /a, upstream: u}\n",
+		"listen: 127.0.0.1:0\npid: \"/tmp/x\nroutes:\n  - {id: a, path: /a, upstream: u}\nend\"\nupstreams: [{name: u, nodes: [\"127.0.0.1:9\"]}]\n",
+		"listen: 127.0.0.1:0\nupstreams: [\n  {name: u, nodes: [\"127.0.0.1:9\"]},\nroutes:\n  - {id: a, path: /a, upstream: u}\n]\n",
+	} {
+		agree(fmt.Sprintf("%q", doc), []byte(doc))
+	}
 	rng := rand.New(rand.NewSource(1))
 	plain := 0
 	for i := 0; i < 300; i++ {

@@ -4,8 +4,6 @@ package confstore
 
 import (
 	"bytes"
-
-	"gopkg.in/yaml.v3"
 )
 
 // decodePlainItem decodes one item of a block sequence, as split cut it
@@ -271,8 +269,8 @@ var specialWords = [][]byte{[]byte("true"), []byte("false"), []byte("null"), []b
 	[]byte("on"), []byte("off"), []byte("y"), []byte("n")}
 
 // PlainRoutes cuts data as the Reparser does when every route in it is of
-// the plainest kind (decodePlainItem): the document without its routes
-// list, and the routes, decoded, in order. ok is false for a document the
+// the plainest kind (decodePlainItem): the document with its routes list
+// emptied (`routes: []` in its place), and the routes, decoded, in order. ok is false for a document the
 // cut does not apply to, a route of another kind, an anchor among the
 // routes, or a document that names routes again outside the list; the
 // caller decodes such a document whole. config.Parse takes this way for a
@@ -292,11 +290,7 @@ func PlainRoutes(data []byte) (rest []byte, routes []map[string]any, ok bool) {
 			return nil, nil, false
 		}
 	}
-	var d Doc
-	if err := yaml.Unmarshal(rest, &d); err != nil {
-		return nil, nil, false
-	}
-	if _, twice := d[Routes]; twice {
+	if _, ok := decodeRest(rest); !ok {
 		return nil, nil, false
 	}
 	return rest, routes, true

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"fmt"
 	"regexp"
+	"unicode/utf8"
 	"unsafe"
 
 	"gopkg.in/yaml.v3"
@@ -54,14 +55,8 @@ func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 	if !ok {
 		return nil, nil, false
 	}
-	var d Doc
-	if err := yaml.Unmarshal(rest, &d); err != nil {
-		return nil, nil, false
-	}
-	if d == nil {
-		d = Doc{}
-	}
-	if _, ok := d[Routes]; ok {
+	d, ok := decodeRest(rest)
+	if !ok {
 		return nil, nil, false
 	}
 	list := make([]any, len(texts))
@@ -111,10 +106,46 @@ func (p *Reparser) split(data []byte) (Doc, map[string]any, bool) {
 	return d, items, true
 }
 
+// routesMark stands in rest where the routes list was cut out.
+const routesMark = "routes: []\n"
+
+// decodeRest decodes the document splitRoutes left. Its routes must be
+// the mark, empty, as a top-level key: a mark inside a quoted scalar or a
+// flow collection that began before the cut (the lines were not the
+// document's structure) or a routes key named again fails that, and the
+// document is decoded whole.
+func decodeRest(rest []byte) (Doc, bool) {
+	var d Doc
+	if err := yaml.Unmarshal(rest, &d); err != nil {
+		return nil, false
+	}
+	if l, ok := d[Routes].([]any); !ok || len(l) != 0 {
+		return nil, false
+	}
+	delete(d, Routes)
+	return d, true
+}
+
+// lineBreaks are the characters besides \n that end a YAML comment or
+// line (a \r alone, NEL, LS, PS): a document holding any is not cut by
+// its \n lines. A \r before \n is taken with the line.
+var lineBreaks = [][]byte{[]byte("\u0085"), []byte("\u2028"), []byte("\u2029")}
+
 // splitRoutes cuts the routes list out of data by its lines alone: the
-// document without it, and each item's text. ok is false for a document
-// it cannot cut so (see Reparser).
+// document without it (routesMark in its place), and each item's text.
+// ok is false for a document it cannot cut so (see Reparser).
 func splitRoutes(data []byte) (rest []byte, texts [][]byte, ok bool) {
+	if !utf8.Valid(data) { // yaml.v3 refuses it, even in a comment
+		return nil, nil, false
+	}
+	for _, b := range lineBreaks {
+		if bytes.Contains(data, b) {
+			return nil, nil, false
+		}
+	}
+	if bytes.Count(data, []byte("\r")) != bytes.Count(data, []byte("\r\n")) {
+		return nil, nil, false
+	}
 	lines := bytes.SplitAfter(data, []byte("\n"))
 	// at[i] is where lines[i] starts in data: an item's text is the run of
 	// its lines, a slice of data, not a copy.
@@ -175,6 +206,9 @@ func splitRoutes(data []byte) (rest []byte, texts [][]byte, ok bool) {
 		return nil, nil, false
 	}
 	for i, l := range lines {
+		if i == start {
+			rest = append(rest, routesMark...)
+		}
 		if i < start || i >= end {
 			rest = append(rest, l...)
 		}

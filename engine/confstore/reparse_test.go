@@ -21,6 +21,15 @@ var reparseDocs = []string{
 	"routes:\r\n  - {id: a, path: /a}\r\n  - {id: b}\r\n",
 	"routes:\n\t- {id: a}\n",
 	"a: &x 1\nroutes:\n  - {id: a, n: *x}\n",
+	// Line breaks yaml.v3 ends a comment at, besides \n (a route hidden
+	// behind a comment, a repeated key), and a \r alone.
+	"listen: :1\nroutes:\n  - id: a\n    path: /a  # note\u2028    path: /b\n    upstream: u\n",
+	"listen: :1\nroutes:\n  - {id: a, path: /a, upstream: u}  # note\u2028  - {id: b, path: /b, upstream: u}\n",
+	"routes:\n  - {id: a, path: /a, upstream: u}\n# note\u0085pid: /tmp/p\n# n\u2029pid: /tmp/q\n",
+	"routes: # c\rpid: x\n  - {id: a, path: /a, upstream: u}\n",
+	// A routes line inside a quoted scalar and inside a flow collection.
+	"listen: :1\npid: \"/tmp/x\nroutes:\n  - {id: a, path: /a, upstream: u}\nend\"\nupstreams: []\n",
+	"listen: :1\nupstreams: [\n  {name: u, nodes: [\"127.0.0.1:9\"]},\nroutes:\n  - {id: a, path: /a, upstream: u}\n]\n",
 }
 
 // Every document, and every prefix of each, byte by byte, parses through
