@@ -70,7 +70,8 @@ type loop struct {
 	// Idle sleeping (see tickLoop): rest says whether a callback ran
 	// since the last tick, or the ticker sleeps; slow tells the ticker it
 	// sleeps, wakeAt until when (loopstat.Now; 0 = until woken), and
-	// wakeUp wakes it through wake. quietRounds counts the ticks in a row
+	// wakeUp wakes it through wake (wakeUpFn, made once: a method value
+	// handed to the wheel at each sleep would allocate). quietRounds counts the ticks in a row
 	// that found rest quiet, up to sleepAfterQuiet; rounds the ticks run,
 	// for tests.
 	rest        restState
@@ -79,6 +80,7 @@ type loop struct {
 	rounds      atomic.Uint64
 	wakeAt      atomic.Int64
 	wake        chan struct{} // capacity 1: a wake-up is never waited for
+	wakeUpFn    func()
 
 	adopting any        // what Adopt is registering (*upstream.Conn or *roundBell); OnOpen takes it
 	bell     *roundBell // made at the first ring (roundbell_linux.go)
@@ -105,6 +107,7 @@ func (l *loop) eventLoop() gnet.EventLoop {
 // newLoop prepares the slot for loop index of s; start runs it.
 func newLoop(s *Server, index int) *loop {
 	l := &loop{srv: s, index: index}
+	l.wakeUpFn = l.wakeUp
 	l.initTLS()
 	l.refresh = gnet.RunnableFunc(func(context.Context) error {
 		l.enter()
@@ -303,15 +306,13 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 // until woken when none is armed, and wakes the ticker to read the new
 // deadline. On the loop, from the tick.
 func (l *loop) sleep() {
-	now := time.Now()
 	until := int64(0)
-	if d, ok := l.wheel.Next(now); ok {
+	if d, ok := l.wheel.Sleep(l.wakeUpFn, time.Now()); ok {
 		until = loopstat.Now() + int64(d)
 	}
 	l.rest = restAsleep
 	l.wakeAt.Store(until)
 	l.slow.Store(true)
-	l.wheel.Sleep(l.wakeUp)
 	l.nudge()
 }
 
@@ -665,8 +666,6 @@ func (l *loop) putExchange(ex *exchange) {
 type clientList struct{ head clientConn }
 
 func (cl *clientList) init() { cl.head.next, cl.head.prev = &cl.head, &cl.head }
-
-func (cl *clientList) empty() bool { return cl.head.next == &cl.head }
 
 func (cl *clientList) push(cc *clientConn) {
 	cc.prev, cc.next = cl.head.prev, &cl.head

@@ -145,13 +145,18 @@ func (w *Wheel) earliest() int64 {
 }
 
 // Sleep tells the wheel its driver stops advancing it until the earliest
-// timer armed now is due (Next), or until woken when none is: from then
-// until Awake, the first Arm due before that calls onArm, on the Arm's
-// goroutine, so that the driver ticks again. Sleep while asleep moves the
+// timer armed now is due, or until woken when none is: from then until
+// Awake, the first Arm due before that calls onArm, on the Arm's
+// goroutine, so that the driver ticks again. It returns what Next(now)
+// would, from the same walk of the wheel. Sleep while asleep moves the
 // mark.
-func (w *Wheel) Sleep(onArm func()) {
+func (w *Wheel) Sleep(onArm func(), now time.Time) (time.Duration, bool) {
 	w.onArm = onArm
 	w.asleep = w.earliest()
+	if w.asleep == math.MaxInt64 {
+		return 0, false
+	}
+	return w.start.Add(time.Duration(w.asleep) * w.tick).Sub(now), true
 }
 
 // Awake ends a Sleep: the driver advances the wheel every tick again.

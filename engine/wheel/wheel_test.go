@@ -151,7 +151,7 @@ func TestNextAndSleep(t *testing.T) {
 		t.Fatalf("Next = %v, %v; want 300ms", d, ok)
 	}
 	woken := 0
-	w.Sleep(func() { woken++ })
+	w.Sleep(func() { woken++ }, time.Now())
 	w.Arm(&late, 500*time.Millisecond)
 	if woken != 0 {
 		t.Fatal("an Arm after the sleep's end woke the driver")
@@ -172,7 +172,7 @@ func TestNextAndSleep(t *testing.T) {
 	if _, ok := w.Next(w.start); ok {
 		t.Fatal("a next timer after every timer fired or stopped")
 	}
-	w.Sleep(func() { woken++ })
+	w.Sleep(func() { woken++ }, time.Now())
 	w.Advance(w.start.Add(time.Hour)) // an hour asleep: one step, no walk
 	if w.now != int64(time.Hour/w.tick) {
 		t.Fatalf("now %d after an hour", w.now)
@@ -220,7 +220,7 @@ func TestWakeCatchesUpWithoutFiring(t *testing.T) {
 	var far Timer
 	far.Init(func() { fired++ })
 	w.Arm(&far, 500*time.Millisecond) // beyond one revolution (80 ms)
-	w.Sleep(func() { t.Fatal("woken by an Arm") })
+	w.Sleep(func() { t.Fatal("woken by an Arm") }, time.Now())
 	now = w.start.Add(235 * time.Millisecond)
 	w.Wake(now)
 	if w.Ticks() != 23 {
@@ -230,7 +230,7 @@ func TestWakeCatchesUpWithoutFiring(t *testing.T) {
 		t.Fatalf("SinceTick(0) = %v", w.SinceTick(0))
 	}
 	// Past the timer's tick, the time stops just short of it.
-	w.Sleep(nil)
+	w.Sleep(nil, time.Now())
 	now = w.start.Add(800 * time.Millisecond)
 	w.Wake(now)
 	if fired != 0 || w.Ticks() != 49 {
@@ -246,7 +246,7 @@ func TestWakeCatchesUpWithoutFiring(t *testing.T) {
 		t.Fatal("Advance with no timer armed reports one fired")
 	}
 	// With no timer armed, up to now.
-	w.Sleep(nil)
+	w.Sleep(nil, time.Now())
 	now = w.start.Add(time.Hour)
 	w.Wake(now)
 	if w.Ticks() != int64(time.Hour/w.tick) {
