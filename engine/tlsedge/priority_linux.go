@@ -12,7 +12,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// computeNice is the nice value of PriorityNice. The kernel's weight at
+// computeNice is how far PriorityNice lowers a thread (from nice 0: to 10,
+// at most 19). The kernel's weight at
 // nice 10 is 110 against 1,024 at 0: a loop runnable beside a computing
 // handshake gets about 90 % of the CPU and the handshake still advances,
 // where SCHED_IDLE's weight of 3 leaves it almost nothing while the loop
@@ -71,7 +72,9 @@ func (l *lowered) lower(p Priority) bool {
 		if p == PriorityIdle {
 			down.Policy = unix.SCHED_IDLE
 		} else {
-			down.Nice = computeNice
+			// Relative to the thread's own nice: a gateway started at nice
+			// 15 must not raise its handshakes above its loops.
+			down.Nice = min(19, saved.Nice+computeNice)
 		}
 		err = unix.SchedSetAttr(0, &down, 0)
 	}
