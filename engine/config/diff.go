@@ -108,6 +108,7 @@ func FixedChanges(old, next *Config) []string {
 	fixed("access_log", old.AccessLog, next.AccessLog)          // its rings and file are made at start
 	fixed("error_log", old.ErrorLog, next.ErrorLog)             // its file is opened at start
 	fixed("health_checks", old.HealthChecks, next.HealthChecks) // the prober's bounds, set at start
+	fixed("tls", old.TLS, next.TLS)                             // the handshake runner's bounds, set at start: named field by field
 	return out
 }
 

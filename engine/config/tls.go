@@ -341,8 +341,5 @@ func fixedListeners(old, next *Config) []string {
 	if o != n && (len(old.Listeners) > 0 || len(next.Listeners) > 0) { // else listen names the change
 		d = append(d, "listeners "+o+" -> "+n)
 	}
-	if old.TLS != next.TLS {
-		d = append(d, fmt.Sprintf("tls %+v -> %+v", old.TLS, next.TLS))
-	}
 	return d
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -45,6 +46,9 @@ func TestListenersAndTLSValidation(t *testing.T) {
 	}
 	if d := Compare(c, mustParse(t, "listen: 127.0.0.1:2\n")); len(d.Fixed) == 0 {
 		t.Error("dropping the HTTPS listener is not refused on a reload")
+	}
+	if d := Compare(c, mustParse(t, "listeners:\n  - address: 127.0.0.1:2\n  - address: 127.0.0.1:3\n    tls: {certificates: [{cert: c, key: k}]}\ntls: {handshake_priority: nice}\n")); fmt.Sprint(d.Fixed) != "[tls.handshake_priority normal -> nice]" {
+		t.Errorf("a reload changing the handshake runner's bounds: fixed %q", d.Fixed)
 	}
 	if w := mustParse(t, "upstreams:\n  - {name: u, nodes: [h:1], tls: {insecure_skip_verify: true}}\nroutes:\n  - {prefix: /, upstream: u}\n").Warnings(); len(w) != 1 || !strings.Contains(w[0], "insecure_skip_verify") {
 		t.Errorf("warnings %q", w)
