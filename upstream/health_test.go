@@ -162,3 +162,71 @@ func TestProberSetReschedulesQueuedProbes(t *testing.T) {
 		t.Fatalf("a stable node's tier went from 1s to 2m, and its probe moved")
 	}
 }
+
+// Between probes the prober sleeps until the next one is due, not 10
+// times a second: with one node's probe an hour out it does not look for
+// due probes at all. A node added with a short interval is probed at once
+// (Set wakes it), and again and again: each probe that ends with its
+// successor due before the hour wakes it too.
+func TestProberSleepsUntilTheNextProbe(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	accepted := make(chan struct{}, 100)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	slow := &HealthCheckConfig{TCP: true, Healthy: 1, Unhealthy: 1, New: time.Hour, Stable: time.Hour, Degraded: time.Hour,
+		Timeout: time.Second, StableAfter: 10, DegradedAfter: 10}
+	far := NewNode("u", "127.0.0.1:1", 1) // never probed within the test
+	p := NewProber(10, 10)
+	p.Set(map[*Node]*HealthCheckConfig{far: slow})
+	p.targets[far].due = time.Now().Add(time.Hour) // not the first probe's random draw
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { p.Run(stop); close(done) }()
+	defer func() { close(stop); <-done }()
+	for deadline := time.Now().Add(10 * time.Second); p.looks.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the prober never looked for due probes")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a synchronisation
+	}
+	// Absence of wake-ups needs a window: a prober ticking every 100 ms
+	// looks 5 times in it.
+	looks := p.looks.Load()
+	time.Sleep(500 * time.Millisecond)
+	if n := p.looks.Load() - looks; n != 0 {
+		t.Fatalf("the prober looked for due probes %d times in 500 ms with the next probe an hour out", n)
+	}
+	p.mu.Lock()
+	wakeAt := p.wakeAt
+	p.mu.Unlock()
+	if left := time.Until(wakeAt); left < 50*time.Minute {
+		t.Fatalf("the prober looks again in %v, want about an hour", left)
+	}
+
+	fast := *slow
+	fast.New = 20 * time.Millisecond
+	near := NewNode("u", ln.Addr().String(), 1)
+	p.Set(map[*Node]*HealthCheckConfig{far: slow, near: &fast})
+	for i := range 3 {
+		select {
+		case <-accepted:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%d probes of a node checked every 20 ms, want 3: the prober slept through them", i)
+		}
+	}
+}

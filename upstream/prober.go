@@ -16,17 +16,21 @@ import (
 
 // Prober probes the nodes it is given, each on its own schedule (the
 // tiers of HealthCheckConfig). Nothing of it runs on a loop: loops only
-// read the nodes' health (Node.Down). Safe for concurrent use.
+// read the nodes' health (Node.Down). Between probes it sleeps until the
+// next one is due, so a gateway whose checks come every 30 s or 2 min
+// wakes for them and for nothing else. Safe for concurrent use.
 type Prober struct {
 	maxInFlight int
 	batch       int
-	tick        time.Duration
+	spacing     time.Duration // between batches, while more than batch probes are due
 	sem         chan struct{}
-	wake        chan struct{} // capacity 1: Set gave an idle prober targets
-	sleeping    atomic.Bool   // Run waits for wake (for tests)
+	wake        chan struct{} // capacity 1: the schedule changed (Set, or a probe ended before wakeAt)
+	sleeping    atomic.Bool   // Run waits for wake with no probe queued (for tests)
+	looks       atomic.Uint64 // times Run looked for due probes (for tests)
 
 	mu      sync.Mutex
 	targets map[*Node]*target
+	wakeAt  time.Time // when Run looks next; zero while it waits for wake alone
 
 	inFlight atomic.Int32
 	peak     atomic.Int32 // the most probes ever in flight at once
@@ -41,10 +45,10 @@ type target struct {
 	running bool
 }
 
-// NewProber returns a prober that starts at most batch probes per tick and
-// keeps at most maxInFlight in flight.
+// NewProber returns a prober that starts at most batch probes per 100 ms
+// and keeps at most maxInFlight in flight.
 func NewProber(maxInFlight, batch int) *Prober {
-	return &Prober{maxInFlight: maxInFlight, batch: batch, tick: 100 * time.Millisecond,
+	return &Prober{maxInFlight: maxInFlight, batch: batch, spacing: 100 * time.Millisecond,
 		sem: make(chan struct{}, maxInFlight), wake: make(chan struct{}, 1), targets: map[*Node]*target{}}
 }
 
@@ -56,6 +60,7 @@ func NewProber(maxInFlight, batch int) *Prober {
 // once). A longer interval takes effect after the probe already queued. A new node is first probed at a
 // random point within its interval, so many nodes added at once are not
 // probed at once. Nodes left out are no longer probed, and count as up.
+// Run looks at the new schedule at once.
 func (p *Prober) Set(checks map[*Node]*HealthCheckConfig) {
 	now := time.Now()
 	p.mu.Lock()
@@ -75,11 +80,14 @@ func (p *Prober) Set(checks map[*Node]*HealthCheckConfig) {
 			p.targets[n] = &target{node: n, cfg: cfg, due: now.Add(jitter(cfg.New, 0, 1))}
 		}
 	}
-	if len(p.targets) > 0 {
-		select {
-		case p.wake <- struct{}{}:
-		default: // a wake-up is already pending
-		}
+	p.nudge()
+}
+
+// nudge makes Run look at the schedule again.
+func (p *Prober) nudge() {
+	select {
+	case p.wake <- struct{}{}:
+	default: // a wake-up is already pending
 	}
 }
 
@@ -102,60 +110,82 @@ func jitter(d time.Duration, lo, hi float64) time.Duration {
 	return time.Duration(float64(d) * (lo + rand.Float64()*(hi-lo)))
 }
 
-// Run probes until stop is closed. While there are no targets it sleeps
-// until Set gives it some.
+// Run probes until stop is closed. It starts the probes that are due and
+// sleeps until the next one is, or until Set or a probe that ended changes
+// that; with no probe queued (no health checks configured, or every
+// probe running) it waits for them alone.
 func (p *Prober) Run(stop <-chan struct{}) {
-	t := time.NewTicker(p.tick)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
 	defer t.Stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
+		tgs, wait := p.due(time.Now())
+		for _, tg := range tgs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p.run(tg, stop)
+			}()
+		}
+		if wait < 0 {
+			p.sleeping.Store(true)
+			select {
+			case <-stop:
+				return
+			case <-p.wake:
+			}
+			p.sleeping.Store(false)
+			continue
+		}
+		t.Reset(wait)
 		select {
 		case <-stop:
 			return
-		case now := <-t.C:
-			tgs, idle := p.due(now)
-			for _, tg := range tgs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					p.run(tg, stop)
-				}()
-			}
-			if idle { // no health checks configured: wait for Set, not the ticker
-				t.Stop()
-				p.sleeping.Store(true)
-				select {
-				case <-stop:
-					return
-				case <-p.wake:
-				}
-				p.sleeping.Store(false)
-				t.Reset(p.tick)
-			}
+		case <-p.wake:
+			t.Stop()
+		case <-t.C:
 		}
 	}
 }
 
 // due marks up to batch targets whose time came as running and returns
-// them; idle reports that there are no targets at all (a gateway without
-// health checks), so Run need not tick 10 times a second for nothing.
-func (p *Prober) due(now time.Time) (out []*target, idle bool) {
+// them, with how long Run may wait before it looks again: until the
+// earliest probe queued, spacing when more were due than a batch takes,
+// and -1 when none is queued. It notes that moment in wakeAt, so that a
+// probe ending with an earlier successor wakes Run (run).
+func (p *Prober) due(now time.Time) (out []*target, wait time.Duration) {
+	p.looks.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.targets) == 0 {
-		return nil, true
-	}
+	var next time.Time
+	more := false
 	for _, t := range p.targets {
-		if len(out) == p.batch {
-			break
-		}
-		if !t.running && !now.Before(t.due) {
+		switch {
+		case t.running:
+		case now.Before(t.due):
+			if next.IsZero() || t.due.Before(next) {
+				next = t.due
+			}
+		case len(out) < p.batch:
 			t.running = true
 			out = append(out, t)
+		default:
+			more = true
 		}
 	}
-	return out, false
+	switch {
+	case more:
+		wait = p.spacing
+	case next.IsZero():
+		p.wakeAt = time.Time{}
+		return out, -1
+	default:
+		wait = next.Sub(now)
+	}
+	p.wakeAt = now.Add(wait)
+	return out, wait
 }
 
 // run probes one target when a place in flight frees, and schedules its
@@ -183,6 +213,10 @@ func (p *Prober) run(t *target, stop <-chan struct{}) {
 	}
 	t.running = false
 	t.due = time.Now().Add(jitter(next, 0.9, 1.1))
+	if early := p.wakeAt.IsZero() || t.due.Before(p.wakeAt); early {
+		p.wakeAt = t.due // one wake-up for the probes that end before Run looks
+		p.nudge()
+	}
 	p.mu.Unlock()
 }
 
