@@ -72,12 +72,10 @@ type loop struct {
 	// sleeps, wakeAt until when (loopstat.Now; 0 = until woken), and
 	// wakeUp wakes it through wake (wakeUpFn, made once: a method value
 	// handed to the wheel at each sleep would allocate). quietRounds counts the ticks in a row
-	// that found rest quiet, up to sleepAfterQuiet; rounds the ticks run,
-	// for tests.
+	// that found rest quiet, up to sleepAfterQuiet.
 	rest        restState
 	quietRounds int
 	slow        atomic.Bool
-	rounds      atomic.Uint64
 	wakeAt      atomic.Int64
 	wake        chan struct{} // capacity 1: a wake-up is never waited for
 	wakeUpFn    func()
@@ -257,7 +255,6 @@ func (l *loop) tickLoop(el gnet.EventLoop, stop chan struct{}) {
 			l.quietRounds++
 		}
 		l.rest = restStirred // the tick's own enter is no event
-		l.rounds.Add(1)
 		l.enter()
 		l.wheel.Awake()
 		if l.wheel.Advance(time.Now()) {
