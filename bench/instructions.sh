@@ -14,6 +14,9 @@
 # Environment:
 #   BASE          git revision to compare with (required)
 #   SETUP         write_loopgate_config setup (default plain)
+#   CLOSE         1: the backend closes every connection after one
+#                 response (bench-ab's close row), so each request costs a
+#                 dial, an adoption and a close as well
 #   SHORT, LONG   requests per connection of the two runs (default 500, 3000)
 #   LOOPGATE_BIN  the current gateway binary (default bin/loopgate)
 set -euo pipefail
@@ -22,6 +25,7 @@ bench_init
 
 BASE=${BASE:-}
 SETUP=${SETUP:-plain}
+CLOSE=${CLOSE:-0}
 SHORT=${SHORT:-500}
 LONG=${LONG:-3000}
 CONNS=4
@@ -87,7 +91,9 @@ main() {
 	go build -o "$TMP/bin/" ./bench/cmd/fixedload
 	build_base
 	BACKEND_PORT=$("$TMP/bin/freeport" -n 1)
-	start_pinned backend "" "$TMP/bin/backend" -addr "127.0.0.1:$BACKEND_PORT"
+	local close_flag=()
+	((CLOSE == 1)) && close_flag=(-close)
+	start_pinned backend "" "$TMP/bin/backend" -addr "127.0.0.1:$BACKEND_PORT" "${close_flag[@]}"
 	wait_ready backend "$STARTED_PID" "$BACKEND_PORT" || exit 1
 	log "counting $BASE_NAME"
 	per base "$TMP/bin/loopgate-base"
@@ -98,7 +104,9 @@ main() {
 	read -r co ct < <(sums current)
 	mkdir -p "$OUT"
 	{
-		echo "Instructions per keep-alive request (cachegrind, setup $SETUP, $(((LONG - SHORT) * CONNS)) requests), $(date -u '+%Y-%m-%d %H:%M UTC'):"
+		local backend="keep-alive backend"
+		((CLOSE == 1)) && backend="backend closing every connection"
+		echo "Instructions per keep-alive request (cachegrind, setup $SETUP, $backend, $(((LONG - SHORT) * CONNS)) requests), $(date -u '+%Y-%m-%d %H:%M UTC'):"
 		echo
 		echo "| build | gateway code | with the Go runtime |"
 		echo "|---|---|---|"

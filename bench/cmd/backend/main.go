@@ -37,9 +37,13 @@ var jsonResponse = func() []byte {
 
 var jsonPath = []byte("GET /json")
 
+// closeResponse is response for -close: it says the connection closes.
+var closeResponse = append([]byte("HTTP/1.1 200 OK\r\nConnection: close\r\n"), response[len("HTTP/1.1 200 OK\r\n"):]...)
+
 func main() {
 	addr := flag.String("addr", "127.0.0.1:8080", "listen address")
 	printJSON := flag.Bool("print-json", false, "write the /json body to stdout and exit (for the nginx backend)")
+	closeEach := flag.Bool("close", false, "close every connection after one response (Connection: close), as nginx's keepalive_requests 1")
 	flag.Parse()
 	if *printJSON {
 		os.Stdout.Write(jsonResponse[bytes.Index(jsonResponse, []byte("\r\n\r\n"))+4:])
@@ -55,13 +59,14 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		go serve(conn)
+		go serve(conn, *closeEach)
 	}
 }
 
 // serve answers every complete request in each read with one write, so a
-// pipelining client gets its responses in order and batched.
-func serve(conn net.Conn) {
+// pipelining client gets its responses in order and batched. With
+// closeEach it answers one request and closes.
+func serve(conn net.Conn, closeEach bool) {
 	defer conn.Close()
 	in := make([]byte, 0, 8192)
 	out := make([]byte, 0, 8*len(response))
@@ -77,6 +82,11 @@ func serve(conn net.Conn) {
 		for !closing {
 			used, wantsClose, ok := nextRequest(in)
 			if !ok {
+				break
+			}
+			if closeEach {
+				out = append(out, closeResponse...)
+				closing = true
 				break
 			}
 			if bytes.HasPrefix(in, jsonPath) {

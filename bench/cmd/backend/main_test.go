@@ -35,7 +35,7 @@ func TestNextRequestFraming(t *testing.T) {
 
 func TestServeAnswersPipelinedRequestsThenCloses(t *testing.T) {
 	client, server := net.Pipe()
-	go serve(server)
+	go serve(server, false)
 
 	// Two keep-alive requests, the second split across writes, then a closing one.
 	go func() {
@@ -60,5 +60,25 @@ func TestServeAnswersPipelinedRequestsThenCloses(t *testing.T) {
 	}
 	if _, err := r.ReadByte(); err != io.EOF {
 		t.Fatalf("after Connection: close got %v, want EOF", err)
+	}
+}
+
+// With -close the backend answers one request, says Connection: close and
+// closes, whatever else the client sent.
+func TestServeCloseEachAnswersOneRequest(t *testing.T) {
+	client, server := net.Pipe()
+	go serve(server, true)
+	go io.WriteString(client, "GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n")
+	r := bufio.NewReader(client)
+	resp, err := http.ReadResponse(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != "hello world\n" || !resp.Close {
+		t.Fatalf("status %d body %q close %v, want 200 hello world and Connection: close", resp.StatusCode, body, resp.Close)
+	}
+	if _, err := r.ReadByte(); err != io.EOF {
+		t.Fatalf("after the first response: %v, want EOF", err)
 	}
 }
