@@ -223,9 +223,10 @@ const (
 )
 
 // sleepAfterQuiet is how many ticks in a row must find no callback before
-// the ticker sleeps (100 ms): a sleep walks every timer of the wheel
-// (wheel.Next, about 40 µs with 10,000 idle connections), so a loop whose
-// traffic comes every few ticks keeps ticking rather than walk at each gap.
+// the ticker sleeps (100 ms): a sleep looks at every slot of the wheel for
+// the earliest timer (wheel.Sleep, about 20,000 instructions with 10,000
+// idle connections) and costs the ticker a wake-up, so a loop whose
+// traffic comes every few ticks keeps ticking rather than sleep at each gap.
 const sleepAfterQuiet = 10
 
 // tickLoop drives the wheel: gnet has no timers, so a goroutine posts the

@@ -1,6 +1,8 @@
 package wheel
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -251,5 +253,89 @@ func TestWakeCatchesUpWithoutFiring(t *testing.T) {
 	w.Wake(now)
 	if w.Ticks() != int64(time.Hour/w.tick) {
 		t.Fatalf("Ticks %d after an hour with no timer", w.Ticks())
+	}
+}
+
+// BenchmarkSleep10k is a loop going to sleep with 10,000 idle keep-alive
+// connections' timers armed (60 s ± 10 s, over several revolutions),
+// each timer in an owner of its own as a connection's is, after the
+// traffic that armed them re-armed a third of them.
+func BenchmarkSleep10k(b *testing.B) {
+	w := New(DefaultTick, 1024)
+	var now time.Time
+	fakeClock(w, &now)
+	type owner struct {
+		_ [1024]byte // a connection's other state: timers apart in memory
+		t Timer
+	}
+	owners := make([]*owner, 10000)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range owners {
+		owners[i] = &owner{}
+		owners[i].t.Init(func() {})
+		w.Arm(&owners[i].t, 50*time.Second+time.Duration(rnd.Int64N(int64(20*time.Second))))
+	}
+	for i := 0; i < len(owners); i += 3 {
+		w.Arm(&owners[i].t, 50*time.Second+time.Duration(rnd.Int64N(int64(20*time.Second))))
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		w.Sleep(func() {}, now)
+		w.Awake()
+	}
+}
+
+// Next names the earliest armed timer whatever Arm, Stop, re-arming from
+// a callback, Advance, Sleep and Wake did before: the slots' bounds it
+// walks by stay at or below their timers' due ticks. Checked against a
+// walk of every timer, over random operations on timers due within and
+// beyond a revolution.
+func TestNextMatchesEveryTimer(t *testing.T) {
+	w := New(10*time.Millisecond, 16)
+	var now time.Time
+	fakeClock(w, &now)
+	rnd := rand.New(rand.NewPCG(7, 11))
+	timers := make([]Timer, 64)
+	for i := range timers {
+		tm := &timers[i]
+		tm.Init(func() {
+			if rnd.IntN(3) == 0 {
+				w.Arm(tm, time.Duration(rnd.IntN(600))*time.Millisecond)
+			}
+		})
+	}
+	walk := func() (int64, bool) {
+		best, ok := int64(0), false
+		for i := range timers {
+			if tm := &timers[i]; tm.Armed() && (!ok || tm.when < best) {
+				best, ok = tm.when, true
+			}
+		}
+		return best, ok
+	}
+	for step := range 20000 {
+		switch op := rnd.IntN(10); {
+		case op < 5:
+			w.Arm(&timers[rnd.IntN(len(timers))], time.Duration(rnd.IntN(600))*time.Millisecond)
+		case op < 7:
+			timers[rnd.IntN(len(timers))].Stop()
+		case op < 9:
+			now = now.Add(time.Duration(rnd.IntN(200)) * time.Millisecond)
+			w.Advance(now)
+		default:
+			w.Sleep(func() {}, now)
+			now = now.Add(time.Duration(rnd.IntN(2000)) * time.Millisecond)
+			if rnd.IntN(2) == 0 {
+				w.Wake(now)
+			} else {
+				w.Awake()
+			}
+			w.Advance(now)
+		}
+		want, armed := walk()
+		if got := w.earliest(); armed && got != want || !armed && got != math.MaxInt64 {
+			t.Fatalf("step %d: earliest tick %d, want %d (armed: %v)", step, got, want, armed)
+		}
 	}
 }
