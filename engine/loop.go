@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/wheel"
@@ -25,8 +26,9 @@ import (
 type loop struct {
 	srv     *Server
 	index   int
-	claimed atomic.Bool  // set once by the loop that owns the slot
-	el      atomic.Value // gnet.EventLoop, written once at claim
+	claimed atomic.Bool    // set once by the loop that owns the slot
+	el      atomic.Value   // gnet.EventLoop, written once at claim
+	elID    atomic.Uintptr // el's data word (loopID), written with it: what loopOf compares
 	stop    chan struct{}
 
 	// refresh is posted by Apply so that a loop adopts a new config
@@ -102,6 +104,14 @@ func (l *loop) eventLoop() gnet.EventLoop {
 	return nil
 }
 
+// loopID names el by the pointer in its data word: gnet's loops are all
+// one pointer type (*eventloop), so equal pointers are equal loops, and a
+// comparison of two words replaces an interface load, a type assertion
+// and an interface comparison per connection opened (loopOf).
+func loopID(el gnet.EventLoop) uintptr {
+	return uintptr((*[2]unsafe.Pointer)(unsafe.Pointer(&el))[1])
+}
+
 // newLoop prepares the slot for loop index of s; start runs it.
 func newLoop(s *Server, index int) *loop {
 	l := &loop{srv: s, index: index}
@@ -138,6 +148,7 @@ func (l *loop) start(el gnet.EventLoop) {
 	}
 	l.stop = make(chan struct{})
 	l.wake = make(chan struct{}, 1)
+	l.elID.Store(loopID(el))
 	l.el.Store(el)
 	go l.tickLoop(el, l.stop)
 }

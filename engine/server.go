@@ -410,8 +410,9 @@ func (s *Server) OnClose(c gnet.Conn, err error) gnet.Action {
 // loopOf finds the loop state for el, claiming a free slot the first time a
 // loop is seen. Each loop claims only for itself, so this is lock-free.
 func (s *Server) loopOf(el gnet.EventLoop) *loop {
+	id := loopID(el)
 	for _, l := range s.loops {
-		if l.eventLoop() == el {
+		if l.elID.Load() == id {
 			return l
 		}
 	}

@@ -206,17 +206,6 @@ func (uc *Conn) Closed(err error) {
 	}
 }
 
-// resetOnClose makes the coming close of gc abortive (SO_LINGER 0): a
-// reset rather than a FIN. Only for a connection whose upstream has closed
-// its side already, as HAProxy does once the server has shut its side:
-// nothing is lost, since the upstream sent everything and reads nothing
-// more, and the node is spared the TIME_WAIT socket a FIN would leave it,
-// one per connection, for a minute. With a backend that closes every
-// connection that is some 14,000 sockets at 13,000 dials a second, and
-// 5 % of the gateway's CPU per request (issue 11's close-every-connection
-// run).
-func resetOnClose(gc gnet.Conn) { _ = gc.SetLinger(0) }
-
 // cleanEOF reports whether the peer closed the connection in an orderly way.
 // A nil error means the close was local (engine shutdown): a close-delimited
 // body cut that way is not complete.
@@ -255,8 +244,8 @@ func (uc *Conn) closeFor(why closeReason) {
 	}
 	switch {
 	case uc.reading:
-		if why == closeUpstream && peerClosed(uc.gc.Fd()) {
-			resetOnClose(uc.gc)
+		if fd := uc.gc.Fd(); why == closeUpstream && peerClosed(fd) {
+			resetOnClose(fd)
 		}
 		uc.closing = true
 	case uc.gc != nil:

@@ -16,3 +16,5 @@ func socketConnect(unix.Sockaddr) (int, error) { return -1, errors.ErrUnsupporte
 func connectAgain(int, unix.Sockaddr) error { return errors.ErrUnsupported }
 
 func peerClosed(int) bool { return false }
+
+func resetOnClose(int) {}
