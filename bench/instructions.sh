@@ -14,9 +14,12 @@
 # Environment:
 #   BASE          git revision to compare with (required)
 #   SETUP         write_loopgate_config setup (default plain)
-#   CLOSE         1: the backend closes every connection after one
-#                 response (bench-ab's close row), so each request costs a
-#                 dial, an adoption and a close as well
+#   CLOSE         backend (or 1): the backend closes every connection
+#                 after one response (bench-ab's close row), so each
+#                 request costs a dial, an adoption and a close as well;
+#                 client: every request comes on a connection of its own
+#                 with Connection: close (fixedload -close), so each costs
+#                 an accept and a close; default: neither
 #   SHORT, LONG   requests per connection of the two runs (default 500, 3000)
 #   LOOPGATE_BIN  the current gateway binary (default bin/loopgate)
 set -euo pipefail
@@ -26,6 +29,8 @@ bench_init
 BASE=${BASE:-}
 SETUP=${SETUP:-plain}
 CLOSE=${CLOSE:-0}
+[[ $CLOSE == 1 ]] && CLOSE=backend
+[[ $CLOSE =~ ^(0|backend|client)$ ]] || { log "CLOSE must be backend or client, got '$CLOSE'"; exit 2; }
 SHORT=${SHORT:-500}
 LONG=${LONG:-3000}
 CONNS=4
@@ -63,8 +68,10 @@ count() {
 	# The default setup's routes want a JWT (bench-ab sends wrk's the same way).
 	local auth=""
 	[[ $SETUP == default ]] && auth="Authorization: Bearer $BENCH_JWT"
-	"$TMP/bin/fixedload" -addr "127.0.0.1:$port" -n 300 -c "$CONNS" -H "$auth"
-	"$TMP/bin/fixedload" -addr "127.0.0.1:$port" -n "$n" -c "$CONNS" -H "$auth"
+	local each=()
+	[[ $CLOSE == client ]] && each=(-close)
+	"$TMP/bin/fixedload" -addr "127.0.0.1:$port" -n 300 -c "$CONNS" -H "$auth" "${each[@]}"
+	"$TMP/bin/fixedload" -addr "127.0.0.1:$port" -n "$n" -c "$CONNS" -H "$auth" "${each[@]}"
 	kill -INT "$pid"
 	wait "$pid" || true
 	cg_annotate --auto=no --threshold=0 "$TMP/$who-$n.cg" 2>/dev/null | sed -n '/file:function/,$p' | grep '^ *[0-9]' |
@@ -92,7 +99,7 @@ main() {
 	build_base
 	BACKEND_PORT=$("$TMP/bin/freeport" -n 1)
 	local close_flag=()
-	((CLOSE == 1)) && close_flag=(-close)
+	[[ $CLOSE == backend ]] && close_flag=(-close)
 	start_pinned backend "" "$TMP/bin/backend" -addr "127.0.0.1:$BACKEND_PORT" "${close_flag[@]}"
 	wait_ready backend "$STARTED_PID" "$BACKEND_PORT" || exit 1
 	log "counting $BASE_NAME"
@@ -104,9 +111,10 @@ main() {
 	read -r co ct < <(sums current)
 	mkdir -p "$OUT"
 	{
-		local backend="keep-alive backend"
-		((CLOSE == 1)) && backend="backend closing every connection"
-		echo "Instructions per keep-alive request (cachegrind, setup $SETUP, $backend, $(((LONG - SHORT) * CONNS)) requests), $(date -u '+%Y-%m-%d %H:%M UTC'):"
+		local backend="keep-alive clients and backend"
+		[[ $CLOSE == backend ]] && backend="backend closing every connection"
+		[[ $CLOSE == client ]] && backend="a connection per request (Connection: close)"
+		echo "Instructions per request (cachegrind, setup $SETUP, $backend, $(((LONG - SHORT) * CONNS)) requests), $(date -u '+%Y-%m-%d %H:%M UTC'):"
 		echo
 		echo "| build | gateway code | with the Go runtime |"
 		echo "|---|---|---|"

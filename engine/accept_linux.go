@@ -37,6 +37,7 @@ import (
 	"reflect"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/wheel"
@@ -140,9 +141,9 @@ func (a *acceptor) ready(c gnet.Conn) {
 		return
 	}
 	for range 8 {
-		nfd, sa, err := unix.Accept4(a.ln, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		nfd, remote, err := accept4(a.ln)
 		if err == nil {
-			a.open(nfd, sa)
+			a.open(nfd, remote)
 			return
 		}
 		if err == unix.EAGAIN {
@@ -159,19 +160,75 @@ func (a *acceptor) ready(c gnet.Conn) {
 
 // open hands an accepted socket to gnet, as its acceptor does; OnOpen
 // runs before it returns.
-func (a *acceptor) open(fd int, sa unix.Sockaddr) {
+func (a *acceptor) open(fd int, remote net.Addr) {
 	if a.retryIn != 0 {
 		noticef(accesslog.LevelInfo, "engine: loop %d: accepting again after %s paused (%d retries)", a.l.index, time.Since(a.pausedAt).Round(time.Millisecond), a.retries)
 		a.retryIn, a.retries = 0, 0
 	}
 	el := a.l.gnetLoop()
 	a.l.adopting = nil // a client: OnOpen makes its clientConn
-	if err := gnetRegister(el, gnetNewStreamConn("tcp", fd, el, sa, a.local, socket.SockaddrToTCPOrUnixAddr(sa))); err != nil {
+	// gnet reads a stream connection's unix.Sockaddr only for UDP: nil.
+	if err := gnetRegister(el, gnetNewStreamConn("tcp", fd, el, nil, a.local, remote)); err != nil {
 		// Not in the epoll set (ENOSPC: fs.epoll.max_user_watches, or
 		// ENOMEM); gnet has closed the socket.
 		a.l.srv.accepts.errors[classifyAccept(err)].Add(1)
 		a.pause(err)
 	}
+}
+
+// accept4 accepts one connection on the non-blocking listener ln, as a raw
+// system call (it never blocks), and returns the peer's address.
+// unix.Accept4 would also ask the listener its protocol
+// (getsockopt(SO_PROTOCOL), to tell L2TP from TCP) on every connection,
+// and make the Go scheduler's syscall bookkeeping twice; gnet would then
+// allocate the peer's address twice more.
+func accept4(ln int) (int, net.Addr, error) {
+	var rsa unix.RawSockaddrAny
+	size := uint32(unsafe.Sizeof(rsa))
+	fd, _, errno := unix.RawSyscall6(unix.SYS_ACCEPT4, uintptr(ln), uintptr(unsafe.Pointer(&rsa)),
+		uintptr(unsafe.Pointer(&size)), unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0, 0)
+	if errno != 0 {
+		return -1, nil, errno
+	}
+	return int(fd), peerAddr(&rsa), nil
+}
+
+// tcpPeer is a peer's net.TCPAddr and the bytes its IP points into: one
+// allocation per connection.
+type tcpPeer struct {
+	addr net.TCPAddr
+	ip   [16]byte
+}
+
+// peerAddr is the TCP address in rsa; nil for another family (a listener
+// is TCP, over IPv4 or IPv6).
+func peerAddr(rsa *unix.RawSockaddrAny) net.Addr {
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		p := &tcpPeer{}
+		copy(p.ip[:], sa.Addr[:])
+		p.addr = net.TCPAddr{IP: p.ip[:4], Port: port(sa.Port)}
+		return &p.addr
+	case unix.AF_INET6:
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
+		if sa.Scope_id != 0 {
+			// A link-local peer: gnet names the zone from a buffer pool
+			// that it puts the name back into when the connection closes,
+			// so it must be gnet's own name.
+			return socket.SockaddrToTCPOrUnixAddr(&unix.SockaddrInet6{Port: port(sa.Port), ZoneId: sa.Scope_id, Addr: sa.Addr})
+		}
+		p := &tcpPeer{ip: sa.Addr}
+		p.addr = net.TCPAddr{IP: p.ip[:], Port: port(sa.Port)}
+		return &p.addr
+	}
+	return nil
+}
+
+// port reads a port stored in network byte order.
+func port(p uint16) int {
+	b := (*[2]byte)(unsafe.Pointer(&p))
+	return int(b[0])<<8 | int(b[1])
 }
 
 // pause takes the listener out of the epoll set until the back-off ends.

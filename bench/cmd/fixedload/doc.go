@@ -7,8 +7,11 @@
 //
 // Usage:
 //
-//	fixedload -addr 127.0.0.1:PORT [-n 2000] [-c 4] [-H 'Name: value']
+//	fixedload -addr 127.0.0.1:PORT [-n 2000] [-c 4] [-H 'Name: value'] [-close]
 //
-// -n is the requests per connection, -c the connections. It exits non-zero
-// on a connection error or any response other than a 200.
+// -n is the requests per connection, -c the connections. With -close each
+// request opens a connection of its own and asks to close it
+// (Connection: close), and the gateway must close it after the response:
+// -c clients making -n connections each. It exits non-zero on a
+// connection error or any response other than a 200.
 package main

@@ -18,19 +18,24 @@ func main() {
 	n := flag.Int("n", 2000, "requests per connection")
 	c := flag.Int("c", 4, "connections")
 	hdr := flag.String("H", "", "an extra request header line, as 'Name: value'")
+	closeEach := flag.Bool("close", false, "one request per connection, with Connection: close; the gateway must close it")
 	flag.Parse()
-	if err := run(*addr, *n, *c, *hdr); err != nil {
+	if err := run(*addr, *n, *c, *hdr, *closeEach); err != nil {
 		fmt.Fprintln(os.Stderr, "fixedload:", err)
 		os.Exit(1)
 	}
 }
 
 // run sends n requests on each of c connections to addr and reports the
-// first failure.
-func run(addr string, n, c int, hdr string) error {
+// first failure. With closeEach each request has a connection of its
+// own and asks to close it: c clients, n connections each.
+func run(addr string, n, c int, hdr string, closeEach bool) error {
 	req := "GET / HTTP/1.1\r\nHost: bench\r\nUser-Agent: fixedload\r\nAccept: */*\r\n"
 	if hdr != "" {
 		req += hdr + "\r\n"
+	}
+	if closeEach {
+		req += "Connection: close\r\n"
 	}
 	req = req + "\r\n"
 	errs := make([]error, c)
@@ -39,7 +44,11 @@ func run(addr string, n, c int, hdr string) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = serial(addr, []byte(req), n)
+			if closeEach {
+				errs[i] = closing(addr, []byte(req), n)
+			} else {
+				errs[i] = serial(addr, []byte(req), n)
+			}
 		}()
 	}
 	wg.Wait()
@@ -61,6 +70,31 @@ func serial(addr string, req []byte, n int) error {
 		}
 		if err := readResponse(br); err != nil {
 			return fmt.Errorf("response %d: %w", j+1, err)
+		}
+	}
+	return nil
+}
+
+// closing sends req n times, each on a new connection, and checks the
+// gateway closes the connection after the response.
+func closing(addr string, req []byte, n int) error {
+	for j := 0; j < n; j++ {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return err
+		}
+		br := bufio.NewReader(conn)
+		if _, err = conn.Write(req); err == nil {
+			err = readResponse(br)
+		}
+		if err == nil {
+			if _, rerr := br.ReadByte(); rerr != io.EOF {
+				err = fmt.Errorf("after the response: %v, want the connection closed", rerr)
+			}
+		}
+		conn.Close()
+		if err != nil {
+			return fmt.Errorf("connection %d: %w", j+1, err)
 		}
 	}
 	return nil
