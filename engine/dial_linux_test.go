@@ -8,8 +8,10 @@ package engine_test
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,4 +78,55 @@ func cork(t *testing.T, c *net.TCPConn, on int) {
 			t.Error(err)
 		}
 	})
+}
+
+// Through an upstream that closes every connection after one response,
+// the Conns of closed connections serve later dials (upstream.Loop's
+// spares): concurrent clients, each pipelining three requests (so the
+// next request dials inside the callback whose response closed the last
+// connection), each get the answers to their own requests, in order,
+// whichever Conn carried them.
+func TestConnectionPerRequestUpstreamAnswersEachItsOwn(t *testing.T) {
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		io.WriteString(w, r.URL.Path)
+	}))
+	g := startGateway(t, "loops: 1\nupstreams:\n  - {name: b, nodes: [\"%s\"]}\nroutes:\n  - {id: r, prefix: /, upstream: b}\n", up)
+	const clients, rounds, depth = 8, 15, 3
+	errs := make(chan error, clients)
+	for i := range clients {
+		c := g.dial(t)
+		go func() {
+			br := bufio.NewReader(c)
+			for j := range rounds {
+				var batch strings.Builder
+				for k := range depth {
+					fmt.Fprintf(&batch, "GET /c%d/r%d/%d HTTP/1.1\r\nHost: a\r\n\r\n", i, j, k)
+				}
+				if _, err := io.WriteString(c, batch.String()); err != nil {
+					errs <- err
+					return
+				}
+				for k := range depth {
+					path := fmt.Sprintf("/c%d/r%d/%d", i, j, k)
+					resp, err := http.ReadResponse(br, nil)
+					if err != nil {
+						errs <- fmt.Errorf("GET %s: %v", path, err)
+						return
+					}
+					body, err := io.ReadAll(resp.Body)
+					if err != nil || resp.StatusCode != 200 || string(body) != path {
+						errs <- fmt.Errorf("GET %s: %d %q, %v", path, resp.StatusCode, body, err)
+						return
+					}
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }

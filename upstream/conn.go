@@ -51,6 +51,7 @@ type Conn struct {
 	closing bool  // closed inside Traffic; Traffic tells the handler to close it
 	timer   Timer // made at the dial: the connect timeout while dialing (the TLS handshake included), then idle_timeout while idle (onTimer)
 	noDelay bool  // TCP_NODELAY is on (see writeMore)
+	spare   bool  // dialed on the loop: once gnet closed it, the Conn may serve another dial (Closed)
 	// tls is the connection's TLS session when the pool speaks TLS, made
 	// once the socket is enrolled; nil on plain HTTP.
 	tls *tlsedge.Session
@@ -188,8 +189,22 @@ func (uc *Conn) reusable() bool {
 	return uc.state == connIdle && uc.gc != nil && uc.inbound() == uc.held
 }
 
-// Closed is called by the gnet handler from OnClose.
+// Closed is called by the gnet handler from OnClose, gnet's last word on
+// the connection. A plain connection dialed on the loop is then done
+// with: nothing else holds it (its call, its pool, the dial's queue and
+// wait all let go before gnet could close it), so its Conn and timer go
+// to the loop's spares (Loop.putConn). Not a TLS one, whose session may
+// still have a handshake out, nor one dialed off the loop, whose dialing
+// goroutine may still report.
 func (uc *Conn) Closed(err error) {
+	uc.closed(err)
+	if uc.state == connClosed && uc.spare && uc.tls == nil {
+		uc.pool.loop.putConn(uc)
+	}
+}
+
+// closed is Closed's bookkeeping for a connection gnet closed.
+func (uc *Conn) closed(err error) {
 	if uc.state == connClosed || uc.state == connDetached {
 		return
 	}

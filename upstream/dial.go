@@ -33,10 +33,7 @@ var errConnectTimeout = errors.New("upstream: connect timed out")
 // blocks, so it is dialed off the loop (dialOffLoop).
 // docs/architecture.md ("Dialing upstreams") has the measurements.
 func (p *Pool) dial(c *Call) {
-	// net.Dial, off the loop, turns TCP_NODELAY on; a dial on the loop
-	// leaves it to the first body write (Conn.writeMore).
-	uc := &Conn{pool: p, state: connDialing, dialFor: c, noDelay: p.sa == nil}
-	uc.timer = p.loop.clock.NewTimer(uc.onTimer)
+	uc := p.loop.newConn(p, c)
 	c.dialing = uc
 	p.total++
 	p.stats.Connects.Add(1)

@@ -129,6 +129,41 @@ type Loop struct {
 	connectedSpare []connectedSocket // the other buffer, so adopting may queue more
 	adoptTask      gnet.Runnable     // adoptConnected, made once
 	adoptAll       func()            // adoptAllConnected, made once
+
+	// spare holds Conns gnet has closed, with their timers, for the next
+	// dials (newConn): a backend that closes every connection otherwise
+	// costs three allocations per request (the Conn, its timer and the
+	// timer's callback). At most maxSpareConns.
+	spare []*Conn
+}
+
+// maxSpareConns bounds Loop.spare: beyond it closed Conns go to the GC.
+const maxSpareConns = 64
+
+// newConn returns a Conn dialing for c on pool p, a spare one when there
+// is one. Its timer is stopped.
+func (l *Loop) newConn(p *Pool, c *Call) *Conn {
+	onLoop := p.sa != nil
+	if n := len(l.spare); n > 0 {
+		uc := l.spare[n-1]
+		l.spare[n-1] = nil
+		l.spare = l.spare[:n-1]
+		*uc = Conn{pool: p, state: connDialing, dialFor: c, timer: uc.timer, spare: onLoop}
+		return uc
+	}
+	// net.Dial, off the loop, turns TCP_NODELAY on; a dial on the loop
+	// leaves it to the first body write (Conn.writeMore).
+	uc := &Conn{pool: p, state: connDialing, dialFor: c, noDelay: !onLoop, spare: onLoop}
+	uc.timer = l.clock.NewTimer(uc.onTimer)
+	return uc
+}
+
+// putConn keeps uc, closed and done with, for a later dial. See
+// Conn.Closed for when a Conn is done with.
+func (l *Loop) putConn(uc *Conn) {
+	if len(l.spare) < maxSpareConns {
+		l.spare = append(l.spare, uc)
+	}
 }
 
 // connectedSocket is a socket whose connect for uc, of pool, has completed.

@@ -472,3 +472,44 @@ func TestSockaddr(t *testing.T) {
 		}
 	}
 }
+
+// A connection gnet has closed (Closed, its OnClose) serves the next dial
+// with its Conn and timer, not one the pool let go that gnet still holds:
+// the next dial before Closed gets a Conn of its own. The reused Conn is
+// the new dial's through and through: its call, its connection, and its
+// timer, which fires for it (the idle timeout here).
+func TestClosedConnServesTheNextDial(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	_, r1, uc1, fc1 := tl.getOpen(p)
+	deliver(uc1, fc1, "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 2\r\n\r\nok")
+	if !r1.done || !fc1.closed {
+		t.Fatalf("first exchange: done %v, closed %v", r1.done, fc1.closed)
+	}
+	c2, _, uc2, _ := tl.getOpen(p) // gnet has not reported uc1 closed yet
+	if uc2 == uc1 {
+		t.Fatal("a Conn gnet had not closed yet served another dial")
+	}
+	c2.Abort()
+	uc1.Closed(io.EOF) // gnet's OnClose
+	uc2.Closed(nil)
+	if n := len(tl.l.spare); n != 2 {
+		t.Fatalf("%d spare Conns after two closes, want 2", n)
+	}
+
+	_, r3, uc3, fc3 := tl.getOpen(p)
+	if uc3 != uc2 && uc3 != uc1 {
+		t.Fatal("the dial after the closes made a new Conn")
+	}
+	if uc3.gc != fc3 || uc3.state != connActive || uc3.dialFor != nil || uc3.served != 0 {
+		t.Fatalf("reused Conn: gc ok %v, state %v, dialFor %v, served %d", uc3.gc == fc3, uc3.state, uc3.dialFor, uc3.served)
+	}
+	deliver(uc3, fc3, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	if !r3.done || p.Idle() != 1 {
+		t.Fatalf("third exchange: done %v, idle %d", r3.done, p.Idle())
+	}
+	tl.advance(testPool.IdleTimeout + time.Second)
+	if !fc3.closed || p.Idle() != 0 {
+		t.Fatalf("after the idle timeout: closed %v, idle %d: the reused timer did not fire for its new connection", fc3.closed, p.Idle())
+	}
+}
