@@ -28,6 +28,7 @@ import (
 	"github.com/loopgate/loopgate/engine/accesslog"
 	"github.com/loopgate/loopgate/engine/admin"
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/engine/gcfloor"
 	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/filters/access"
 	"github.com/loopgate/loopgate/filters/auth"
@@ -170,6 +171,9 @@ func run(opts *options) error {
 	if opts.check {
 		fmt.Println("config ok")
 		return nil
+	}
+	if f := cfg.TLS.HeapFloor(); f > 0 && cfg.UsesTLS() && os.Getenv("GOGC") == "" {
+		gcfloor.Start(f, 100)
 	}
 
 	// The pidfile comes first: a second instance on it is refused by

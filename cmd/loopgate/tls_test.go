@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -126,6 +127,26 @@ with socket.create_connection(("127.0.0.1", int(sys.argv[2]))) as raw:
 	if code, body, err := adminGet(p.listen, "/plain"); err != nil || code != 200 || body != "ok" {
 		t.Errorf("plain listener: %d %q %v", code, body, err)
 	}
+	t.Run("heap floor", func(t *testing.T) {
+		if os.Getenv("GOGC") != "" {
+			t.Skip("GOGC is set: the binary keeps it")
+		}
+		// tls.gc_heap_floor's default: the heap goal is the live heap plus
+		// 64 MiB, where GOGC=100 would make it about twice the live heap.
+		_, body, err := adminGet(p.admin, "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var next float64
+		for _, line := range strings.Split(body, "\n") {
+			if v, ok := strings.CutPrefix(line, "go_memstats_next_gc_bytes "); ok {
+				next, _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		if next < 64<<20 {
+			t.Errorf("go_memstats_next_gc_bytes %v, want at least 64 MiB", next)
+		}
+	})
 }
 
 // SIGHUP re-reads the certificate files: new handshakes get the renewed

@@ -140,7 +140,16 @@ func appendFixed(out []string, name string, o, n reflect.Value) []string {
 		}
 		return out
 	}
-	if o.Equal(n) {
+	if o.Kind() == reflect.Pointer {
+		// An optional setting: unset (its default) or a value, compared by
+		// value, not by address.
+		if !o.IsNil() && !n.IsNil() {
+			return appendFixed(out, name, o.Elem(), n.Elem())
+		}
+		if o.IsNil() && n.IsNil() {
+			return out
+		}
+	} else if o.Equal(n) {
 		return out
 	}
 	return append(out, name+" "+yamlScalar(o)+" -> "+yamlScalar(n))
@@ -149,8 +158,13 @@ func appendFixed(out []string, name string, o, n reflect.Value) []string {
 // yamlScalar shows a setting's value as an operator writes it: a string
 // bare, an empty one as "".
 func yamlScalar(v reflect.Value) string {
-	if v.Kind() == reflect.String && v.String() == "" {
+	switch {
+	case v.Kind() == reflect.String && v.String() == "":
 		return `""`
+	case v.Kind() == reflect.Pointer && v.IsNil():
+		return "(default)"
+	case v.Kind() == reflect.Pointer:
+		v = v.Elem()
 	}
 	return fmt.Sprint(v.Interface())
 }

@@ -25,6 +25,7 @@ func TestListenersAndTLSValidation(t *testing.T) {
 			"listeners[0].redirect_https: on an HTTPS listener"},
 		{"tls: {max_handshakes: -1}\n", "tls.max_handshakes: must be positive, got -1"},
 		{"tls: {handshake_priority: high}\n", `tls.handshake_priority: unknown priority "high" (want "auto", "normal", "nice" or "low")`},
+		{"tls: {gc_heap_floor: -1}\n", "tls.gc_heap_floor: -1 is negative; 0 turns the floor off"},
 		{"timeouts: {tls_handshake: -1s}\n", "timeouts.tls_handshake: must be positive, got -1s"},
 		{up + "routes:\n  - {prefix: /, upstream: u, tls: https_only}\n", `routes[0].tls: "https_only", but no listener serves HTTPS`},
 		{up + "routes:\n  - {prefix: /, upstream: u, tls: always}\n", `routes[0].tls: unknown value "always" (want "https_only" or "client_cert")`},
@@ -49,6 +50,17 @@ func TestListenersAndTLSValidation(t *testing.T) {
 	}
 	if d := Compare(c, mustParse(t, "listeners:\n  - address: 127.0.0.1:2\n  - address: 127.0.0.1:3\n    tls: {certificates: [{cert: c, key: k}]}\ntls: {handshake_priority: nice}\n")); fmt.Sprint(d.Fixed) != "[tls.handshake_priority normal -> nice]" {
 		t.Errorf("a reload changing the handshake runner's bounds: fixed %q", d.Fixed)
+	}
+	for yaml, want := range map[string]int64{"": 64 << 20, "tls: {gc_heap_floor: 0}\n": 0, "tls: {gc_heap_floor: 128MiB}\n": 128 << 20} {
+		if got := mustParse(t, yaml).TLS.HeapFloor(); got != want {
+			t.Errorf("%q: heap floor %d, want %d", yaml, got, want)
+		}
+	}
+	if d := Compare(mustParse(t, ""), mustParse(t, "tls: {gc_heap_floor: 0}\n")); fmt.Sprint(d.Fixed) != "[tls.gc_heap_floor (default) -> 0B]" {
+		t.Errorf("a reload changing the heap floor: fixed %q", d.Fixed)
+	}
+	if d := Compare(mustParse(t, "tls: {gc_heap_floor: 32MiB}\n"), mustParse(t, "tls: {gc_heap_floor: 32MiB}\n")); len(d.Fixed) != 0 {
+		t.Errorf("the same heap floor, reloaded: fixed %q", d.Fixed)
 	}
 	if w := mustParse(t, "upstreams:\n  - {name: u, nodes: [h:1], tls: {insecure_skip_verify: true}}\nroutes:\n  - {prefix: /, upstream: u}\n").Warnings(); len(w) != 1 || !strings.Contains(w[0], "insecure_skip_verify") {
 		t.Errorf("warnings %q", w)
