@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bufio"
 	"net"
 	"testing"
 	"time"
@@ -194,6 +195,7 @@ func TestProberSleepsUntilTheNextProbe(t *testing.T) {
 	p := NewProber(10, 10)
 	p.Set(map[*Node]*HealthCheckConfig{far: slow})
 	p.targets[far].due = time.Now().Add(time.Hour) // not the first probe's random draw
+	<-p.wake                                       // Set's wake-up: Run would look twice, and the window below could see the second look
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() { p.Run(stop); close(done) }()
@@ -228,5 +230,64 @@ func TestProberSleepsUntilTheNextProbe(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("%d probes of a node checked every 20 ms, want 3: the prober slept through them", i)
 		}
+	}
+}
+
+// A reload that removes a node's check while its probe runs counts the
+// node up (Set); the failure that probe then reports must not take it
+// down again, since no later probe would bring it back.
+func TestProberRemovedWhileProbing(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	asked := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		_, _ = bufio.NewReader(c).ReadString('\n') // the probe's request line
+		asked <- c
+	}()
+	cfg := &HealthCheckConfig{Method: "GET", Path: "/", Expect: []int{200}, Timeout: 30 * time.Second,
+		Healthy: 1, Unhealthy: 1, New: time.Hour, Stable: time.Hour, Degraded: time.Hour, StableAfter: 10, DegradedAfter: 10}
+	n := NewNode("u", ln.Addr().String(), 1)
+	p := NewProber(10, 10)
+	p.Set(map[*Node]*HealthCheckConfig{n: cfg})
+	p.mu.Lock()
+	p.targets[n].due = time.Now() // probed at once, not at a random point within the hour
+	p.mu.Unlock()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { p.Run(stop); close(done) }()
+	defer func() { close(stop); <-done }()
+	var c net.Conn
+	select {
+	case c = <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the node was never probed")
+	}
+	p.mu.Lock()
+	tgt := p.targets[n] // running while the probe is out
+	p.mu.Unlock()
+	p.Set(map[*Node]*HealthCheckConfig{}) // the reload drops the check mid-probe
+	_, _ = c.Write([]byte("HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n"))
+	c.Close()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		p.mu.Lock()
+		running := tgt.running // the probe's last step, under p.mu
+		p.mu.Unlock()
+		if !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the probe never ended")
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a synchronisation
+	}
+	if n.Down() {
+		t.Fatal("a probe that ended after its check was removed took the node down; nothing would bring it back")
 	}
 }

@@ -148,7 +148,7 @@ func (l *Loop) newConn(p *Pool, c *Call) *Conn {
 		uc := l.spare[n-1]
 		l.spare[n-1] = nil
 		l.spare = l.spare[:n-1]
-		*uc = Conn{pool: p, state: connDialing, dialFor: c, timer: uc.timer, spare: onLoop}
+		*uc = Conn{pool: p, state: connDialing, dialFor: c, timer: uc.timer, noDelay: !onLoop, spare: onLoop}
 		return uc
 	}
 	// net.Dial, off the loop, turns TCP_NODELAY on; a dial on the loop
@@ -162,6 +162,10 @@ func (l *Loop) newConn(p *Pool, c *Call) *Conn {
 // Conn.Closed for when a Conn is done with.
 func (l *Loop) putConn(uc *Conn) {
 	if len(l.spare) < maxSpareConns {
+		// Cleared, so that a holder that outlived the close fails on a nil
+		// pool rather than acting on the next connection, and a retired
+		// pool is not kept alive by a spare.
+		*uc = Conn{timer: uc.timer, state: connClosed}
 		l.spare = append(l.spare, uc)
 	}
 }

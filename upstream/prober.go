@@ -206,8 +206,15 @@ func (p *Prober) run(t *target, stop <-chan struct{}) {
 	ok := probe(t.node.Addr, cfg)
 	p.inFlight.Add(-1)
 	<-p.sem
-	next := t.node.checked(cfg, ok)
 	p.mu.Lock()
+	if p.targets[t.node] != t {
+		// A reload removed this check while the probe ran: Set counted the
+		// node up, and no later probe would undo a verdict given now.
+		t.running = false
+		p.mu.Unlock()
+		return
+	}
+	next := t.node.checked(cfg, ok)
 	if t.cfg != cfg { // a reload changed the check while this probe ran
 		next = t.node.tier(t.cfg)
 	}
