@@ -246,14 +246,25 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 		s.trusted, s.shared, keep = prev.trusted, prev.shared, true
 	}
 	// prevIndex is the index of route id in prevCfg, or -1. Most routes
-	// stay where they were, so the map of every id is made only for one
+	// stay where they were, or a few places up once routes before them
+	// were deleted (shift), so the map of every id is made only for one
 	// that moved: at 30,000 routes it cost an API write 5 ms and 3 MB.
+	shift := 0
 	prevIndex := func(i int, id string) int {
 		if !keep {
 			return -1
 		}
-		if i < len(prevCfg.Routes) && prevCfg.Routes[i].ID == id {
-			return i
+		for j := i + shift; j < len(prevCfg.Routes) && j <= i+shift+16; j++ {
+			if prevCfg.Routes[j].ID == id {
+				shift = j - i
+				return j
+			}
+		}
+		if i+shift >= len(prevCfg.Routes) {
+			// Past prevCfg's last route: appended, as a new route is. One
+			// that moved here is compiled afresh; its metrics, breaker and
+			// limiter are the server's by id all the same.
+			return -1
 		}
 		if keptRoutes == nil {
 			keptRoutes = make(map[string]int, len(prevCfg.Routes))

@@ -108,6 +108,26 @@ func BenchmarkCreateDeleteAt30k(b *testing.B) {
 	b.ReportMetric(float64(processCPU()-t0)/1e6/float64(b.N), "cpu-ms/op")
 }
 
+// BenchmarkDeleteMiddleAt30k is DELETE /config/routes/r<k> at 30,000
+// routes, k from 1,000 up: a route in the middle of the list, every route
+// after it one place up.
+func BenchmarkDeleteMiddleAt30k(b *testing.B) {
+	c := scaleControl(b, 30000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	t0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		id := fmt.Sprint("r", 1000+i)
+		if _, err := c.change(writer{action: "DELETE /config/routes/" + id}, func(d confstore.Doc) error {
+			confstore.Set(d, confstore.Routes, id, nil)
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-t0)/1e6/float64(b.N), "cpu-ms/op")
+}
+
 // BenchmarkApplyAfterEveryRouteChangedAt30k is BenchmarkApplyOneRouteAt30k
 // once a file reload that changed every route is among the kept versions:
 // the state file then holds that version's 30,000 changes, and every write

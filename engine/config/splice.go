@@ -44,13 +44,10 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	for i := range changed.Routes {
 		fresh[changed.Routes[i].ID] = &changed.Routes[i]
 	}
-	// c's route of an id: most stay where they were, so the map of every
-	// id is made only for one that moved.
+	// c's route of an id that is not where the walk below expects it: the
+	// map of every id is made only for such a route.
 	var kept map[string]*Route
-	keptAt := func(i int, id string) *Route {
-		if i < len(c.Routes) && c.Routes[i].ID == id {
-			return &c.Routes[i]
-		}
+	keptOf := func(id string) *Route {
 		if kept == nil {
 			kept = make(map[string]*Route, len(c.Routes))
 			for j := range c.Routes {
@@ -61,54 +58,69 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	}
 	out := *c
 	out.Routes = make([]Route, len(ids))
-	// An id in its place in c is unique, as c's ids are, so a repeat has
-	// an occurrence out of its place: only those are kept, in moved, and
-	// checked against each other and against c's place of the id. A map
-	// of every id cost a one-route write 5 ms at 30,000 routes.
-	var moved map[string]int
-	// The router edits: a changed route in its old place, or appended, or
-	// the last ones removed. A route that moved shifts indexes, so the
-	// table is compiled whole.
+	// The walk aligns ids with c's routes, in order: an id is c's next
+	// route, or one of the few after it (those in between were deleted),
+	// or it is out of line: appended, or moved. Aligned ids are unique, as
+	// c's are, so a repeat has an occurrence out of line: only those are
+	// kept, in unaligned, and checked against every id. A map of every id
+	// cost a one-route write 5 ms at 30,000 routes.
+	var unaligned map[string]int
+	// The router edits: a changed route in its place, routes deleted
+	// anywhere, routes appended after the last aligned one. A route that
+	// moved (out of line, not appended) shifts the order, so the table is
+	// compiled whole.
 	var edits []router.Edit
 	whole := c.table == nil
+	j := 0 // c's next route to align with
+	appending := false
 	for i, id := range ids {
+		at := -1
+		if !appending {
+			at = alignAt(c.Routes, j, id)
+		}
+		if at >= 0 {
+			for k := j; k < at; k++ {
+				old := c.Routes[k].routerSpec()
+				edits = append(edits, router.Edit{Index: k, Old: &old, Remove: true})
+			}
+			j = at + 1
+			r := fresh[id]
+			if r == nil {
+				r = &c.Routes[at]
+			} else if !whole {
+				old := c.Routes[at].routerSpec()
+				edits = append(edits, router.Edit{Index: at, Old: &old, New: r.routerSpec()})
+			}
+			out.Routes[i] = *r
+			continue
+		}
+		if _, dup := unaligned[id]; dup {
+			return nil, fmt.Errorf("config: splice: route %q repeated", id)
+		}
+		if unaligned == nil {
+			unaligned = map[string]int{}
+		}
+		unaligned[id] = i
 		r := fresh[id]
 		if r == nil {
-			r = keptAt(i, id)
-			whole = whole || i >= len(c.Routes) || c.Routes[i].ID != id
-		} else if !whole {
-			switch old := routeAt(c.Routes, i, id); {
-			case old != nil:
-				edits = append(edits, router.Edit{Index: i, Old: old, New: r.routerSpec()})
-			case i >= len(c.Routes):
-				edits = append(edits, router.Edit{Index: i, New: r.routerSpec()})
-			default:
-				whole = true
-			}
+			r = keptOf(id)
+			whole = true // a route that moved
+		} else if appending = true; !whole {
+			edits = append(edits, router.Edit{Index: i, New: r.routerSpec()})
 		}
 		if r == nil {
 			return nil, fmt.Errorf("config: splice: route %q missing", id)
 		}
-		if i >= len(c.Routes) || c.Routes[i].ID != id {
-			if _, dup := moved[id]; dup {
-				return nil, fmt.Errorf("config: splice: route %q repeated", id)
-			}
-			if moved == nil {
-				moved = map[string]int{}
-			}
-			moved[id] = i
-		}
 		out.Routes[i] = *r
 	}
-	if id := repeatedInPlace(c.Routes, ids, moved); id != "" {
+	for k := j; k < len(c.Routes); k++ { // the last ones, deleted
+		old := c.Routes[k].routerSpec()
+		edits = append(edits, router.Edit{Index: k, Old: &old, Remove: true})
+	}
+	if id := repeatedOf(ids, unaligned); id != "" {
 		return nil, fmt.Errorf("config: splice: route %q repeated", id)
 	}
 	if !whole {
-		// Fewer routes, every one left in its place: the last ones went.
-		for i := len(c.Routes) - 1; i >= len(ids); i-- {
-			old := c.Routes[i].routerSpec()
-			edits = append(edits, router.Edit{Index: i, Old: &old, Remove: true})
-		}
 		if table, ok := c.table.With(edits); ok {
 			out.table = table
 			return &out, nil
@@ -122,6 +134,43 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	return &out, nil
 }
 
+// alignLookahead is how many of c's routes past the next one the walk
+// of WithRoutes looks through for an id: the routes one write deletes.
+const alignLookahead = 16
+
+// alignAt is the index of id among routes[j:j+1+alignLookahead], or -1.
+func alignAt(routes []Route, j int, id string) int {
+	for k := j; k < len(routes) && k <= j+alignLookahead; k++ {
+		if routes[k].ID == id {
+			return k
+		}
+	}
+	return -1
+}
+
+// repeatedOf is an id of unaligned (ids out of line, by their index in
+// ids) that ids also holds at another index, or "".
+func repeatedOf(ids []string, unaligned map[string]int) string {
+	if len(unaligned) <= 16 { // a few writes: a scan each beats a map of every id
+		for id, at := range unaligned {
+			for k := range ids {
+				if k != at && ids[k] == id {
+					return id
+				}
+			}
+		}
+		return ""
+	}
+	at := make(map[string]int, len(ids))
+	for k, id := range ids {
+		if first, dup := at[id]; dup {
+			return ids[first]
+		}
+		at[id] = k
+	}
+	return ""
+}
+
 // sameIDs reports whether routes are ids, in order.
 func sameIDs(routes []Route, ids []string) bool {
 	if len(routes) != len(ids) {
@@ -133,43 +182,6 @@ func sameIDs(routes []Route, ids []string) bool {
 		}
 	}
 	return true
-}
-
-// repeatedInPlace is an id of moved (ids out of their place in routes,
-// by their index in ids) that ids also holds in its place in routes, or
-// "".
-func repeatedInPlace(routes []Route, ids []string, moved map[string]int) string {
-	inPlace := func(id string, k int) bool { return k >= 0 && k < len(ids) && ids[k] == id }
-	if len(moved) <= 16 { // a few writes: a scan each beats a map of every id
-		for id := range moved {
-			for k := range routes {
-				if routes[k].ID == id && inPlace(id, k) {
-					return id
-				}
-			}
-		}
-		return ""
-	}
-	at := make(map[string]int, len(routes))
-	for k := range routes {
-		at[routes[k].ID] = k
-	}
-	for id := range moved {
-		if k, ok := at[id]; ok && inPlace(id, k) {
-			return id
-		}
-	}
-	return ""
-}
-
-// routeAt is the router spec of routes[i] when that route is id's, or
-// nil.
-func routeAt(routes []Route, i int, id string) *router.Spec {
-	if i >= len(routes) || routes[i].ID != id {
-		return nil
-	}
-	s := routes[i].routerSpec()
-	return &s
 }
 
 // SameSettings reports whether c and o are, by construction, one parse's

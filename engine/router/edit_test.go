@@ -102,19 +102,19 @@ func TestWithRefuses(t *testing.T) {
 	specs := []Spec{{Path: "/a"}, {Path: "/b/*"}, {Prefix: "/c/"}, {Path: "/d", Host: "x.test"}}
 	table := mustCompile(t, specs)
 	for name, edits := range map[string][]Edit{
-		"to a pattern":        {{Index: 0, Old: &specs[0], New: Spec{Path: "/a/*"}}},
-		"from a pattern":      {{Index: 1, Old: &specs[1], New: Spec{Path: "/b"}}},
-		"from a prefix":       {{Index: 2, Old: &specs[2], New: Spec{Path: "/c"}}},
-		"a duplicate":         {{Index: 0, Old: &specs[0], New: Spec{Path: "/D", Host: "X.test"}}},
-		"invalid":             {{Index: 0, Old: &specs[0], New: Spec{Path: "a"}}},
-		"wrong old":           {{Index: 0, Old: &specs[3], New: Spec{Path: "/e"}}},
-		"out of range":        {{Index: 7, Old: &specs[0], New: Spec{Path: "/e"}}},
-		"append with a gap":   {{Index: 5, New: Spec{Path: "/e"}}},
-		"remove not the last": {{Index: 0, Old: &specs[0], Remove: true}},
-		"remove out of order": {{Index: 2, Old: &specs[2], Remove: true}, {Index: 3, Old: &specs[3], Remove: true}},
-		"remove with no old":  {{Index: 3, Remove: true}},
-		"remove a prefix":     {{Index: 3, Old: &specs[3], Remove: true}, {Index: 2, Old: &specs[2], Remove: true}},
-		"replace a removed":   {{Index: 3, Old: &specs[3], Remove: true}, {Index: 3, Old: &specs[3], New: Spec{Path: "/e"}}},
+		"to a pattern":       {{Index: 0, Old: &specs[0], New: Spec{Path: "/a/*"}}},
+		"from a pattern":     {{Index: 1, Old: &specs[1], New: Spec{Path: "/b"}}},
+		"from a prefix":      {{Index: 2, Old: &specs[2], New: Spec{Path: "/c"}}},
+		"a duplicate":        {{Index: 0, Old: &specs[0], New: Spec{Path: "/D", Host: "X.test"}}},
+		"invalid":            {{Index: 0, Old: &specs[0], New: Spec{Path: "a"}}},
+		"wrong old":          {{Index: 0, Old: &specs[3], New: Spec{Path: "/e"}}},
+		"out of range":       {{Index: 7, Old: &specs[0], New: Spec{Path: "/e"}}},
+		"append with a gap":  {{Index: 5, New: Spec{Path: "/e"}}},
+		"remove twice":       {{Index: 0, Old: &specs[0], Remove: true}, {Index: 0, Old: &specs[0], Remove: true}},
+		"remove a pattern":   {{Index: 1, Old: &specs[1], Remove: true}},
+		"remove with no old": {{Index: 3, Remove: true}},
+		"remove a prefix":    {{Index: 3, Old: &specs[3], Remove: true}, {Index: 2, Old: &specs[2], Remove: true}},
+		"replace a removed":  {{Index: 3, Old: &specs[3], Remove: true}, {Index: 3, Old: &specs[3], New: Spec{Path: "/e"}}},
 	} {
 		if got, ok := table.With(edits); ok || got != nil {
 			t.Errorf("%s: With = %v, %v; want nil, false", name, got, ok)
@@ -133,5 +133,126 @@ func TestWithRefuses(t *testing.T) {
 	}
 	if got := matchIndex(swapped, request{"", "GET", "/a"}); got != 3 {
 		t.Errorf("/a = %d; want 3", got)
+	}
+}
+
+// TestWithSequencesMatchCompile applies long random sequences of edits
+// (specs replaced, appended, and removed anywhere in the list) to one
+// table after another, each edit to the table the last one made, and
+// checks after every edit that the table answers every probe request as
+// a table compiled from the edited list does: the same index, found,
+// Allow and Matched. Wildcard and prefix specs sit among the exact ones;
+// With declines to edit them, and the sequence goes on from Compile's
+// table then.
+func TestWithSequencesMatchCompile(t *testing.T) {
+	rng := rand.New(rand.NewPCG(22, 7))
+	others := []Spec{{Prefix: "/p1"}, {Prefix: "/"}, {Path: "/p2/*"}, {Path: "/p3/**", Methods: []string{"POST"}},
+		{Prefix: "/p4", Host: "h1.test"}, {Path: "/*"}}
+	spec := func() Spec {
+		if rng.IntN(12) == 0 {
+			return others[rng.IntN(len(others))]
+		}
+		s := Spec{Path: fmt.Sprintf("/p%d", rng.IntN(12))}
+		if rng.IntN(3) == 0 {
+			s.Path += fmt.Sprintf("/%c", 'a'+rng.IntN(3))
+		}
+		switch rng.IntN(4) {
+		case 0:
+			s.Host = fmt.Sprintf("h%d.test", rng.IntN(3))
+		case 1:
+			s.Methods = []string{[]string{"GET", "POST", "put"}[rng.IntN(3)]}
+		case 2:
+			s.Methods = []string{"DELETE", "GET"}
+		}
+		return s
+	}
+	var probes []request
+	for _, host := range []string{"", "h0.test", "H1.TEST:80", "h2.test.", "other"} {
+		for _, method := range []string{"GET", "HEAD", "POST", "PUT", "DELETE"} {
+			for p := 0; p < 13; p++ {
+				for _, tail := range []string{"", "/", "/a", "/B", "/c/d", "/x"} {
+					probes = append(probes, request{host, method, fmt.Sprintf("/p%d%s", p, tail)})
+				}
+				probes = append(probes, request{host, method, fmt.Sprintf("/P%d;v=1/a", p)})
+			}
+			probes = append(probes, request{host, method, "/"}, request{host, method, "/q"})
+		}
+	}
+	scratch := make([]byte, 0, 64)
+	edited, declined, sawGone := 0, 0, 0
+	for round := 0; round < 60; round++ {
+		var specs []Spec
+		for len(specs) < 40 {
+			specs = append(specs, spec())
+			if _, err := Compile(specs); err != nil {
+				specs = specs[:len(specs)-1]
+			}
+		}
+		table := mustCompile(t, specs)
+		for step := 0; step < 40; step++ {
+			var edits []Edit
+			replaced := map[int]Spec{}
+			removed := map[int]bool{}
+			for k := rng.IntN(4) + 1; k > 0 && len(specs) > 1; k-- {
+				i := rng.IntN(len(specs))
+				if _, r := replaced[i]; r || removed[i] {
+					continue
+				}
+				if rng.IntN(2) == 0 {
+					removed[i] = true
+					edits = append(edits, Edit{Index: i, Old: &specs[i], Remove: true})
+				} else {
+					replaced[i] = spec()
+					edits = append(edits, Edit{Index: i, Old: &specs[i], New: replaced[i]})
+				}
+			}
+			var next []Spec
+			for i, s := range specs {
+				switch r, ok := replaced[i]; {
+				case removed[i]:
+				case ok:
+					next = append(next, r)
+				default:
+					next = append(next, s)
+				}
+			}
+			for k := rng.IntN(3); k > 0; k-- {
+				edits = append(edits, Edit{Index: len(next), New: spec()})
+				next = append(next, edits[len(edits)-1].New)
+			}
+			got, ok := table.With(edits)
+			want, err := Compile(next)
+			switch {
+			case err != nil:
+				if ok {
+					t.Fatalf("round %d step %d: With accepted edits Compile refuses: %v", round, step, err)
+				}
+				continue // the list stays as it was
+			case !ok:
+				declined++
+				table = want
+			default:
+				edited++
+				if len(got.gone) > 0 {
+					sawGone++
+				}
+				if got.Len() != want.Len() {
+					t.Fatalf("round %d step %d: Len %d, Compile's %d", round, step, got.Len(), want.Len())
+				}
+				for _, p := range probes {
+					g := got.Match([]byte(p.host), []byte(p.method), []byte(p.path), scratch)
+					w := want.Match([]byte(p.host), []byte(p.method), []byte(p.path), scratch)
+					if g != w {
+						t.Fatalf("round %d step %d: %s %s host %q: edited %+v, compiled %+v", round, step, p.method, p.path, p.host, g, w)
+					}
+				}
+				table = got
+			}
+			specs = next
+		}
+	}
+	t.Logf("edited %d, declined %d, with removed slots %d", edited, declined, sawGone)
+	if edited < 1000 || declined == 0 || sawGone < 500 {
+		t.Fatalf("edited %d, declined %d, with removed slots %d: every outcome must be exercised", edited, declined, sawGone)
 	}
 }

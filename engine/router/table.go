@@ -19,7 +19,16 @@ type Table struct {
 	single *node // patterns whose wildcards are all "*"
 	multi  *node // patterns ending in "**"
 	prefix *node // prefixes, one trie level per segment
-	n      int
+	n      int   // specs
+
+	// gone are the slots of the specs With removed since Compile,
+	// ascending. A candidate holds its spec's slot, which an edit never
+	// moves: its index at Compile, or Len+len(gone) when With appended it.
+	// A spec's index is its slot less the removed slots below it, so a
+	// spec removed from the middle of a list leaves every other
+	// candidate as it was, where renumbering them all meant compiling the
+	// table again. Empty after Compile, and then every slot is its index.
+	gone []int
 }
 
 // Result is what Match found.
@@ -141,21 +150,21 @@ func (t *Table) Match(host, method, path, scratch []byte) Result {
 
 	if set, ok := t.exact[shardOfBytes(p)][string(p)]; ok {
 		if i, allow, hit := set.pick(host, method); hit {
-			return result(i, allow, len(path))
+			return result(t.at(i), allow, len(path))
 		}
 	}
 	if i, allow, hit := t.single.match(p[1:], false, host, method); hit {
-		return result(i, allow, len(path))
+		return result(t.at(i), allow, len(path))
 	}
 	if i, allow, hit := t.multi.match(p[1:], false, host, method); hit {
-		return result(i, allow, len(path))
+		return result(t.at(i), allow, len(path))
 	}
 	if i, allow, depth, hit := t.prefix.longest(p[1:], false, 0, host, method); hit {
 		matched := 0
 		if i >= 0 {
 			matched = segmentEnd(path, depth, params)
 		}
-		return result(i, allow, matched)
+		return result(t.at(i), allow, matched)
 	}
 	return Result{Index: -1}
 }
@@ -329,7 +338,7 @@ func requestHost(host []byte) []byte {
 type candidate struct {
 	host    string   // lowercased; "" = any host
 	methods []string // uppercased, sorted, HEAD added to GET; nil = any method
-	index   int      // spec index
+	index   int      // the spec's slot: its index once the removed slots below it are taken off (Table.gone)
 
 	// allow is the 405 Allow value when this is the first candidate that
 	// accepts the request's host: the union of the methods of every
