@@ -398,3 +398,19 @@ func BenchmarkMatchMethodNotAllowed(b *testing.B) {
 func BenchmarkMatchMiss(b *testing.B) {
 	benchMatch(b, "GET", "/nowhere/at/all", Result{Index: -1})
 }
+
+// BenchmarkCompile30k compiles 30,000 exact paths and one prefix, the
+// table of a large gateway (every reload's and -check's).
+func BenchmarkCompile30k(b *testing.B) {
+	specs := make([]Spec, 0, 30001)
+	for i := range 30000 {
+		specs = append(specs, Spec{Path: fmt.Sprintf("/r%d", i)})
+	}
+	specs = append(specs, Spec{Prefix: "/"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Compile(specs); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

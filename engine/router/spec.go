@@ -106,7 +106,7 @@ func compileSpec(i int, s Spec) (compiled, error) {
 		if strings.Contains(raw, "*") {
 			return fail(field, "%q: wildcards are only allowed in path, not prefix", raw)
 		}
-	} else {
+	} else if strings.IndexByte(c.pattern, '*') >= 0 { // without one: exact, and nothing to split
 		segs := strings.Split(c.pattern[1:], "/")
 		for j, seg := range segs {
 			switch {

@@ -67,6 +67,9 @@ func Compile(specs []Spec) (*Table, error) {
 	// filed anyway; only the other kinds need a map of keys (a map of
 	// every route's key cost a 30,000-route compile a third of its time).
 	var seen map[string]int
+	// The candidates of paths with one route each (most of them), in one
+	// array: 30,000 small allocations fewer for a large table.
+	slab := make([]candidate, 0, len(specs))
 	for i, s := range specs {
 		c, err := compileSpec(i, s)
 		if err != nil {
@@ -88,19 +91,26 @@ func Compile(specs []Spec) (*Table, error) {
 			}
 			seen[k] = i
 		}
-		t.add(c)
+		slab = t.add(c, slab)
 	}
 	t.finish()
 	return t, nil
 }
 
-// add files c under the structure for its kind.
-func (t *Table) add(c compiled) {
+// add files c under the structure for its kind. The first candidate of
+// an exact path goes into slab (never grown past its capacity, so the
+// sets made from it stay where they are), whose rest it returns.
+func (t *Table) add(c compiled, slab []candidate) []candidate {
 	cand := candidate{host: c.host, methods: c.methods, index: c.index}
 	switch c.kind {
 	case kindExact:
 		m := t.exact[shardOf(c.pattern)]
-		m[c.pattern] = append(m[c.pattern], cand)
+		if set, ok := m[c.pattern]; ok || len(slab) == cap(slab) {
+			m[c.pattern] = append(set, cand)
+		} else {
+			slab = append(slab, cand)
+			m[c.pattern] = slab[len(slab)-1 : len(slab) : len(slab)]
+		}
 	case kindSingle:
 		t.single = t.single.insert(c.pattern, cand)
 	case kindMulti:
@@ -108,6 +118,7 @@ func (t *Table) add(c compiled) {
 	case kindPrefix:
 		t.prefix = t.prefix.insert(c.pattern, cand)
 	}
+	return slab
 }
 
 // finish orders every route set and precomputes its Allow strings.
