@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -52,4 +53,21 @@ func inPlaceAt(list []string, i int) []string {
 	out := append([]string(nil), list...)
 	out[i] = fmt.Sprintf("r%d", i)
 	return out
+}
+
+// sameRetry is reflect.DeepEqual of two retry sections, nil and empty
+// lists told apart as DeepEqual tells them.
+func TestSameRetryIsDeepEqual(t *testing.T) {
+	if n := reflect.TypeOf(Retry{}).NumField(); n != 4 {
+		t.Fatalf("Retry has %d fields; sameRetry compares 4", n)
+	}
+	values := []Retry{{}, {Attempts: 2}, {Methods: []string{}}, {Methods: []string{"GET"}}, {Methods: []string{"PUT"}},
+		{OnStatus: []int{}}, {OnStatus: []int{502}}, {OnStatus: []int{502, 503}}, {PerTryTimeout: 5}}
+	for i := range values {
+		for j := range values {
+			if got, want := sameRetry(&values[i], &values[j]), reflect.DeepEqual(&values[i], &values[j]); got != want {
+				t.Errorf("sameRetry(%+v, %+v) = %v; DeepEqual says %v", values[i], values[j], got, want)
+			}
+		}
+	}
 }
