@@ -145,6 +145,7 @@ func run(opts *options) error {
 	if err != nil {
 		return err
 	}
+	defer control.Flush() // a file reload's version is saved after the reload
 	setMaxProcs(cfg.Loops)
 
 	// engine.New compiles routes and filter chains, loads keys and opens the
@@ -335,6 +336,7 @@ func startControl(opts *options) (*admin.Control, *config.Config, error) {
 		},
 		StatePath: file.Admin.State,
 		CheckOnly: opts.check,
+		Log:       func(level, msg string) { log.Printf("loopgate: %s: admin state: %s", level, msg) },
 	}
 	if opts.configPath != "" {
 		// A file that cannot be read is an admin.ConfigError; the Control

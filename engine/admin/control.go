@@ -57,6 +57,10 @@ type ControlOptions struct {
 	Now func() time.Time
 	// CheckOnly writes nothing: loopgate -check reads the state only.
 	CheckOnly bool
+	// Log is told of a state file write that failed after a file reload
+	// applied (Reload saves the state once the new config serves, see
+	// there); nil logs nothing.
+	Log func(level, msg string)
 }
 
 // AuditEntry is one applied write, for the audit line.
@@ -85,6 +89,19 @@ type Control struct {
 	file    confstore.Doc      // the config file's document as last read; guarded by mu
 	cur     confstore.Doc      // the running document, file with overlay; guarded by mu
 	cfg     *config.Config     // cur parsed; guarded by mu
+
+	saves saves
+}
+
+// saves orders the writes of the state file: each save is numbered when
+// the state it writes is made (under Control.mu), and a save older than
+// the one on disk writes nothing, so the save a file reload runs after
+// it returns never replaces a later write's state.
+type saves struct {
+	next    uint64         // the last number handed out; guarded by Control.mu
+	mu      sync.Mutex     // held while a save writes the files
+	written uint64         // the newest save on disk; guarded by mu
+	pending sync.WaitGroup // the saves running after their reload
 }
 
 // Errors of a write, each answered with its status by the API.
@@ -311,10 +328,39 @@ func (c *Control) record(source, token, action string, changes []confstore.Chang
 	return v
 }
 
-// save writes the state file, and the file base first when fileData is
-// given. Without a state file it does nothing. c.mu must be held.
+// save writes the state file, and the file base first when withBase.
+// Without a state file it does nothing. c.mu must be held.
 func (c *Control) save(withBase bool, fileData []byte) error {
 	if c.opts.StatePath == "" || c.opts.CheckOnly {
+		return nil
+	}
+	c.saves.next++
+	return c.write(c.saves.next, c.st.Snapshot(), withBase, fileData)
+}
+
+// saveLater is save on another goroutine: it returns at once, and the
+// state and base it writes are the ones of now. Flush waits for it. c.mu
+// must be held.
+func (c *Control) saveLater(withBase bool, fileData []byte) {
+	if c.opts.StatePath == "" || c.opts.CheckOnly {
+		return
+	}
+	c.saves.next++
+	n, st := c.saves.next, c.st.Snapshot()
+	c.saves.pending.Add(1)
+	go func() {
+		defer c.saves.pending.Done()
+		if err := c.write(n, st, withBase, fileData); err != nil && c.opts.Log != nil {
+			c.opts.Log("error", fmt.Sprintf("version %d applied, but %v; the next write or reload saves it again", st.Latest(), err))
+		}
+	}()
+}
+
+// write is save number n of st: nothing when a later save is on disk.
+func (c *Control) write(n uint64, st *confstore.State, withBase bool, fileData []byte) error {
+	c.saves.mu.Lock()
+	defer c.saves.mu.Unlock()
+	if n <= c.saves.written {
 		return nil
 	}
 	if withBase {
@@ -322,8 +368,17 @@ func (c *Control) save(withBase bool, fileData []byte) error {
 			return err
 		}
 	}
-	return confstore.Save(c.opts.StatePath, c.st)
+	if err := confstore.Save(c.opts.StatePath, st); err != nil {
+		return err
+	}
+	c.saves.written = n
+	return nil
 }
+
+// Flush waits until the state file holds every version applied so far:
+// a file reload's save runs after the reload returns. Call it before the
+// process exits. Safe for concurrent use.
+func (c *Control) Flush() { c.saves.pending.Wait() }
 
 // Reload re-reads the config file, lays the overlay over it and applies
 // the result as a reload does; a result that differs from the running
@@ -366,9 +421,12 @@ func (c *Control) Reload(trigger string, o ReloadOptions) (string, error) {
 		return fmt.Sprintf("still version %d: %s", c.st.Latest(), changes), nil
 	}
 	v := c.record(confstore.SourceFile, "", trigger, diff)
-	if err := c.save(true, data); err != nil {
-		return "", fmt.Errorf("applied as version %d, but %v", v.Number, err)
-	}
+	// Saved once the version serves, off the reload's time: after 30,000
+	// changed routes, tens of milliseconds of encoding and writing. A
+	// crash before the write lands loses no config: the next start reads
+	// the file, finds it differs from the base still on disk, and records
+	// it as a version again. A later write's save waits for this one.
+	c.saveLater(true, data)
 	return fmt.Sprintf("version %d: %s", v.Number, changes), nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"gopkg.in/yaml.v3"
 )
@@ -34,12 +35,20 @@ type Version struct {
 	Action  string   `json:"action" yaml:"action"`                   // "PUT /routes/api", "SIGHUP", "start", "rollback to 3"
 	Changes []Change `json:"changes" yaml:"changes"`                 // against the version before; none for the first
 
-	// encoded is the version as Encode writes it, from the first Encode
-	// of a State holding it (copies of the Version share it). A version
-	// does not change once recorded, and every write saves every kept
-	// version: encoding them all again made each write after a reload
-	// that changed 30,000 routes cost 100 ms and 20 MB more.
-	encoded []byte
+	// enc is the version as Encode writes it, from the first Encode of a
+	// State holding it (copies of the Version share it). A version does
+	// not change once recorded, and every write saves every kept version:
+	// encoding them all again made each write after a reload that changed
+	// 30,000 routes cost 100 ms and 20 MB more.
+	enc *encoding
+}
+
+// encoding is one version's bytes, made once by whichever goroutine
+// saves a State holding it first (State.Snapshot).
+type encoding struct {
+	once sync.Once
+	b    []byte
+	err  error
 }
 
 // State is what the admin API keeps across restarts.
@@ -61,10 +70,26 @@ func (s *State) Latest() uint64 {
 
 // Add appends v, dropping the oldest versions beyond Keep.
 func (s *State) Add(v Version) {
+	v.enc = &encoding{}
 	s.Versions = append(s.Versions, v)
 	if n := len(s.Versions) - Keep; n > 0 {
 		s.Versions = append([]Version(nil), s.Versions[n:]...)
 	}
+}
+
+// Snapshot is a copy of s that another goroutine may Save while s
+// changes: the versions' list is its own, and the versions share their
+// encodings with s's, so each is still encoded once. A State changes only
+// by Add and by its Overlay being replaced, never edited in place.
+func (s *State) Snapshot() *State {
+	for i := range s.Versions {
+		if s.Versions[i].enc == nil {
+			s.Versions[i].enc = &encoding{}
+		}
+	}
+	c := *s
+	c.Versions = slices.Clone(s.Versions)
+	return &c
 }
 
 // Find returns version n, or nil when it is not kept.
@@ -123,7 +148,7 @@ func Load(path string) (*State, error) {
 
 // Encode is s as JSON, the form Save writes and Decode reads: the bytes
 // json.Marshal(s) gives, each kept version encoded once (see
-// Version.encoded).
+// Version.enc).
 func Encode(s *State) ([]byte, error) {
 	parts, err := encodeParts(s)
 	if err != nil {
@@ -159,18 +184,23 @@ func encodeParts(s *State) ([][]byte, error) {
 	parts = append(parts, append(head, '['))
 	for i := range s.Versions {
 		v := &s.Versions[i]
-		if v.encoded == nil {
-			if v.encoded, err = appendVersion(nil, v); err != nil {
-				return nil, err
+		if v.enc == nil {
+			v.enc = &encoding{}
+		}
+		v.enc.once.Do(func() {
+			b, err := appendVersion(nil, v)
+			if cap(b)-len(b) > len(b)/8 {
+				b = slices.Clone(b) // kept with the version: no room to spare
 			}
-			if cap(v.encoded)-len(v.encoded) > len(v.encoded)/8 {
-				v.encoded = slices.Clone(v.encoded) // kept with the version: no room to spare
-			}
+			v.enc.b, v.enc.err = b, err
+		})
+		if v.enc.err != nil {
+			return nil, v.enc.err
 		}
 		if i > 0 {
 			parts = append(parts, comma)
 		}
-		parts = append(parts, v.encoded)
+		parts = append(parts, v.enc.b)
 	}
 	return append(parts, closing), nil
 }
