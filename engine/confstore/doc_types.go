@@ -298,13 +298,23 @@ func samePlace(a, b any, key string) bool {
 // changedInPlace appends the changes of was and is, paired place by place
 // (samePlace holds for every place).
 func changedInPlace(out []Change, kind, key string, was, is []any) []Change {
+	// The places that changed first, then out grown once: when every
+	// route of 30,000 changed, growing the changes by doubling allocated
+	// twice the 2 MB they hold, in each of a reload's three diffs.
+	var small [16]int32
+	at := small[:0]
 	for i := range is {
 		if Identical(was[i], is[i]) {
 			continue
 		}
-		if id, ok := keyOf(is[i], key); ok && !same(was[i], is[i]) {
-			out = append(out, Change{Kind: kind, ID: id, Before: was[i], After: is[i]})
+		if _, ok := keyOf(is[i], key); ok && !same(was[i], is[i]) {
+			at = append(at, int32(i))
 		}
+	}
+	out = slices.Grow(out, len(at))
+	for _, i := range at {
+		id, _ := keyOf(is[i], key)
+		out = append(out, Change{Kind: kind, ID: id, Before: was[i], After: is[i]})
 	}
 	return out
 }
