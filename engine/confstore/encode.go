@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -57,23 +58,27 @@ func appendJSON(b []byte, v any) ([]byte, error) {
 
 // appendMap writes m with its keys sorted, as json.Marshal does.
 func appendMap(b []byte, m map[string]any) ([]byte, error) {
-	var small [16]string
-	keys := small[:0]
-	for k := range m {
-		keys = append(keys, k)
+	type pair struct {
+		k string
+		v any
 	}
-	slices.Sort(keys)
+	var small [16]pair
+	pairs := small[:0]
+	for k, v := range m { // the values with the keys: no lookup of each
+		pairs = append(pairs, pair{k, v})
+	}
+	slices.SortFunc(pairs, func(x, y pair) int { return strings.Compare(x.k, y.k) })
 	b = append(b, '{')
-	for i, k := range keys {
+	for i, p := range pairs {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = appendString(b, k); err != nil {
+		if b, err = appendString(b, p.k); err != nil {
 			return nil, err
 		}
 		b = append(b, ':')
-		if b, err = appendJSON(b, m[k]); err != nil {
+		if b, err = appendJSON(b, p.v); err != nil {
 			return nil, err
 		}
 	}
@@ -128,15 +133,8 @@ func appendVersion(b []byte, v *Version) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		at := len(b)
 		if b, err = appendChange(b, &v.Changes[i]); err != nil {
 			return nil, err
-		}
-		if i == 0 && len(v.Changes) > 64 {
-			// The rest as long as the first, and a third more (later ids
-			// are longer): grown once, not by doubling through the
-			// megabytes of a version that changed every route.
-			b = slices.Grow(b, (len(b)-at+1)*(len(v.Changes)-1)*4/3)
 		}
 	}
 	return append(b, "]}"...), nil

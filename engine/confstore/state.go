@@ -188,11 +188,17 @@ func encodeParts(s *State) ([][]byte, error) {
 			v.enc = &encoding{}
 		}
 		v.enc.once.Do(func() {
-			b, err := appendVersion(nil, v)
-			if cap(b)-len(b) > len(b)/8 {
-				b = slices.Clone(b) // kept with the version: no room to spare
+			// Made in a scratch buffer and kept as an exact copy: the
+			// version keeps no spare room, and a large one allocates its
+			// size once, not its growth.
+			scratch := encodeScratch.Get().(*[]byte)
+			b, err := appendVersion((*scratch)[:0], v)
+			if err == nil {
+				v.enc.b = slices.Clone(b)
 			}
-			v.enc.b, v.enc.err = b, err
+			v.enc.err = err
+			*scratch = b[:0]
+			encodeScratch.Put(scratch)
 		})
 		if v.enc.err != nil {
 			return nil, v.enc.err
@@ -206,6 +212,9 @@ func encodeParts(s *State) ([][]byte, error) {
 }
 
 var comma, closing = []byte(","), []byte("]}")
+
+// encodeScratch holds the buffers versions are encoded in.
+var encodeScratch = sync.Pool{New: func() any { return new([]byte) }}
 
 // Decode reads a state Encode wrote.
 func Decode(data []byte) (*State, error) {
