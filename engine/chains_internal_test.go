@@ -30,8 +30,8 @@ routes:
 	routes := srv.state.Load().snap.routes
 	byName := func(i int) map[string]filters.Filter {
 		m := map[string]filters.Filter{}
-		for j := 0; j < routes[i].chain.Len(); j++ {
-			f := routes[i].chain.Filter(j)
+		for j := 0; j < routes.at(i).chain.Len(); j++ {
+			f := routes.at(i).chain.Filter(j)
 			m[f.Name()] = f
 		}
 		return m
@@ -49,7 +49,7 @@ routes:
 		t.Error("forwarded: the route with ip_allow has its own forwarded filter")
 	}
 	// The stats stay the route's own.
-	if routes[0].chain.Stats(0) == routes[1].chain.Stats(0) {
+	if routes.at(0).chain.Stats(0) == routes.at(1).chain.Stats(0) {
 		t.Error("two routes share their filter stats")
 	}
 }

@@ -45,8 +45,8 @@ func TestResponsePhaseHasNoStaleRequestView(t *testing.T) {
 	}
 	w := &reqWatcher{Base: filters.Base{FilterName: "watch", FilterOrder: 1}}
 	ch, _ := filters.NewChain([]filters.Filter{w}, 1)
-	for i := range srv.state.Load().snap.routes {
-		srv.state.Load().snap.routes[i].chain = ch
+	for i := range srv.state.Load().snap.routes.len() {
+		srv.state.Load().snap.routes.at(i).chain = ch
 	}
 	addr := ServeForTest(t, srv)
 	// A proxied response and a gateway error (502 from a dead node).
@@ -105,8 +105,8 @@ func TestDonePhaseBalancesUnderClientAborts(t *testing.T) {
 	}
 	counter := &lifecycleCounter{Base: filters.Base{FilterName: "count", FilterOrder: 1}}
 	ch, _ := filters.NewChain([]filters.Filter{counter}, 2)
-	for i := range srv.state.Load().snap.routes {
-		srv.state.Load().snap.routes[i].chain = ch
+	for i := range srv.state.Load().snap.routes.len() {
+		srv.state.Load().snap.routes.at(i).chain = ch
 	}
 	addr := ServeForTest(t, srv)
 

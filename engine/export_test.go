@@ -73,7 +73,7 @@ func ServeForTest(t testing.TB, srv *Server) string {
 // requests.
 func (s *Server) TouchRoutesForTest() {
 	snap := s.state.Load().snap
-	for i := range snap.routes {
-		snap.routes[i].metrics.observe(0, 200, 0, 1500e3)
+	for i := range snap.routes.len() {
+		snap.routes.at(i).metrics.observe(0, 200, 0, 1500e3)
 	}
 }

@@ -133,8 +133,8 @@ func (r *registry) applied(v uint64, snap *snapshot) {
 func (r *registry) retire(v uint64, snap *snapshot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i := range snap.routes {
-		rt := &snap.routes[i]
+	for i := range snap.routes.len() {
+		rt := snap.routes.at(i)
 		m := rt.metrics
 		m.live = v
 		if r.routeIx[m.id] != m {

@@ -117,7 +117,7 @@ func (ex *exchange) routeRequest() bool {
 		ex.localReply(errNoRoute)
 		return false
 	}
-	ex.route = &snap.routes[res.Index]
+	ex.route = snap.routes.at(res.Index)
 	ex.route.metrics.begin(l.index) // until record
 	if flags != 0 && !ex.route.keepEscapes {
 		ex.localReply(errEscapedSlash)

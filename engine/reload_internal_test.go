@@ -36,7 +36,7 @@ func TestReloadReleasesOldVersions(t *testing.T) {
 		resp.Body.Close()
 		// The routes of the version the request ran on: what an exchange
 		// holds on to through its route.
-		runtime.SetFinalizer(&srv.state.Load().snap.routes[0], func(*route) { released.Add(1) })
+		runtime.SetFinalizer(srv.state.Load().snap.routes.at(0), func(*route) { released.Add(1) })
 		if _, err := srv.Reload(parse()); err != nil {
 			t.Fatal(err)
 		}

@@ -41,8 +41,8 @@ func (s *snapshot) activate(prober *upstream.Prober) {
 		d.outliers.SetHealthCheck(d.healthCfg)
 		d.outliers.Configure(d.outlierCfg, nodes)
 	}
-	for i := range s.routes {
-		if r := &s.routes[i]; r.isolation != nil {
+	for i := range s.routes.len() {
+		if r := s.routes.at(i); r.isolation != nil {
 			r.isolation.Reset(r.isolationCfg)
 		}
 	}

@@ -38,7 +38,7 @@ func TestRetriesReachDonePhase(t *testing.T) {
 	}
 	w := &endWatcher{Base: filters.Base{FilterName: "watch", FilterOrder: 1}}
 	ch, _ := filters.NewChain([]filters.Filter{w}, 1)
-	srv.state.Load().snap.routes[0].chain = ch
+	srv.state.Load().snap.routes.at(0).chain = ch
 	addr := ServeForTest(t, srv)
 	resp, _, _ := exchangeRaw(t, addr, "GET /x HTTP/1.1\r\nHost: a\r\n\r\n")
 	resp.Body.Close()

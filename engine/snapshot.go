@@ -35,7 +35,7 @@ type state struct {
 // and its upstream all come from the one version.
 type snapshot struct {
 	table      *router.Table
-	routes     []route        // by router index
+	routes     routeList      // by router index
 	upstreams  []*upstreamDef // config order: filters name upstreams by this index (gray, external auth)
 	limits     codec.Limits
 	respLimits codec.Limits   // upstream response heads
@@ -70,7 +70,7 @@ type clientTimeouts struct {
 // route is a compiled route: where it goes and its timeouts.
 type route struct {
 	id              string
-	upstream        *upstreamDef   // the route's upstream, in the same snapshot
+	upstream        int            // the route's upstream: its index in the snapshot's upstreams (a pointer would tie the route to one snapshot, see routeList)
 	chain           *filters.Chain // nil when the route runs no filters
 	prepared        bool           // the chain has a filter built on what its Prepare made (snapshot.shared)
 	maxBody         int64          // the route's body limit when tighter than the global one
@@ -121,7 +121,7 @@ func (d *upstreamDef) on(l *loop) *upstream.Group { return d.loops[l.index] }
 // filters' hash key when one is set. Both come from the exchange's own
 // snapshot, so a reload since it began changes nothing for it.
 func (ex *exchange) pickNode() *upstream.Pool {
-	def := ex.route.upstream
+	def := ex.snap.upstreams[ex.route.upstream]
 	var hashKey []byte
 	node := 0
 	if ex.chain != nil {
@@ -290,47 +290,78 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 		}
 		s.trusted, s.shared = b.trusted, b.shared
 	}
-	s.routes = make([]route, 0, len(cfg.Routes))
-	for i := range cfg.Routes {
-		r := &cfg.Routes[i]
-		g, ok := groupIndex[r.Upstream]
-		if !ok {
-			errs = append(errs, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream))
-			continue
+	// reuse is prev's compiled route i (prevCfg's route j) when cfg's
+	// route i (r, upstream g) keeps it, else nil.
+	reuse := func(i, j, g int, r *config.Route) *route {
+		if j < 0 {
+			return nil
 		}
-		if j := prevIndex(i, r.ID); j >= 0 && !(refresh && prev.routes[j].prepared) &&
-			(r.SameRoute(&prevCfg.Routes[j]) || twins.Twins(r, &prevCfg.Routes[j])) {
-			rt := prev.routes[j]
-			rt.upstream = s.upstreams[g]
-			s.routes = append(s.routes, rt)
-			continue
+		rt := prev.routes.at(j)
+		if refresh && rt.prepared || rt.upstream != g ||
+			!r.SameRoute(&prevCfg.Routes[j]) && !twins.Twins(r, &prevCfg.Routes[j]) {
+			return nil
 		}
-		if b == nil { // what the filters' Prepare built is the kept routes'
-			b = &chainBuilder{cfg: cfg, chains: cfg.Chains(), loops: loops, groups: groupIndex, trusted: s.trusted,
-				shared: s.shared, services: &kept.services.byType, reg: kept.metrics}
+		return rt
+	}
+	for start := 0; start < len(cfg.Routes); start += routeChunk {
+		end := min(start+routeChunk, len(cfg.Routes))
+		if keep {
+			// prev's chunk in this place, when it holds every route of
+			// the stretch as this version has it.
+			if c := prev.routes.chunkOf(start, end); c != nil {
+				all, was := true, shift
+				for i := start; i < end && all; i++ {
+					r := &cfg.Routes[i]
+					g, ok := groupIndex[r.Upstream]
+					all = ok && prevIndex(i, r.ID) == i && reuse(i, i, g, r) != nil
+				}
+				if all {
+					s.routes.add(c)
+					continue
+				}
+				shift = was
+			}
 		}
-		chain, prepared, err := b.chain(r)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		chunk := make([]route, 0, end-start)
+		for i := start; i < end; i++ {
+			r := &cfg.Routes[i]
+			g, ok := groupIndex[r.Upstream]
+			if !ok {
+				errs = append(errs, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream))
+				continue
+			}
+			if rt := reuse(i, prevIndex(i, r.ID), g, r); rt != nil {
+				chunk = append(chunk, *rt)
+				continue
+			}
+			if b == nil { // what the filters' Prepare built is the kept routes'
+				b = &chainBuilder{cfg: cfg, chains: cfg.Chains(), loops: loops, groups: groupIndex, trusted: s.trusted,
+					shared: s.shared, services: &kept.services.byType, reg: kept.metrics}
+			}
+			chain, prepared, err := b.chain(r)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			// config.applyDefaults already copied the upstream's timeouts into
+			// routes that do not override them.
+			rt := route{id: r.ID, upstream: g, chain: chain, prepared: prepared,
+				connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
+				keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID), tls: routeTLS(r.TLS),
+				retry: policy.NewRetryPolicy(&r.Retry), tunnel: newRouteTunnel(r, kept.tunnels)}
+			if r.CircuitBreaker.On() {
+				rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), breakers.of(r.CircuitBreaker)
+			}
+			if r.Isolation.On() {
+				rt.isolationCfg = isolations.of(r.Isolation)
+				rt.isolation = kept.resilience.Limiter(r.ID, rt.isolationCfg)
+			}
+			if r.Limits != nil {
+				rt.maxBody = r.Limits.MaxBodyBytes // the limits filter's, through filters.RequestLimiter
+			}
+			chunk = append(chunk, rt)
 		}
-		// config.applyDefaults already copied the upstream's timeouts into
-		// routes that do not override them.
-		rt := route{id: r.ID, upstream: s.upstreams[g], chain: chain, prepared: prepared,
-			connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
-			keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID), tls: routeTLS(r.TLS),
-			retry: policy.NewRetryPolicy(&r.Retry), tunnel: newRouteTunnel(r, kept.tunnels)}
-		if r.CircuitBreaker.On() {
-			rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), breakers.of(r.CircuitBreaker)
-		}
-		if r.Isolation.On() {
-			rt.isolationCfg = isolations.of(r.Isolation)
-			rt.isolation = kept.resilience.Limiter(r.ID, rt.isolationCfg)
-		}
-		if r.Limits != nil {
-			rt.maxBody = r.Limits.MaxBodyBytes // the limits filter's, through filters.RequestLimiter
-		}
-		s.routes = append(s.routes, rt)
+		s.routes.add(chunk)
 	}
 	if len(errs) > 0 {
 		return nil, errs

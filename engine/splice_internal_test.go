@@ -25,7 +25,7 @@ func TestCompileKeepsSharedRoutes(t *testing.T) {
 	}
 	var ids []string
 	lines := map[string]string{}
-	for i := 0; i < 30; i++ {
+	for i := 0; i < 2*routeChunk+30; i++ { // three chunks of compiled routes
 		id := fmt.Sprintf("r%d", i)
 		ids, lines[id] = append(ids, id), line(id)
 	}
@@ -50,15 +50,22 @@ func TestCompileKeepsSharedRoutes(t *testing.T) {
 	}
 	for step := 0; step < 60; step++ {
 		var changed []string
+		// The chunks of compiled routes before the one the edit is in
+		// stay the running version's, and for a change in place, those
+		// after it too.
+		wantShared := 0
 		switch rng.Intn(3) {
 		case 0:
+			wantShared = len(ids) / routeChunk
 			id := fmt.Sprintf("n%d", step)
 			ids, lines[id] = append(ids, id), line(id)
 			changed = append(changed, id)
 		case 1:
 			k := rng.Intn(len(ids))
+			wantShared = k / routeChunk
 			ids = append(ids[:k:k], ids[k+1:]...)
 		default:
+			wantShared = (len(ids)+routeChunk-1)/routeChunk - 1
 			id := ids[rng.Intn(len(ids))]
 			lines[id] = line(id)
 			changed = append(changed, id)
@@ -77,16 +84,25 @@ func TestCompileKeepsSharedRoutes(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := c.snap
-		if len(got.routes) != len(whole.routes) || got.table.Len() != whole.table.Len() {
-			t.Fatalf("step %d: %d routes, want %d", step, len(got.routes), len(whole.routes))
+		shared := 0
+		for k, chunk := range got.routes.chunks {
+			if k < len(running.snap.routes.chunks) && &chunk[0] == &running.snap.routes.chunks[k][0] {
+				shared++
+			}
+		}
+		if shared < wantShared {
+			t.Fatalf("step %d: %d chunks of %d kept from the running version, want %d", step, shared, len(got.routes.chunks), wantShared)
+		}
+		if got.routes.len() != whole.routes.len() || got.table.Len() != whole.table.Len() {
+			t.Fatalf("step %d: %d routes, want %d", step, got.routes.len(), whole.routes.len())
 		}
 		prevChains := map[string]any{}
-		for i := range running.snap.routes {
-			prevChains[running.snap.routes[i].id] = running.snap.routes[i].chain
+		for i := range running.snap.routes.len() {
+			prevChains[running.snap.routes.at(i).id] = running.snap.routes.at(i).chain
 		}
-		for i := range whole.routes {
-			g, w := &got.routes[i], &whole.routes[i]
-			if g.id != w.id || g.upstream.name != w.upstream.name || g.upstream != got.upstreams[indexOf(got.upstreams, g.upstream.name)] ||
+		for i := range whole.routes.len() {
+			g, w := got.routes.at(i), whole.routes.at(i)
+			if g.id != w.id || got.upstreams[g.upstream].name != whole.upstreams[w.upstream].name ||
 				g.maxBody != w.maxBody || g.connectTimeout != w.connectTimeout || g.responseTimeout != w.responseTimeout ||
 				!reflect.DeepEqual(g.retry, w.retry) || g.breaker != w.breaker || !reflect.DeepEqual(g.breakerCfg, w.breakerCfg) ||
 				!reflect.DeepEqual(g.isolationCfg, w.isolationCfg) ||
@@ -118,15 +134,6 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
-}
-
-func indexOf(ups []*upstreamDef, name string) int {
-	for i, u := range ups {
-		if u.name == name {
-			return i
-		}
-	}
-	return -1
 }
 
 func chainNames(r *route) string {
@@ -161,7 +168,7 @@ func TestReloadRebuildsPreparedRoutes(t *testing.T) {
 	}
 	routes := func() (guarded, open *route, shared any) {
 		st := srv.state.Load()
-		return &st.snap.routes[0], &st.snap.routes[1], st.snap.shared["auth"]
+		return st.snap.routes.at(0), st.snap.routes.at(1), st.snap.shared["auth"]
 	}
 	g0, o0, v0 := routes()
 	if !g0.prepared || o0.prepared || v0 == nil {
@@ -176,7 +183,7 @@ func TestReloadRebuildsPreparedRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.snap.routes[0].chain != g0.chain || c.snap.routes[1].chain != o0.chain || c.snap.shared["auth"] != v0 {
+	if c.snap.routes.at(0).chain != g0.chain || c.snap.routes.at(1).chain != o0.chain || c.snap.shared["auth"] != v0 {
 		t.Fatal("an API write's compile rebuilt what the running version shares")
 	}
 	if _, err := srv.ReloadWith(spliced, ReloadOptions{}); err != nil {
@@ -219,7 +226,7 @@ func TestCompileKeepsMovedRoutes(t *testing.T) {
 		{"  - {id: r, path: /b, upstream: b, limits: {max_body_bytes: 256}, disable_filters: [forwarded]}\n", false},
 		{"  - {id: r, path: /b, upstream: b, limits: {max_body_bytes: 256}, disable_filters: [forwarded], response_timeout: 2s}\n", false},
 	} {
-		before := srv.state.Load().snap.routes[0]
+		before := *srv.state.Load().snap.routes.at(0)
 		spliced, err := srv.state.Load().cfg.WithRoutes([]string{"r", "s"}, parse(tc.line))
 		if err != nil {
 			t.Fatal(err)
@@ -227,7 +234,7 @@ func TestCompileKeepsMovedRoutes(t *testing.T) {
 		if _, err := srv.Apply(mustCompile(t, srv, spliced)); err != nil {
 			t.Fatal(err)
 		}
-		after := srv.state.Load().snap.routes[0]
+		after := *srv.state.Load().snap.routes.at(0)
 		if kept := after.chain == before.chain; kept != tc.kept {
 			t.Fatalf("%s: chain kept %v, want %v", tc.line, kept, tc.kept)
 		}
@@ -235,8 +242,8 @@ func TestCompileKeepsMovedRoutes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		w := &whole.routes[0]
-		if after.upstream.name != w.upstream.name || after.maxBody != w.maxBody || after.responseTimeout != w.responseTimeout ||
+		w := whole.routes.at(0)
+		if srv.state.Load().snap.upstreams[after.upstream].name != whole.upstreams[w.upstream].name || after.maxBody != w.maxBody || after.responseTimeout != w.responseTimeout ||
 			chainNames(&after) != chainNames(w) || after.metrics != w.metrics {
 			t.Fatalf("%s: route %+v, want %+v", tc.line, after, *w)
 		}

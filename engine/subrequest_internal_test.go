@@ -71,7 +71,7 @@ func run(t *testing.T, p *probe) (string, *atomic.Int64) {
 	}
 	p.FilterName, p.FilterOrder = "probe", 1
 	ch, _ := filters.NewChain([]filters.Filter{p}, 1)
-	srv.state.Load().snap.routes[0].chain = ch
+	srv.state.Load().snap.routes.at(0).chain = ch
 	return ServeForTest(t, srv), &otherHits
 }
 

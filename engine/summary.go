@@ -133,11 +133,11 @@ func (z *summarizer) read(s *Server, top int) *Summary {
 	busy := make([]candidate, 0, top)
 	var bad []candidate
 	z.mu.Lock()
-	if z.prev == nil || len(z.prev) > 2*len(snap.routes)+64 {
-		z.prev = make(map[*routeMetrics]uint64, len(snap.routes)) // drops the removed routes' totals
+	if z.prev == nil || len(z.prev) > 2*snap.routes.len()+64 {
+		z.prev = make(map[*routeMetrics]uint64, snap.routes.len()) // drops the removed routes' totals
 	}
-	for i := range snap.routes {
-		r := &snap.routes[i]
+	for i := range snap.routes.len() {
+		r := snap.routes.at(i)
 		c := candidate{i: i, bad: abnormal(r)}
 		if sr := r.metrics.series.Load(); sr != nil { // nil: no request has reached the route
 			for j := range sr.shards {
@@ -178,13 +178,13 @@ func (z *summarizer) read(s *Server, top int) *Summary {
 		}
 		return 1
 	})
-	summary.Routes.Total = len(snap.routes)
+	summary.Routes.Total = snap.routes.len()
 	summary.Routes.List = make([]RouteSummary, 0, len(busy)+len(bad))
 	shownUp := map[*upstreamDef]bool{}
 	for _, c := range append(busy, bad...) {
-		r := &snap.routes[c.i]
-		summary.Routes.List = append(summary.Routes.List, routeSummary(r, &c))
-		shownUp[r.upstream] = true
+		r := snap.routes.at(c.i)
+		summary.Routes.List = append(summary.Routes.List, routeSummary(r, snap.upstreams[r.upstream].name, &c))
+		shownUp[snap.upstreams[r.upstream]] = true
 	}
 
 	// The shown routes' upstreams, and those with a node out of rotation,
@@ -272,14 +272,14 @@ func heapDown(h []candidate, i int) {
 	}
 }
 
-func routeSummary(r *route, c *candidate) RouteSummary {
+func routeSummary(r *route, upstream string, c *candidate) RouteSummary {
 	var lat loopstat.Sum
 	if sr := r.metrics.series.Load(); sr != nil {
 		for j := range sr.shards {
 			lat.Add(&sr.shards[j].latency)
 		}
 	}
-	rs := RouteSummary{ID: r.id, Upstream: r.upstream.name, Requests: c.total, Errors: c.classes[4],
+	rs := RouteSummary{ID: r.id, Upstream: upstream, Requests: c.total, Errors: c.classes[4],
 		Latency: lat.Counts[:], InFlight: r.metrics.inFlight(), Breaker: "off", Abnormal: c.bad}
 	if r.breaker != nil {
 		rs.Breaker = r.breaker.State().String()

@@ -120,8 +120,8 @@ func newTicketServer(t testing.TB, loops int, suspend, up string, f *parkingFilt
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range srv.state.Load().snap.routes {
-		srv.state.Load().snap.routes[i].chain = ch
+	for i := range srv.state.Load().snap.routes.len() {
+		srv.state.Load().snap.routes.at(i).chain = ch
 	}
 	return srv
 }

@@ -62,11 +62,11 @@ func (s *Server) upstreamsReport() []upstreamReport {
 	snap := s.state.Load().snap
 	now := loopstat.Now()
 	out := make([]upstreamReport, 0, len(snap.upstreams))
-	for _, d := range snap.upstreams {
+	for di, d := range snap.upstreams {
 		u := upstreamReport{Name: d.name, Routes: []routeBreaker{}, Nodes: []nodeReport{}}
-		for i := range snap.routes {
-			r := &snap.routes[i]
-			if r.upstream != d {
+		for i := range snap.routes.len() {
+			r := snap.routes.at(i)
+			if r.upstream != di {
 				continue
 			}
 			state := "off"
