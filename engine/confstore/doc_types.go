@@ -301,20 +301,23 @@ func changedInPlace(out []Change, kind, key string, was, is []any) []Change {
 	// The places that changed first, then out grown once: when every
 	// route of 30,000 changed, growing the changes by doubling allocated
 	// twice the 2 MB they hold, in each of a reload's three diffs.
-	var small [16]int32
+	type place struct {
+		i  int
+		id string
+	}
+	var small [16]place
 	at := small[:0]
 	for i := range is {
 		if Identical(was[i], is[i]) {
 			continue
 		}
-		if _, ok := keyOf(is[i], key); ok && !same(was[i], is[i]) {
-			at = append(at, int32(i))
+		if id, ok := keyOf(is[i], key); ok && !same(was[i], is[i]) {
+			at = append(at, place{i, id})
 		}
 	}
 	out = slices.Grow(out, len(at))
-	for _, i := range at {
-		id, _ := keyOf(is[i], key)
-		out = append(out, Change{Kind: kind, ID: id, Before: was[i], After: is[i]})
+	for _, p := range at {
+		out = append(out, Change{Kind: kind, ID: p.id, Before: was[p.i], After: is[p.i]})
 	}
 	return out
 }
