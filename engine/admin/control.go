@@ -285,6 +285,12 @@ func (c *Control) spliceOnto(base *config.Config, baseDoc, d confstore.Doc, diff
 			only = append(only, it)
 		}
 	}
+	if len(only) > len(list)/2 {
+		// Most routes changed (a file rewritten but for a route or two):
+		// parsed all, they are the result as they are (config.WithRoutes),
+		// where splicing the few kept ones among them copied every route.
+		only = list
+	}
 	mini := maps.Clone(d) // the other routes left out; the rest shared, for Marshal to read
 	var part *config.Config
 	var err error

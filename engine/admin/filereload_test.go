@@ -77,6 +77,7 @@ func testFileReloadMatchesWholeParse(t *testing.T, opts ControlOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(c.Flush) // a reload's save may still write into TempDir
 	eng := &recordingEngine{}
 	c.Bind(eng, nil)
 	applied, refused, overlaid := 0, 0, 0

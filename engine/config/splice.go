@@ -70,7 +70,12 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	// moved (out of line, not appended) shifts the order, so the table is
 	// compiled whole.
 	var edits []router.Edit
-	whole := c.table == nil
+	// An edit costs the table about four times what compiling a route
+	// does (a shard copied, the old spec found): past a quarter of the
+	// routes, compiling them all is the cheaper way (a file that changed
+	// every route but one: 30 ms and 10 MB of edits, 8 ms compiled, at
+	// 30,000).
+	whole := c.table == nil || len(changed.Routes) > len(ids)/4
 	j := 0 // c's next route to align with
 	appending := false
 	for i, id := range ids {
@@ -120,7 +125,7 @@ func (c *Config) WithRoutes(ids []string, changed *Config) (*Config, error) {
 	if id := repeatedOf(ids, unaligned); id != "" {
 		return nil, fmt.Errorf("config: splice: route %q repeated", id)
 	}
-	if !whole {
+	if !whole && len(edits) <= len(ids)/4 { // many deleted: as many changed
 		if table, ok := c.table.With(edits); ok {
 			out.table = table
 			return &out, nil
