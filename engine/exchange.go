@@ -82,12 +82,21 @@ var phaseChecks = false
 func (ex *exchange) setPhase(p phase) {
 	from := ex.phase
 	if phaseChecks && phaseMoves[from]&(1<<p) == 0 {
-		panic("engine: exchange phase " + from.String() + " -> " + p.String())
+		panic(illegalMove{from, p})
 	}
 	if from == phaseParked || from == phaseWaiting {
 		ex.timer.Stop()
 	}
 	ex.phase = p
+}
+
+// illegalMove is the panic of a transition phaseMoves does not allow. A
+// value, not a message: setPhase is inlined at every transition, and the
+// message's concatenation would put the same cold code in each of them.
+type illegalMove struct{ from, to phase }
+
+func (m illegalMove) Error() string {
+	return "engine: exchange phase " + m.from.String() + " -> " + m.to.String()
 }
 
 // responding reports whether the response has begun: a head was accepted
