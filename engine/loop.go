@@ -207,6 +207,8 @@ var _ upstream.Clock = wheelClock{}
 
 func (c wheelClock) Now() time.Time { return c.w.Now() }
 
+func (c wheelClock) Elapsed() time.Duration { return c.w.SinceTick(0) }
+
 func (c wheelClock) NewTimer(fire func()) upstream.Timer {
 	t := &wheelTimer{w: c.w}
 	t.t.Init(fire)

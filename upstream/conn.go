@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"net"
+	"time"
 
 	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/panjf2000/gnet/v2"
@@ -52,6 +53,12 @@ type Conn struct {
 	timer   Timer // made at the dial: the connect timeout while dialing (the TLS handshake included), then idle_timeout while idle (onTimer)
 	noDelay bool  // TCP_NODELAY is on (see writeMore)
 	spare   bool  // dialed on the loop: once gnet closed it, the Conn may serve another dial (Closed)
+	// idleArmed: timer holds an idle_timeout, armed at a release and left
+	// armed when a call takes the connection (acquire), so a reused
+	// connection costs no stop and re-arm per exchange; onTimer measures
+	// from idleSince, its latest release, and re-arms for the rest.
+	idleArmed bool
+	idleSince time.Duration // Clock.Elapsed at the latest release
 	// tls is the connection's TLS session when the pool speaks TLS, made
 	// once the socket is enrolled; nil on plain HTTP.
 	tls *tlsedge.Session
@@ -178,6 +185,12 @@ func (uc *Conn) tlsFailed() {
 	uc.closeFor(closeError)
 }
 
+// stopTimer stops the connection's timer, whatever it holds.
+func (uc *Conn) stopTimer() {
+	uc.timer.Stop()
+	uc.idleArmed = false
+}
+
 // reusable reports whether an idle connection may carry a new exchange:
 // bytes that arrived after its last response belong to no request, and
 // handing them to the next caller would answer it with someone else's
@@ -209,7 +222,7 @@ func (uc *Conn) closed(err error) {
 		return
 	}
 	uc.state = connClosed
-	uc.timer.Stop()
+	uc.stopTimer()
 	if uc.tls != nil {
 		uc.tls.Close(false)
 	}
@@ -248,7 +261,7 @@ func (uc *Conn) closeFor(why closeReason) {
 		return
 	}
 	uc.state = connClosed
-	uc.timer.Stop()
+	uc.stopTimer()
 	if uc.gc != nil {
 		uc.pool.stats.Closes[why].Add(1)
 	}
@@ -273,7 +286,7 @@ func (uc *Conn) closeFor(why closeReason) {
 // bytes of the read being handled that the call consumed (the 101 head).
 func (uc *Conn) detach() {
 	uc.state = connDetached
-	uc.timer.Stop()
+	uc.stopTimer()
 	uc.pool.stats.Closes[closeUpgraded].Add(1)
 	uc.pool.remove(uc)
 }

@@ -152,12 +152,22 @@ func (p *Pool) dialOffLoop(uc *Conn, timeout time.Duration) {
 }
 
 // onTimer is the connection's one timer: the connect timeout while it
-// dials, idle_timeout while it waits in the free list.
+// dials, idle_timeout while it waits in the free list. An idle_timeout
+// armed at an earlier release (see idleArmed) finds the connection busy,
+// or idle for less than the timeout since its latest release: it does
+// nothing, or waits for the rest.
 func (uc *Conn) onTimer() {
+	uc.idleArmed = false
 	switch uc.state {
 	case connDialing:
 		uc.pool.onDialFailed(uc, errConnectTimeout)
 	case connIdle:
+		p := uc.pool
+		if rest := p.cfg.IdleTimeout - (p.loop.clock.Elapsed() - uc.idleSince); rest > 0 {
+			uc.idleArmed = true
+			uc.timer.Arm(rest)
+			return
+		}
 		uc.closeFor(closeIdleTimeout)
 	}
 }
@@ -172,7 +182,7 @@ func (p *Pool) onDialed(uc *Conn) {
 		uc.startTLS()
 		return
 	}
-	uc.timer.Stop()
+	uc.stopTimer()
 	uc.state = connActive
 	if c := uc.dialFor; c != nil {
 		uc.dialFor = nil
@@ -191,7 +201,7 @@ func (p *Pool) onDialFailed(uc *Conn, err error) {
 		return
 	}
 	p.stats.ConnectFailures.Add(1)
-	uc.timer.Stop()
+	uc.stopTimer()
 	c := uc.dialFor
 	uc.dialFor = nil
 	uc.state = connClosed

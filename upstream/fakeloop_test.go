@@ -192,6 +192,7 @@ type fakeTimer struct {
 
 func (c *fakeClock) NewTimer(fire func()) Timer { return &fakeTimer{c: c, fire: fire} }
 func (c *fakeClock) Now() time.Time             { return c.now }
+func (c *fakeClock) Elapsed() time.Duration     { return c.now.Sub(time.Unix(0, 0)) }
 
 func (t *fakeTimer) Arm(d time.Duration) {
 	t.Stop()

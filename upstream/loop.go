@@ -64,6 +64,10 @@ type Clock interface {
 	NewTimer(fire func()) Timer
 	// Now is the loop's current time, at the clock's resolution.
 	Now() time.Time
+	// Elapsed is Now as the time since the clock's start: no time.Time
+	// arithmetic, for a timestamp noted at every exchange (an idle
+	// connection's release).
+	Elapsed() time.Duration
 }
 
 // Timer is one deadline made by a Clock. Arm and Stop run on the loop and

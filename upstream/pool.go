@@ -103,7 +103,7 @@ func (p *Pool) acquire(c *Call, fresh bool) {
 		for len(p.idle) > 0 {
 			uc := p.idle[len(p.idle)-1]
 			p.idle = p.idle[:len(p.idle)-1]
-			uc.timer.Stop()
+			// Its idle_timeout stays armed (see Conn.idleArmed).
 			if !uc.reusable() {
 				uc.closeFor(closeError)
 				continue
@@ -167,7 +167,11 @@ func (p *Pool) release(uc *Conn) {
 	uc.state = connIdle
 	p.idle = append(p.idle, uc)
 	p.publish()
-	uc.timer.Arm(p.cfg.IdleTimeout)
+	uc.idleSince = p.loop.clock.Elapsed()
+	if !uc.idleArmed {
+		uc.idleArmed = true
+		uc.timer.Arm(p.cfg.IdleTimeout)
+	}
 }
 
 // remove forgets a closed connection and lets a waiter dial in its place.

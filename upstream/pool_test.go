@@ -513,3 +513,61 @@ func TestClosedConnServesTheNextDial(t *testing.T) {
 		t.Fatalf("after the idle timeout: closed %v, idle %d: the reused timer did not fire for its new connection", fc3.closed, p.Idle())
 	}
 }
+
+// idle_timeout counts from a connection's latest release, though its timer
+// stays armed while a call uses the connection: a connection reused before
+// its first deadline is not closed there, one busy at a deadline is left
+// alone, and each is closed idle_timeout after it last went idle.
+func TestPoolIdleTimeoutFromLatestRelease(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	idle := testPool.IdleTimeout
+	exchange := func(uc *Conn, fc *fakeConn) *Call {
+		c, _ := newCall()
+		c.Start(p, head(getHead), getOpts)
+		if c.conn != uc {
+			t.Fatalf("the idle connection was not reused")
+		}
+		deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+		return c
+	}
+	_, _, uc, fc := tl.getOpen(p)
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") // idle at 0
+	tl.advance(idle / 2)
+	exchange(uc, fc)                 // idle again at idle/2
+	tl.advance(idle/2 + time.Second) // the first deadline passes
+	if fc.closed || p.Idle() != 1 {
+		t.Fatalf("closed %v at the deadline of an earlier idle period", fc.closed)
+	}
+	tl.advance(idle/2 - 2*time.Second)
+	if fc.closed {
+		t.Fatal("closed before idle_timeout since its latest release")
+	}
+	tl.advance(2 * time.Second)
+	if !fc.closed || p.Idle() != 0 {
+		t.Fatalf("not closed idle_timeout after its latest release: closed %v, idle %d", fc.closed, p.Idle())
+	}
+
+	// Busy at the deadline: nothing happens then, and the connection
+	// expires idle_timeout after the call ends.
+	c, _, uc, fc := tl.getOpen(p)
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") // idle at 0
+	tl.advance(idle - getOpts.ResponseTimeout/2)
+	c.Start(p, head(getHead), getOpts)
+	if c.conn != uc {
+		t.Fatal("the idle connection was not reused")
+	}
+	tl.advance(getOpts.ResponseTimeout * 3 / 4) // the deadline passes mid-call
+	if fc.closed || c.State().Terminal() {
+		t.Fatalf("busy connection: closed %v, call %s", fc.closed, c.State())
+	}
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	tl.advance(idle - time.Second)
+	if fc.closed {
+		t.Fatal("closed before idle_timeout after the busy call")
+	}
+	tl.advance(2 * time.Second)
+	if !fc.closed {
+		t.Fatal("not closed idle_timeout after the busy call")
+	}
+}
