@@ -72,6 +72,14 @@ type clientConn struct {
 	// accounted is what this connection last added to the server's
 	// buffered-bytes total (see account).
 	accounted int64
+	// timerDue is when timer is due (loop.timerNow's clock) while idle
+	// armed it, 0 once anything else arms or stops it (arm, stopTimer) or
+	// it fires; idleUntil is the idle wait's own deadline. An idle wait
+	// that finds its previous one's timer due a little before its own
+	// deadline leaves it armed (serve does not stop it either), and
+	// onTimer waits for the rest: a keep-alive request costs no stop and
+	// re-arm.
+	timerDue, idleUntil int64
 	// headStart is when the head being read began arriving (loopstat.Now),
 	// set when a head takes more than one read: request latency counts
 	// from a request's first byte.
@@ -95,10 +103,31 @@ type clientConn struct {
 
 func (cc *clientConn) setState(s clientState) { cc.state = s }
 
-// idle waits for the next request for at most d.
+// idle waits for the next request for at most d. The timer of the idle
+// wait before, still armed and due within an eighth of d before this
+// one's deadline, stays (see timerDue): under a steady load a connection's
+// timer is re-armed once every d/8, not for every request.
 func (cc *clientConn) idle(d time.Duration) {
 	cc.setState(stateIdle)
+	l := cc.loop
+	cc.idleUntil = l.timerNow() + int64(d)
+	if due := cc.timerDue; due != 0 && due <= cc.idleUntil && cc.idleUntil-due <= int64(d/8) {
+		return
+	}
+	l.wheel.Arm(&cc.timer, d)
+	cc.timerDue = cc.idleUntil
+}
+
+// arm arms the connection's timer for any deadline but idle's.
+func (cc *clientConn) arm(d time.Duration) {
+	cc.timerDue = 0
 	cc.loop.wheel.Arm(&cc.timer, d)
+}
+
+// stopTimer stops the connection's timer, whatever it holds.
+func (cc *clientConn) stopTimer() {
+	cc.timerDue = 0
+	cc.timer.Stop()
 }
 
 // traffic is OnTraffic: new bytes from the client.
@@ -117,7 +146,7 @@ func (cc *clientConn) traffic() {
 	case stateReadingBody, stateWaitingUpstream, stateWritingResponse:
 		if ex := cc.ex; ex != nil && !ex.body.done && !ex.body.stalled {
 			if cc.state == stateReadingBody {
-				cc.loop.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
+				cc.arm(ex.snap.timeouts.idle)
 			}
 			ex.pumpBody()
 		}
@@ -230,13 +259,16 @@ func (cc *clientConn) serve() {
 				// accept for the first one (already running), else from
 				// its first byte, after the idle wait.
 				if !cc.headClock {
-					l.wheel.Arm(&cc.timer, l.state.snap.timeouts.headerRead)
+					cc.arm(l.state.snap.timeouts.headerRead)
 				}
 			}
 			break
 		}
+		// The timer is left armed: the exchange's phases arm or stop it
+		// as they need (arm, stopTimer), and one that fires meanwhile
+		// finds nothing to do (onTimer); the idle wait after the response
+		// may keep it (idle).
 		cc.headClock = false
-		cc.timer.Stop()
 		cc.start(req, n)
 	}
 	cc.serving = false
@@ -290,8 +322,16 @@ func (cc *clientConn) finish() {
 
 // onTimer fires the deadline of the current state.
 func (cc *clientConn) onTimer() {
+	cc.timerDue = 0
 	switch cc.state {
 	case stateIdle:
+		// Armed for an earlier idle wait (see timerDue), or for a
+		// deadline an exchange no longer needs: wait for the rest.
+		if rest := cc.idleUntil - cc.loop.timerNow(); rest > 0 {
+			cc.loop.wheel.Arm(&cc.timer, time.Duration(rest))
+			cc.timerDue = cc.idleUntil
+			return
+		}
 		cc.close()
 	case stateReadingHead:
 		cc.reject(errHeaderTimeout)
@@ -306,7 +346,7 @@ func (cc *clientConn) onTimer() {
 			// upstream is still behind, and gives up after the response
 			// timeout.
 			if cc.state == stateReadingBody {
-				cc.loop.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
+				cc.arm(ex.snap.timeouts.idle)
 			}
 			ex.pumpBody()
 			return
@@ -345,7 +385,7 @@ func (cc *clientConn) lingerCheck() {
 		cc.close()
 		return
 	}
-	cc.loop.wheel.Arm(&cc.timer, wheel.DefaultTick)
+	cc.arm(wheel.DefaultTick)
 }
 
 // write queues p (a head or an error) for the client. It reports false when
@@ -440,7 +480,7 @@ func (cc *clientConn) onClosed() {
 // release frees everything the connection holds.
 func (cc *clientConn) release() {
 	cc.setState(stateClosed)
-	cc.timer.Stop()
+	cc.stopTimer()
 	cc.spool.Reset()
 	if cc.tls != nil {
 		cc.tls.Close(false) // a handshake still running is given up

@@ -33,7 +33,7 @@ func (ex *exchange) waitForPermit() bool {
 	// bounds the wait).
 	ex.save()
 	ex.cc.setState(stateWaitingUpstream)
-	ex.cc.timer.Stop()
+	ex.cc.stopTimer()
 	ex.setPhase(phaseWaiting)
 	l := ex.loop
 	l.wheel.Arm(&ex.timer, timeout)

@@ -216,7 +216,7 @@ func (ex *exchange) parkRequest() {
 	// Out of Idle/ReadingHead, so serve takes no pipelined request while
 	// this one waits; any body waits too, with no read deadline meanwhile.
 	ex.cc.setState(stateWaitingUpstream)
-	ex.cc.timer.Stop()
+	ex.cc.stopTimer()
 }
 
 // save moves the request head out of the client's input buffer (whose views
@@ -336,7 +336,7 @@ func (ex *exchange) wantsBuffer(req *codec.Request, limit int64) bool {
 // separate decoder pass, so pumpBody later reads it again from the start.
 // It also reports false when the body was malformed and answered.
 func (ex *exchange) bufferBody() bool {
-	cc, l, b := ex.cc, ex.loop, &ex.body
+	cc, b := ex.cc, &ex.body
 	buf := cc.peek(-1)
 	if !ex.head.gone {
 		buf = buf[ex.head.headLen:]
@@ -376,7 +376,7 @@ func (ex *exchange) bufferBody() bool {
 		ex.setPhase(phaseBuffering)
 		cc.setState(stateBufferingBody)
 	}
-	l.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
+	cc.arm(ex.snap.timeouts.idle)
 	return false
 }
 
@@ -384,7 +384,7 @@ func (ex *exchange) bufferBody() bool {
 // driver carries on.
 func (ex *exchange) bodyArrived() {
 	if ex.bufferBody() {
-		ex.cc.timer.Stop()
+		ex.cc.stopTimer()
 		ex.run()
 	}
 }
@@ -393,7 +393,7 @@ func (ex *exchange) bodyArrived() {
 // call's first attempt, once the request passed its breaker and holds its
 // permit.
 func (ex *exchange) callUpstream() {
-	cc, l, r := ex.cc, ex.loop, ex.route
+	cc, r := ex.cc, ex.route
 	req := ex.fx.Req
 	node := ex.pickNode()
 	if node == nil {
@@ -413,7 +413,7 @@ func (ex *exchange) callUpstream() {
 	ex.saved = nil
 	if ex.body.mode != codec.BodyNone {
 		cc.setState(stateReadingBody)
-		l.wheel.Arm(&cc.timer, ex.snap.timeouts.idle)
+		cc.arm(ex.snap.timeouts.idle)
 	} else {
 		cc.setState(stateWaitingUpstream)
 	}

@@ -38,7 +38,7 @@ func (ex *exchange) pumpBody() {
 				return
 			}
 			b.stalled = true
-			ex.loop.wheel.Arm(&cc.timer, wheel.DefaultTick)
+			cc.arm(wheel.DefaultTick)
 			return
 		}
 		b.stalled = false
@@ -107,7 +107,7 @@ func (ex *exchange) pumpBody() {
 			ex.call.SendDone()
 			if cc.state == stateReadingBody {
 				cc.setState(stateWaitingUpstream)
-				cc.timer.Stop()
+				cc.stopTimer()
 			}
 		}
 	}

@@ -153,7 +153,7 @@ func openTunnel(l *loop, cc *clientConn, up gnet.Conn, upTLS *tlsedge.Session, s
 	// it (upstream.Conn.writeMore).
 	_ = up.SetNoDelay(true)
 	cc.setState(stateTunnel)
-	cc.timer.Stop()
+	cc.stopTimer()
 	l.srv.buffered.Add(-cc.accounted) // the tunnel counts the connection's bytes from now on
 	cc.accounted = 0
 	t.idle.Init(t.idleCheck)
