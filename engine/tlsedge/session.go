@@ -10,8 +10,6 @@ import (
 	"net"
 	"runtime"
 	"time"
-
-	"github.com/loopgate/loopgate/pool"
 )
 
 // Transport is the connection a Session runs over: its gnet connection.
@@ -115,10 +113,9 @@ type Session struct {
 
 	pipe    pipe
 	phase   phase
-	wanting bool         // the handshake asked for input the loop has not sent yet
-	fed     int          // bytes handed to the handshake
-	plain   *pool.Buffer // buf's backing array, from the shared pools: a connection's 16 KiB were a quarter of a handshake's garbage
-	buf     []byte       // plaintext; buf[off:] is unread
+	wanting bool   // the handshake asked for input the loop has not sent yet
+	fed     int    // bytes handed to the handshake
+	buf     []byte // plaintext; buf[off:] is unread
 	off     int
 	stale   bool  // ciphertext may have arrived since the last fill
 	drain   bool  // the tls.Conn may hold whole records from the handshake: Read until it would block
@@ -413,9 +410,8 @@ func (s *Session) fill() {
 // grow makes room at the end of the plaintext buffer: by moving unread
 // bytes to the front, else by doubling it.
 func (s *Session) grow() {
-	if s.plain == nil {
-		s.plain = pool.Get(initialPlain)
-		s.buf = s.plain.B[:0]
+	if s.buf == nil {
+		s.buf = make([]byte, 0, initialPlain)
 		return
 	}
 	if s.off > 0 {
@@ -425,10 +421,9 @@ func (s *Session) grow() {
 			return
 		}
 	}
-	bigger := pool.Get(2 * cap(s.buf))
-	s.buf = append(bigger.B[:0], s.buf...)
-	s.plain.Release()
-	s.plain = bigger
+	bigger := make([]byte, len(s.buf), 2*cap(s.buf))
+	copy(bigger, s.buf)
+	s.buf = bigger
 }
 
 // Write encrypts p and queues it on the transport in one write.
@@ -487,10 +482,6 @@ func (s *Session) Close(notify bool) {
 	}
 	s.phase = phaseClosed
 	s.buf, s.off = nil, 0
-	if s.plain != nil {
-		s.plain.Release()
-		s.plain = nil
-	}
 }
 
 // pipe is the net.Conn under the tls.Conn.
