@@ -150,17 +150,20 @@ func (ex *exchange) fillRecord(rec *accesslog.Record) {
 }
 
 // markUpstreamStart notes when the upstream call starts, for the access
-// log's upstream time; without an access log nothing reads it.
+// log's upstream time; without an access log nothing reads it. Both ends
+// read the loop's clock, as the exchange's own start and end do, so the
+// upstream time never exceeds the duration it lies within (a fresh
+// reading here against a cached one at the end could).
 func (ex *exchange) markUpstreamStart() {
 	if ex.loop.log.access != nil {
-		ex.log.upstreamStart = loopstat.Now()
+		ex.log.upstreamStart = ex.loop.fresh()
 	}
 }
 
 // markUpstreamHead notes the upstream's final response head.
 func (ex *exchange) markUpstreamHead() {
 	if ex.log.upstreamStart != 0 {
-		ex.log.upstreamNs = loopstat.Now() - ex.log.upstreamStart
+		ex.log.upstreamNs = ex.loop.fresh() - ex.log.upstreamStart
 	}
 }
 

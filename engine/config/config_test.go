@@ -60,7 +60,7 @@ func TestDefaultsMatchDocumentation(t *testing.T) {
 			Suspend:      Duration(5 * time.Second),
 			TLSHandshake: Duration(10 * time.Second),
 		},
-		TLS:          TLS{MaxHandshakes: 10000, HandshakePriority: "normal"},
+		TLS:          TLS{MaxHandshakes: 10000, HandshakePriority: "normal", GCHeapFloor: ptr(ByteSize(64 << 20))},
 		Filters:      []string{"request_id", "ip_access", "forwarded"},
 		AccessLog:    AccessLog{RingSize: 4096},
 		ErrorLog:     ErrorLog{Path: "stderr", Level: "info"},
@@ -218,7 +218,7 @@ func TestSampleParses(t *testing.T) {
 			Suspend:      Duration(5 * time.Second),
 			TLSHandshake: Duration(10 * time.Second),
 		},
-		TLS:            TLS{MaxHandshakes: 10000, HandshakePriority: "normal"},
+		TLS:            TLS{MaxHandshakes: 10000, HandshakePriority: "normal", GCHeapFloor: ptr(ByteSize(64 << 20))},
 		Filters:        []string{"request_id", "forwarded", "limits"},
 		FilterOrders:   map[string]int{"forwarded": 50},
 		TrustedProxies: []string{"10.0.0.0/8", "192.168.1.1", "::1"},
@@ -582,3 +582,5 @@ func TestWebSocketOptions(t *testing.T) {
 		t.Errorf("websocket.buffer 1KiB: err = %v", err)
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -225,6 +225,10 @@ func applyListenerDefaults(c *Config) {
 	}
 	setDefault(&c.TLS.MaxHandshakes, defaultMaxHandshakes)
 	setDefault(&c.TLS.HandshakePriority, PriorityNormal)
+	if c.TLS.GCHeapFloor == nil { // filled, so that writing the default is no change on a reload
+		floor := defaultGCHeapFloor
+		c.TLS.GCHeapFloor = &floor
+	}
 	setDefault(&c.Timeouts.TLSHandshake, defaultTLSHandshake)
 }
 

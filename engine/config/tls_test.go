@@ -56,8 +56,11 @@ func TestListenersAndTLSValidation(t *testing.T) {
 			t.Errorf("%q: heap floor %d, want %d", yaml, got, want)
 		}
 	}
-	if d := Compare(mustParse(t, ""), mustParse(t, "tls: {gc_heap_floor: 0}\n")); fmt.Sprint(d.Fixed) != "[tls.gc_heap_floor (default) -> 0B]" {
+	if d := Compare(mustParse(t, ""), mustParse(t, "tls: {gc_heap_floor: 0}\n")); fmt.Sprint(d.Fixed) != "[tls.gc_heap_floor 64MiB -> 0B]" {
 		t.Errorf("a reload changing the heap floor: fixed %q", d.Fixed)
+	}
+	if d := Compare(mustParse(t, ""), mustParse(t, "tls: {gc_heap_floor: 64MiB}\n")); len(d.Fixed) != 0 {
+		t.Errorf("the default heap floor, written out on a reload: fixed %q", d.Fixed)
 	}
 	if d := Compare(mustParse(t, "tls: {gc_heap_floor: 32MiB}\n"), mustParse(t, "tls: {gc_heap_floor: 32MiB}\n")); len(d.Fixed) != 0 {
 		t.Errorf("the same heap floor, reloaded: fixed %q", d.Fixed)

@@ -38,7 +38,8 @@ type Floor struct {
 // caller does not start a Floor when the operator set GOGC). It sets GOGC
 // after every collection, from the live heap that collection found.
 func Start(floor, base int64) *Floor {
-	f := &Floor{floor: floor, base: base, sample: []metrics.Sample{{Name: "/gc/heap/live:bytes"}}}
+	f := &Floor{floor: floor, base: base, sample: []metrics.Sample{
+		{Name: "/gc/heap/live:bytes"}, {Name: "/gc/scan/stack:bytes"}, {Name: "/gc/scan/globals:bytes"}}}
 	f.tune()
 	f.arm()
 	return f
@@ -67,8 +68,11 @@ func (f *Floor) tune() bool {
 		return false
 	}
 	metrics.Read(f.sample)
-	live := int64(f.sample[0].Value.Uint64())
-	p := Percent(live, f.floor, f.base)
+	var scan int64
+	for _, m := range f.sample {
+		scan += int64(m.Value.Uint64())
+	}
+	p := Percent(scan, f.floor, f.base)
 	if p != f.percent {
 		debug.SetGCPercent(int(p))
 		f.percent = p
@@ -76,11 +80,15 @@ func (f *Floor) tune() bool {
 	return true
 }
 
-// Percent is the GOGC that gives a live heap of live bytes a goal of at
-// least live + floor, and at least base.
-func Percent(live, floor, base int64) int64 {
-	live = max(live, 1<<20) // before the first collection the live heap reads 0
-	return max(base, (floor*100+live-1)/live)
+// Percent is the GOGC that gives a goal of the live heap plus floor, and
+// at least base's. scan is what GOGC scales since Go 1.18: the live heap,
+// the goroutine stacks and the globals (the goal is live + scan × GOGC/100;
+// a flood's handshake goroutines make the stacks tens of MB). It counts as
+// at least 4 MiB, the runtime's minimum heap, which GOGC scales too: below
+// it the minimum, not the floor, would set the goal.
+func Percent(scan, floor, base int64) int64 {
+	scan = max(scan, 4<<20) // before the first collection the live heap reads 0
+	return max(base, (floor*100+scan-1)/scan)
 }
 
 // Stop gives GOGC base back; the Floor tunes no more.
