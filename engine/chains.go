@@ -23,12 +23,30 @@ type chainBuilder struct {
 	trusted  []netip.Prefix    // trusted_proxies, for the client IP
 	shared   map[string]any    // what each filter's Prepare built, by filter name
 	services *filters.Services // the server's filter-owned objects (services.go)
-	reg      *registry         // where each route's filter stats live
 
 	// made holds each filters.Registration.RouteIndependent filter built,
 	// by filter and route config instance, for the next route given the
-	// same instance.
-	made map[madeKey]filters.Filter
+	// same instance, with its number in the order they were made.
+	made map[madeKey]madeFilter
+
+	// shared holds the chains of routes whose filters are all lent (made),
+	// by the made filters' numbers: every route of the same filters, as
+	// most routes of a large config are, runs one chain. A chain holds no
+	// route's state (its stats are the route's, filters.StatSet).
+	sharedChains map[string]sharedChain
+}
+
+// madeFilter is a route-independent filter and its number in made.
+type madeFilter struct {
+	f filters.Filter
+	n int
+}
+
+// sharedChain is a chain of lent filters, and whether one of them was
+// built on what its Prepare made.
+type sharedChain struct {
+	chain    *filters.Chain
+	prepared bool
 }
 
 // madeKey names a route-independent filter built for a config instance
@@ -42,7 +60,7 @@ type madeKey struct {
 // server's), so chains compiled for a new config share it.
 func newChainBuilder(cfg *config.Config, loops int, groups map[string]int, kept *durable) (*chainBuilder, error) {
 	b := &chainBuilder{cfg: cfg, chains: cfg.Chains(), loops: loops, groups: groups, trusted: cfg.TrustedPrefixes(),
-		shared: map[string]any{}, services: &kept.services.byType, reg: kept.metrics}
+		shared: map[string]any{}, services: &kept.services.byType}
 	for _, f := range filters.Registered() {
 		if f.Prepare == nil {
 			continue
@@ -85,42 +103,64 @@ func (b *chainBuilder) group(name string) (int, bool) {
 // reports whether one of them was built on what its Prepare made.
 func (b *chainBuilder) chain(r *config.Route) (chain *filters.Chain, prepared bool, err error) {
 	var fs []filters.Filter
+	var key [filters.MaxChain * 2]byte // the lent filters' numbers, two bytes each
+	keyLen, lent := 0, true
 	for _, name := range b.chains.Of(r) {
 		reg, _ := filters.Lookup(name) // Chain names registered filters only
-		f, err := b.filter(reg, r)
+		f, n, err := b.filter(reg, r)
 		if err != nil {
 			return nil, false, fmt.Errorf("engine: route %q: %s: %w", r.ID, name, err)
 		}
-		if f != nil {
-			fs = append(fs, f)
-			prepared = prepared || reg.Prepare != nil
+		if f == nil {
+			continue
+		}
+		fs = append(fs, f)
+		prepared = prepared || reg.Prepare != nil
+		if lent = lent && n >= 0 && n <= 0xffff && keyLen+2 <= len(key); lent {
+			key[keyLen], key[keyLen+1] = byte(n), byte(n>>8)
+			keyLen += 2
 		}
 	}
 	if len(fs) == 0 {
 		return nil, false, nil
 	}
-	chain, err = filters.NewChainStats(fs, b.loops, func(filter string) *filters.Stats { return b.reg.filter(r.ID, filter) })
-	return chain, prepared, err
+	if lent {
+		if sc, ok := b.sharedChains[string(key[:keyLen])]; ok {
+			return sc.chain, sc.prepared, nil
+		}
+	}
+	if chain, err = filters.NewSharedChain(fs, b.loops); err != nil {
+		return nil, false, err
+	}
+	if lent {
+		if b.sharedChains == nil {
+			b.sharedChains = map[string]sharedChain{}
+		}
+		b.sharedChains[string(key[:keyLen])] = sharedChain{chain, prepared}
+	}
+	return chain, prepared, nil
 }
 
 // filter builds reg's filter for route r, or lends the one built for
 // another route with the same config instance when reg is
-// RouteIndependent.
-func (b *chainBuilder) filter(reg *filters.Registration, r *config.Route) (filters.Filter, error) {
+// RouteIndependent; n is a lent filter's number (madeFilter), -1 for one
+// built for r alone.
+func (b *chainBuilder) filter(reg *filters.Registration, r *config.Route) (f filters.Filter, n int, err error) {
 	if !reg.RouteIndependent {
-		return reg.New(b.build(reg, r))
+		f, err = reg.New(b.build(reg, r))
+		return f, -1, err
 	}
 	k := madeKey{reg.Name, r.FilterConfig(reg.Name)}
-	if f, ok := b.made[k]; ok {
-		return f, nil
+	if m, ok := b.made[k]; ok {
+		return m.f, m.n, nil
 	}
-	f, err := reg.New(b.build(reg, r))
-	if err != nil {
-		return nil, err
+	if f, err = reg.New(b.build(reg, r)); err != nil {
+		return nil, -1, err
 	}
 	if b.made == nil {
-		b.made = map[madeKey]filters.Filter{}
+		b.made = map[madeKey]madeFilter{}
 	}
-	b.made[k] = f
-	return f, nil
+	n = len(b.made)
+	b.made[k] = madeFilter{f, n}
+	return f, n, nil
 }

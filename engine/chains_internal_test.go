@@ -9,7 +9,7 @@ import (
 
 // The default chain's route-independent filters are one instance for
 // the routes that set none of their keys, and a route with its own keys
-// has its own.
+// has its own; the routes of the same instances run one chain.
 func TestRouteIndependentFiltersShared(t *testing.T) {
 	cfg, err := config.Parse([]byte(`listen: 127.0.0.1:0
 admin: "off"
@@ -48,8 +48,17 @@ routes:
 	if r2["forwarded"] != r0["forwarded"] {
 		t.Error("forwarded: the route with ip_allow has its own forwarded filter")
 	}
-	// The stats stay the route's own.
-	if routes.at(0).chain.Stats(0) == routes.at(1).chain.Stats(0) {
+	// The routes of the same filters run one chain; the stats stay the
+	// route's own, and are made by its first request.
+	if routes.at(0).chain != routes.at(1).chain || routes.at(2).chain == routes.at(0).chain {
+		t.Error("routes of the same filters run chains of their own, or one of its own filters the shared one")
+	}
+	if &routes.at(0).metrics.filters == &routes.at(1).metrics.filters {
 		t.Error("two routes share their filter stats")
+	}
+	for i := range routes.len() {
+		if routes.at(i).metrics.filters.Has(nil) {
+			t.Errorf("route %s holds filter stats before any request", routes.at(i).id)
+		}
 	}
 }

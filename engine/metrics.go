@@ -9,7 +9,6 @@ import (
 	"math"
 	"runtime"
 	"runtime/debug"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -25,12 +24,12 @@ import (
 //
 //   - Every metric object is made off the loops, when a snapshot is compiled
 //     (routes, filters, upstream nodes) or when the server is built (loops),
-//     and is kept in the registry by a stable name (route id, route and
-//     filter name, upstream name and node address), so a recompiled snapshot
-//     finds the same counters. A route's shards (and a filter's, see
-//     filters.Stats) are the exception: the route's first exchange makes
-//     them, once in the process's life, so routes no request reaches cost
-//     a small header each and no shards.
+//     and is kept in the registry by a stable name (route id, upstream name
+//     and node address), so a recompiled snapshot finds the same counters.
+//     A route's shards and its filters' stats (filters.StatSet) are the
+//     exception: the route's first exchange makes them, once in the
+//     process's life, so routes no request reaches cost a small header
+//     each and no shards, and no filter stats.
 //   - Each object holds one shard per loop. A loop writes only its own shard,
 //     with atomic adds and no lock; shards are padded apart so no two loops
 //     write one cache line.
@@ -54,9 +53,10 @@ type cacheLine [64]byte
 // (a route a reload drops and a later one brings back keeps its counters
 // while it is still here); apply marks what the running config no longer
 // has as retired, and sweep removes a retired route, with its filters'
-// stats, once no loop can record into it any more (see sweep). Loops never
-// touch mu: they reach their shards through the compiled snapshot and the
-// loop's pools.
+// stats, once no loop can record into it any more (see sweep), and the
+// stats of filters a kept route no longer runs, on the same test. Loops
+// never touch mu: they reach their shards through the compiled snapshot
+// and the loop's pools.
 type registry struct {
 	loops int
 
@@ -77,18 +77,27 @@ type registry struct {
 	routeIx  map[string]*routeMetrics
 	nodes    []*upstream.Node
 	nodeIx   map[nodeKey]*upstream.Node
-	filters  []*filterMetrics
-	filterIx map[filterKey]*filterMetrics
 	unrouted *routeMetrics
+
+	// prune are the live routes whose filter stats hold a filter their
+	// chain in version pruneAt no longer runs (registry.retire): sweep
+	// drops those stats once no exchange of an older version can record
+	// into them. Guarded by mu.
+	prune   []filterPrune
+	pruneAt uint64
+}
+
+// filterPrune is a route whose filter stats sweep trims to chain's.
+type filterPrune struct {
+	route *routeMetrics
+	chain *filters.Chain // nil: the route runs no filter any more
 }
 
 type nodeKey struct{ upstream, addr string }
 
-type filterKey struct{ route, filter string }
-
 func newRegistry(loops int) *registry {
 	r := &registry{loops: loops, routeIx: map[string]*routeMetrics{}, nodeIx: map[nodeKey]*upstream.Node{},
-		filterIx: map[filterKey]*filterMetrics{}, adopted: make([]atomic.Uint64, loops)}
+		adopted: make([]atomic.Uint64, loops)}
 	r.unrouted = r.route(unroutedID)
 	r.lastReload.Store(time.Now().UnixNano())
 	return r
@@ -125,14 +134,16 @@ func (r *registry) applied(v uint64, snap *snapshot) {
 }
 
 // retire is called by apply once version v (snap) is the running config:
-// the route series and filter stats snap does not use are marked retired
-// at v, those it uses are live, and any of them a sweep removed while a
-// compile still held it is put back. It marks rather than builds sets:
-// at 30,000 routes a map of the live ones cost most of an API write. r.mu
-// is taken; never on a loop.
+// the route series snap does not use are marked retired at v, those it
+// uses are live, and any of them a sweep removed while a compile still
+// held it is put back. A live route whose filter stats name a filter its
+// chain in v does not run is listed for sweep to trim. It marks rather
+// than builds sets: at 30,000 routes a map of the live ones cost most of
+// an API write. r.mu is taken; never on a loop.
 func (r *registry) retire(v uint64, snap *snapshot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.prune, r.pruneAt = r.prune[:0], v
 	for i := range snap.routes.len() {
 		rt := snap.routes.at(i)
 		m := rt.metrics
@@ -144,25 +155,8 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 			r.routeIx[m.id] = m
 			r.routes = append(r.routes, m)
 		}
-		if rt.chain == nil {
-			continue
-		}
-		for j := 0; j < rt.chain.Len(); j++ {
-			st := rt.chain.Stats(j)
-			fm := m.filterOf(st)
-			if fm == nil {
-				fm = newFilterMetrics(m, rt.chain.Filter(j).Name(), st)
-				m.filters = append(m.filters, fm)
-			}
-			// Retired or new: it may be out of the index. A live one is in
-			// it (filter retires what it replaces there).
-			if fm.retired != 0 || !fm.indexed {
-				r.filterIx[filterKey{m.id, fm.filter}] = fm
-				if !fm.indexed {
-					r.filters, fm.indexed = append(r.filters, fm), true
-				}
-			}
-			fm.live = v
+		if m.filters.Has(rt.chain) { // almost never: only routes with traffic have stats
+			r.prune = append(r.prune, filterPrune{m, rt.chain})
 		}
 	}
 	for _, m := range r.routes {
@@ -173,24 +167,17 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 			m.retired = v
 		}
 	}
-	for _, fm := range r.filters {
-		switch {
-		case fm.live == v:
-			fm.retired = 0
-		case fm.retired == 0:
-			fm.retired = v
-		}
-	}
 }
 
-// sweep removes the retired routes (and retired filter stats) no loop can
-// record into any more. A route retired at version v is past reach once
-// every loop runs v or later (a loop takes the running version for every
-// new exchange, and no version from v on has the route) and none of its
-// exchanges is in flight: exchanges of older versions count in the route's
-// in-flight gauge from the moment they are routed, before their loop can
-// adopt anything newer. Filter stats are recorded by the route's
-// exchanges, so the same test on their route covers them. Off-loop only.
+// sweep removes the retired routes (and the stats of filters a live route
+// no longer runs) no loop can record into any more. A route retired at
+// version v is past reach once every loop runs v or later (a loop takes
+// the running version for every new exchange, and no version from v on
+// has the route) and none of its exchanges is in flight: exchanges of
+// older versions count in the route's in-flight gauge from the moment
+// they are routed, before their loop can adopt anything newer. Filter
+// stats are recorded by the route's exchanges, so the same test on their
+// route covers them. Off-loop only.
 func (r *registry) sweep() {
 	// The loops' versions are read before any in-flight count.
 	caughtUp := uint64(math.MaxUint64)
@@ -201,8 +188,10 @@ func (r *registry) sweep() {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A tunnel outlives its exchange: its route's series stay while it is
+	// open.
 	gone := func(retired uint64, m *routeMetrics) bool {
-		return retired != 0 && retired <= caughtUp && m.inFlight() == 0
+		return retired != 0 && retired <= caughtUp && m.inFlight() == 0 && m.tunnelsOpen() == 0
 	}
 	routes := r.routes[:0]
 	for _, m := range r.routes {
@@ -216,20 +205,16 @@ func (r *registry) sweep() {
 	}
 	clear(r.routes[len(routes):])
 	r.routes = routes
-	fms := r.filters[:0]
-	for _, fm := range r.filters {
-		if !gone(fm.retired, fm.route) {
-			fms = append(fms, fm)
+	prune := r.prune[:0]
+	for _, p := range r.prune {
+		if !gone(r.pruneAt, p.route) {
+			prune = append(prune, p)
 			continue
 		}
-		if k := (filterKey{fm.route.id, fm.filter}); r.filterIx[k] == fm {
-			delete(r.filterIx, k)
-		}
-		fm.indexed = false
-		fm.route.filters = slices.DeleteFunc(fm.route.filters, func(o *filterMetrics) bool { return o == fm })
+		p.route.filters.Keep(p.chain)
 	}
-	clear(r.filters[len(fms):])
-	r.filters = fms
+	clear(r.prune[len(prune):])
+	r.prune = prune
 }
 
 // node returns the upstream node addr of upstream up, making it the first
@@ -248,35 +233,6 @@ func (r *registry) node(up, addr string) *upstream.Node {
 	return n
 }
 
-// filter returns the timing stats of one filter on one route, making them
-// the first time: the chain records into them (filters.NewChainStats).
-// Off-loop only.
-func (r *registry) filter(route, filter string) *filters.Stats {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	k := filterKey{route, filter}
-	rm := r.routeLocked(route) // compiled just after the chain: live from now
-	old := r.filterIx[k]
-	if old != nil && old.route == rm {
-		old.retired = 0
-		return old.stats
-	}
-	if old != nil {
-		// Kept from a route of this id that a sweep removed since: stats
-		// go with the route whose in-flight count guards them, and the
-		// old ones leave with the next sweep.
-		old.retired = 1
-	}
-	m := &filterMetrics{route: rm, filter: filter}
-	m.own.Init(r.loops)
-	m.stats = &m.own
-	m.indexed = true
-	r.filterIx[k] = m
-	r.filters = append(r.filters, m)
-	rm.filters = append(rm.filters, m)
-	return m.stats
-}
-
 // routeMetrics are one route's series. Their shards and label are made
 // by the route's first exchange (series), not at compile: a config of
 // 30,000 routes most of which see no request would otherwise carry
@@ -287,12 +243,16 @@ type routeMetrics struct {
 	series atomic.Pointer[routeSeries] // nil until the first exchange
 	quiet  *atomic.Bool                // the registry's metrics.per_request switch, inverted
 
+	// filters are the route's filter stats, made by its first exchange
+	// that runs a filter; they go with the route (registry.sweep).
+	filters filters.StatSet
+	tunnels atomic.Pointer[[]tunnelShard] // by loop; nil until the route's first tunnel (tunnelShard)
+
 	// retired is the config version from which the running config no
 	// longer has the route; 0 = it does. live is the last version
 	// registry.retire found the route in. Both guarded by the registry's
 	// mu.
 	retired, live uint64
-	filters       []*filterMetrics // the route's filter stats' names, guarded by the registry's mu
 }
 
 // routeSeries are a route's shards, by loop index, and its label.
@@ -431,50 +391,6 @@ func (m *routeMetrics) count(loop int, status, code int, ns int64) {
 	}
 }
 
-// filterMetrics name a filter's stats for the writer.
-type filterMetrics struct {
-	route  *routeMetrics // the route whose exchanges record into stats
-	filter string
-	stats  *filters.Stats
-	own    filters.Stats // stats, when the registry made them (registry.filter)
-
-	// label is {route="...",filter="..."}, rendered by the first scrape
-	// that writes the filter's series: most filters of most routes never
-	// run.
-	label atomic.Pointer[string]
-
-	// retired is as routeMetrics.retired, live as routeMetrics.live;
-	// indexed is whether it is in the registry's filters. All guarded by
-	// the registry's mu.
-	retired, live uint64
-	indexed       bool
-}
-
-func newFilterMetrics(route *routeMetrics, filter string, stats *filters.Stats) *filterMetrics {
-	return &filterMetrics{route: route, filter: filter, stats: stats}
-}
-
-// labels returns the filter's label, rendering it the first time.
-func (fm *filterMetrics) labels() string {
-	if l := fm.label.Load(); l != nil {
-		return *l
-	}
-	l := promWriter{}.labels("route", fm.route.id, "filter", fm.filter)
-	fm.label.Store(&l)
-	return l
-}
-
-// filterOf is the route's filterMetrics of stats, or nil. The registry's
-// mu must be held.
-func (m *routeMetrics) filterOf(stats *filters.Stats) *filterMetrics {
-	for _, fm := range m.filters {
-		if fm.stats == stats {
-			return fm
-		}
-	}
-	return nil
-}
-
 // loopStats are one loop's series. Written by the loop, read by the
 // metrics writer.
 type loopStats struct {
@@ -544,12 +460,6 @@ func (s *Server) writeSeries(w io.Writer) {
 		}
 	}
 	nodes := append([]*upstream.Node(nil), reg.nodes...)
-	fms := make([]*filterMetrics, 0, len(reg.filters))
-	for _, fm := range reg.filters {
-		if reg.filterIx[filterKey{fm.route.id, fm.filter}] == fm {
-			fms = append(fms, fm)
-		}
-	}
 	reg.mu.Unlock()
 
 	p := newPromWriter(w)
@@ -735,23 +645,34 @@ func (s *Server) writeSeries(w io.Writer) {
 		p.histogram("loopgate_upstream_call_duration_seconds", p.labels("upstream", m.Upstream, "node", m.Addr), &ns[i].duration)
 	}
 
-	// Per filter: only filters that have run.
+	// Per filter: only filters that have run, of routes a request has
+	// reached (the others have no filter stats).
 	p.family("loopgate_filter_self_seconds", "histogram", "A filter's own work in its request and response phases, per exchange.")
-	var self, total loopstat.Sum
-	for _, m := range fms {
-		self, total = loopstat.Sum{}, loopstat.Sum{}
-		if m.stats.Histograms(&self, &total); total.Count() == 0 && self.Count() == 0 {
-			continue
-		}
-		p.histogram("loopgate_filter_self_seconds", m.labels(), &self)
-	}
+	writeFilterSeries(p, routes, "loopgate_filter_self_seconds", false)
 	p.family("loopgate_filter_total_seconds", "histogram", "From a filter's request phase start to its response phase end: its own work and everything after it, the upstream included.")
-	for _, m := range fms {
-		self, total = loopstat.Sum{}, loopstat.Sum{}
-		if m.stats.Histograms(&self, &total); total.Count() == 0 && self.Count() == 0 {
-			continue
-		}
-		p.histogram("loopgate_filter_total_seconds", m.labels(), &total)
+	writeFilterSeries(p, routes, "loopgate_filter_total_seconds", true)
+}
+
+// writeFilterSeries writes the self (or total) time histogram of every
+// filter that has run on each of routes. Each label is rendered into one
+// buffer for the whole scrape and written out at once: the filters of
+// 30,000 routes are not kept rendered.
+func writeFilterSeries(p promWriter, routes []*routeMetrics, name string, total bool) {
+	var label []byte
+	for _, rm := range routes {
+		routeLabel := rm.series.Load().label
+		rm.filters.Each(func(filter string, st *filters.Stats) {
+			var self, tot loopstat.Sum
+			if st.Histograms(&self, &tot); tot.Count() == 0 && self.Count() == 0 {
+				return
+			}
+			label = appendWithLabel(label[:0], routeLabel, "filter", filter)
+			h := &self
+			if total {
+				h = &tot
+			}
+			p.histogram(name, unsafe.String(unsafe.SliceData(label), len(label)), h) // written before label is reused
+		})
 	}
 }
 

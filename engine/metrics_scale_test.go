@@ -249,3 +249,48 @@ routes:
 		}
 	}
 }
+
+// A route's filter series follow its chain: a reload that drops a filter
+// from a kept route takes that filter's series off the page (once no
+// request of the older version can record into it), the route's other
+// filters count on from before the reload, and a route added with the same
+// filters writes none of them until a request reaches it.
+func TestMetricsFilterSeriesFollowTheChain(t *testing.T) {
+	up := startUpstream(t, okHandler)
+	const cfg = `
+upstreams:
+  - {name: backend, nodes: ["%s"]}
+routes:
+  - {id: a, prefix: /a, upstream: backend%s}
+%s`
+	g := startGateway(t, cfg, up, "", "")
+	if r := fetch(g.url("/a")); r.err != nil || r.resp.StatusCode != 200 {
+		t.Fatalf("/a: %v", r.err)
+	}
+	series := func(filter string) string {
+		return `loopgate_filter_self_seconds_count{route="a",filter="` + filter + `"}`
+	}
+	s := waitMetric(t, g.srv, series("forwarded"), 1)
+	s.get(t, series("request_id"))
+
+	g.reload(t, cfg, up, ", disable_filters: [forwarded]", "  - {id: b, prefix: /b, upstream: backend}\n")
+	if r := fetch(g.url("/a")); r.err != nil || r.resp.StatusCode != 200 {
+		t.Fatalf("/a after the reload: %v", r.err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s = waitMetric(t, g.srv, series("request_id"), 2); ; s = scrapeMetrics(t, g.srv) {
+		if _, ok := s.values[series("forwarded")]; !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dropped filter's series stayed:\n%s", grepLines(s.text, `filter="forwarded"`))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if v := s.get(t, series("ip_access")); v != 2 {
+		t.Errorf("ip_access counted %v requests across the reload, want 2", v)
+	}
+	if strings.Contains(s.text, `route="b"`) {
+		t.Errorf("route b has series before any request:\n%s", grepLines(s.text, `route="b"`))
+	}
+}

@@ -150,6 +150,7 @@ func (ex *exchange) runFilters() filters.Verdict {
 	fx.Reset(req, ex.head.id[:ex.head.idLen], cc.peer, ex.loop.index, ex)
 	fx.Start = ex.end.started
 	fx.RouteID = ex.route.id
+	fx.SetStats(&ex.route.metrics.filters) // the chain may be shared by many routes
 	fx.Sub = ex
 	if cc.tls != nil {
 		fx.TLS = cc.tls.State()

@@ -34,7 +34,7 @@ type Compiled struct {
 func Compile(cfg *config.Config) (*Compiled, error) {
 	n := cfg.EventLoops()
 	scratch := durable{services: newServices(), metrics: newRegistry(n), resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch),
-		tunnels: newTunnelRegistry(n)}
+		tunnels: new(tunnelRegistry)}
 	// A cluster rate limit dials Redis while it compiles; this copy of it
 	// serves nothing.
 	defer scratch.services.close()

@@ -86,7 +86,7 @@ func New(cfg *config.Config) (*Server, error) {
 	n := cfg.EventLoops()
 	s := &Server{
 		durable: durable{services: newServices(), metrics: newRegistry(n),
-			resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch), tunnels: newTunnelRegistry(n)},
+			resilience: policy.NewRegistry(n, cfg.HealthChecks.MaxInFlight, cfg.HealthChecks.Batch), tunnels: new(tunnelRegistry)},
 		pin:    cfg.Pin,
 		booted: make(chan struct{}), stopped: make(chan struct{}), burst: make(chan struct{}, 1), metricSet: metrics.NewSet(),
 		alerts: alert.New(alertOptions(&cfg.Alerts)),

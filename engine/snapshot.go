@@ -336,7 +336,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			}
 			if b == nil { // what the filters' Prepare built is the kept routes'
 				b = &chainBuilder{cfg: cfg, chains: cfg.Chains(), loops: loops, groups: groupIndex, trusted: s.trusted,
-					shared: s.shared, services: &kept.services.byType, reg: kept.metrics}
+					shared: s.shared, services: &kept.services.byType}
 			}
 			chain, prepared, err := b.chain(r)
 			if err != nil {
@@ -348,7 +348,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			rt := route{id: r.ID, upstream: g, chain: chain, prepared: prepared,
 				connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
 				keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID), tls: routeTLS(r.TLS),
-				retry: policy.NewRetryPolicy(&r.Retry), tunnel: newRouteTunnel(r, kept.tunnels)}
+				retry: policy.NewRetryPolicy(&r.Retry), tunnel: routeTunnel{tokens: r.Upgrade}}
 			if r.CircuitBreaker.On() {
 				rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), breakers.of(r.CircuitBreaker)
 			}

@@ -7,20 +7,15 @@ package engine
 import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/accesslog"
-	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
 )
 
-// routeTunnel is a route's upgrade policy, compiled, and its tunnel series.
+// routeTunnel is a route's upgrade policy, compiled; its tunnel series
+// are the route's (routeMetrics.tunnelShard).
 type routeTunnel struct {
-	tokens  []string // Upgrade tokens the route tunnels, lower case (config.Route.Upgrade)
-	metrics *tunnelMetrics
-}
-
-func newRouteTunnel(r *config.Route, reg *tunnelRegistry) routeTunnel {
-	return routeTunnel{tokens: r.Upgrade, metrics: reg.route(r.ID)}
+	tokens []string // Upgrade tokens the route tunnels, lower case (config.Route.Upgrade)
 }
 
 // allows reports whether the route tunnels protocol p, a token of an
@@ -174,7 +169,7 @@ func (ex *exchange) switchProtocols(c *upstream.Call, r *codec.Response) bool {
 	}
 	up, upTLS := c.Detach()
 	cc.ex = nil
-	ex.upgrade.tunnel = openTunnel(l, cc, up, upTLS, &ex.snap.tunnel, ex.route.tunnel.metrics.shard(l.index))
+	ex.upgrade.tunnel = openTunnel(l, cc, up, upTLS, &ex.snap.tunnel, ex.route.metrics.tunnelShard(l.index))
 	l.putExchange(ex)
 	return true
 }

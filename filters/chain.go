@@ -26,22 +26,32 @@ type Timing struct {
 // concurrent use.
 type Chain struct {
 	filters []Filter
-	stats   []*Stats   // per filter, cumulative
+	names   []string   // each filter's Name, for the exchange's StatSet
+	loops   int        // the event loops the chain runs on
+	stats   []*Stats   // per filter, cumulative (NewChain); nil when each exchange brings its route's StatSet (NewSharedChain)
 	body    BodyFilter // the first filter that rewrites bodies; nil when none
 }
 
 // NewChain orders filters and rejects duplicate orders or names. Each
-// filter gets fresh stats.
+// filter gets fresh stats, which Stats returns.
 func NewChain(fs []Filter, loops int) (*Chain, error) {
-	return NewChainStats(fs, loops, nil)
+	c, err := NewSharedChain(fs, loops)
+	if err != nil {
+		return nil, err
+	}
+	c.stats = make([]*Stats, len(c.filters))
+	for i := range c.stats {
+		c.stats[i] = NewStats(loops)
+	}
+	return c, nil
 }
 
-// NewChainStats is NewChain with the filters' stats supplied by statsFor,
-// called once per filter with its name: the engine keeps stats by route and
-// filter name, so they outlive the chain. A nil statsFor, or one that
-// returns nil, gives the filter fresh stats. Stats must have been made for
-// at least loops loops (NewStats).
-func NewChainStats(fs []Filter, loops int, statsFor func(filter string) *Stats) (*Chain, error) {
+// NewSharedChain is NewChain for a chain that records no stats of its
+// own: each exchange records into the StatSet it was given (SetStats),
+// its route's. One chain can then serve every route that runs the same
+// filter instances, and the stats outlive the chain: the engine keeps a
+// route's StatSet by route id across reloads.
+func NewSharedChain(fs []Filter, loops int) (*Chain, error) {
 	if len(fs) > MaxChain {
 		return nil, fmt.Errorf("filters: %d filters in one chain, at most %d", len(fs), MaxChain)
 	}
@@ -61,20 +71,12 @@ func NewChainStats(fs []Filter, loops int, statsFor func(filter string) *Stats) 
 			}
 		}
 	}
-	c := &Chain{filters: sorted, stats: make([]*Stats, len(sorted))}
+	c := &Chain{filters: sorted, names: make([]string, len(sorted)), loops: loops}
 	for i, f := range sorted {
 		if b, ok := f.(BodyFilter); ok && c.body == nil {
 			c.body = b
 		}
-		if statsFor != nil {
-			c.stats[i] = statsFor(f.Name())
-		}
-		if c.stats[i] == nil {
-			c.stats[i] = NewStats(loops)
-		}
-		if len(c.stats[i].shards) < loops {
-			return nil, fmt.Errorf("filters: stats of %s made for %d loops, the chain runs on %d", f.Name(), len(c.stats[i].shards), loops)
-		}
+		c.names[i] = f.Name()
 	}
 	return c, nil
 }
@@ -85,8 +87,28 @@ func (c *Chain) Len() int { return len(c.filters) }
 // Filter returns the i-th filter in run order.
 func (c *Chain) Filter(i int) Filter { return c.filters[i] }
 
-// Stats returns the cumulative stats of the i-th filter.
-func (c *Chain) Stats(i int) *Stats { return c.stats[i] }
+// Name is the i-th filter's name.
+func (c *Chain) Name(i int) string { return c.names[i] }
+
+// Stats returns the cumulative stats of the i-th filter of a chain made
+// by NewChain; nil for a shared chain (NewSharedChain).
+func (c *Chain) Stats(i int) *Stats {
+	if c.stats == nil {
+		return nil
+	}
+	return c.stats[i]
+}
+
+// record adds filter i's timing t to its stats: the chain's own, or those
+// in the exchange's StatSet.
+func (c *Chain) record(x *Exchange, i int, t *Timing) {
+	switch {
+	case c.stats != nil:
+		c.stats[i].record(x.Loop, t)
+	case x.stats != nil:
+		x.stats.of(c, i).record(x.Loop, t)
+	}
+}
 
 // RunRequest runs request phases from the start, or from where a suspended
 // chain stopped. Continue means the request may be forwarded; Respond means
@@ -180,7 +202,7 @@ func (c *Chain) RunResponseFrom(x *Exchange, now int64) {
 		now = nanotime()
 		t.Self += time.Duration(now - start)
 		t.Total = time.Duration(now - t.start)
-		c.stats[i].record(x.Loop, t)
+		c.record(x, i, t)
 		x.next = i
 	}
 }

@@ -49,10 +49,11 @@ type Exchange struct {
 	// End is how the exchange ended, set before the Done phase.
 	End End
 
-	arena  []byte // backing store for bytes filters produce (Own)
-	parker Parker // the engine's side of Park
-	next   int    // chain position to continue from after a park
-	began  int    // filters whose request phase began: Done runs for these
+	arena  []byte   // backing store for bytes filters produce (Own)
+	parker Parker   // the engine's side of Park
+	stats  *StatSet // where a shared chain records this exchange's timings (SetStats); nil = nowhere
+	next   int      // chain position to continue from after a park
+	began  int      // filters whose request phase began: Done runs for these
 }
 
 // Now reads the monotonic clock in nanoseconds, the one Start is on: a
@@ -360,5 +361,11 @@ func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop in
 	x.Status = 0
 	x.arena = x.arena[:0]
 	x.parker = parker
+	x.stats = nil
 	x.next, x.began = 0, 0
 }
+
+// SetStats names the StatSet a shared chain (NewSharedChain) records this
+// exchange's filter timings into: its route's. Reset clears it; a chain
+// made by NewChain records into its own stats whatever is set here.
+func (x *Exchange) SetStats(s *StatSet) { x.stats = s }
