@@ -76,7 +76,7 @@ type versionSummary struct {
 }
 
 func summarize(v *confstore.Version) versionSummary {
-	return versionSummary{v.Number, v.Time, v.Source, v.Token, v.Action, Summary(v.Changes)}
+	return versionSummary{v.Number, v.Time, v.Source, v.Token, v.Action, v.Summary()}
 }
 
 func (s *Server) listVersions(w http.ResponseWriter, _ *http.Request) {
@@ -125,8 +125,13 @@ func (s *Server) getDiff(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	changes := make([]map[string]any, len(v.Changes))
-	for i, c := range v.Changes {
+	list, err := v.ChangeList()
+	if err != nil {
+		s.fail(w, http.StatusInternalServerError, 50001, err.Error())
+		return
+	}
+	changes := make([]map[string]any, len(list))
+	for i, c := range list {
 		before, after := cloneAny(c.Before), cloneAny(c.After)
 		config.Redact(map[string]any{"v": before}) // values keyed as in the config
 		config.Redact(map[string]any{"v": after})

@@ -341,7 +341,11 @@ func (c *Control) save(withBase bool, fileData []byte) error {
 		return nil
 	}
 	c.saves.next++
-	return c.write(c.saves.next, c.st.Snapshot(), withBase, fileData)
+	if err := c.write(c.saves.next, c.st.Snapshot(), withBase, fileData); err != nil {
+		return err
+	}
+	c.st.Compact() // the versions it encoded keep only their JSON
+	return nil
 }
 
 // saveLater is save on another goroutine: it returns at once, and the
@@ -356,8 +360,18 @@ func (c *Control) saveLater(withBase bool, fileData []byte) {
 	c.saves.pending.Add(1)
 	go func() {
 		defer c.saves.pending.Done()
-		if err := c.write(n, st, withBase, fileData); err != nil && c.opts.Log != nil {
-			c.opts.Log("error", fmt.Sprintf("version %d applied, but %v; the next write or reload saves it again", st.Latest(), err))
+		if err := c.write(n, st, withBase, fileData); err != nil {
+			if c.opts.Log != nil {
+				c.opts.Log("error", fmt.Sprintf("version %d applied, but %v; the next write or reload saves it again", st.Latest(), err))
+			}
+			return
+		}
+		// The versions it encoded keep only their JSON. Never waiting for
+		// the lock: a caller of Flush may hold it, and a busy Control
+		// compacts with its next save.
+		if c.mu.TryLock() {
+			c.st.Compact()
+			c.mu.Unlock()
 		}
 	}()
 }
@@ -527,30 +541,7 @@ func (c *Control) audit(w writer, from uint64, v confstore.Version) {
 
 // Summary words changes as a reload line does: "routes added a, changed b;
 // upstreams removed c".
-func Summary(changes []confstore.Change) string {
-	var parts []string
-	for _, kind := range []string{confstore.Routes, confstore.Upstreams, confstore.Settings} {
-		byOp := map[string][]string{}
-		for _, ch := range changes {
-			if ch.Kind == kind {
-				byOp[ch.Op()] = append(byOp[ch.Op()], ch.ID)
-			}
-		}
-		var ops []string
-		for _, op := range []string{"added", "removed", "changed"} {
-			if ids := byOp[op]; len(ids) > 0 {
-				ops = append(ops, op+" "+strings.Join(ids, ", "))
-			}
-		}
-		if len(ops) > 0 {
-			parts = append(parts, kind+" "+strings.Join(ops, ", "))
-		}
-	}
-	if len(parts) == 0 {
-		return "no change"
-	}
-	return strings.Join(parts, "; ")
-}
+func Summary(changes []confstore.Change) string { return confstore.Summarize(changes) }
 
 // rollback makes version n's config the running one again, as a new
 // version.

@@ -247,12 +247,15 @@ func TestEncodeIsJSONAndEncodesEachVersionOnce(t *testing.T) {
 	} {
 		st.Add(Version{Number: 1, Source: SourceFile, Action: "start", Changes: []Change{}})
 		st.Add(Version{Number: 2, Source: SourceAPI, Token: "deploy", Action: "PUT <x> & y", Changes: Diff(Doc{}, d)})
+		// What json.Marshal writes of the versions before Encode compacts
+		// them (a copy of the list keeps their changes).
+		ref := State{Format: stateFormat, Overlay: st.Overlay, Versions: st.Versions}
+		want, err := json.Marshal(&ref)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for round := 0; round < 2; round++ {
 			got, err := Encode(st) // sets st.Format
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := json.Marshal(st)
 			if err != nil || string(got) != string(want) {
 				t.Fatalf("Encode\n%s\nwant\n%s (%v)", got, want, err)
 			}
@@ -268,5 +271,50 @@ func TestEncodeIsJSONAndEncodesEachVersionOnce(t *testing.T) {
 	}
 	if got, _ := Encode(&State{}); string(got) != `{"format":1,"overlay":{},"versions":null}` {
 		t.Fatalf("the empty state: %s", got)
+	}
+}
+
+// An encoded version is made compact by Compact: it drops its decoded changes, and
+// ChangeList decodes them again, equal to what was recorded (numbers as
+// the config decodes them); Summary words them as before, and At walks
+// back through compact versions. A list read before Encode (an API
+// snapshot) keeps its changes. Decode makes compact versions too.
+func TestEncodedVersionsAreCompact(t *testing.T) {
+	one := mustParse(t, "routes:\n  - {id: a, path: /a, upstream: u, retry: {attempts: 2}}\n")
+	two := mustParse(t, "routes:\n  - {id: a, path: /b, upstream: u, retry: {attempts: 3}}\n  - {id: c, path: /c, upstream: u}\n")
+	st := &State{}
+	st.Add(Version{Number: 1, Source: SourceFile, Action: "start", Changes: Diff(Doc{}, one)})
+	st.Add(Version{Number: 2, Source: SourceFile, Action: "SIGHUP", Changes: Diff(one, two)})
+	held := st.Versions
+	summary := Summarize(st.Versions[1].Changes)
+	data, err := Encode(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Compact()
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*State{st, back} {
+		for i := range s.Versions {
+			v := &s.Versions[i]
+			if v.Changes != nil {
+				t.Fatalf("version %d keeps its decoded changes", v.Number)
+			}
+			got, err := v.ChangeList()
+			if err != nil || !reflect.DeepEqual(got, held[i].Changes) {
+				t.Fatalf("version %d: ChangeList %#v (%v), recorded %#v", v.Number, got, err, held[i].Changes)
+			}
+		}
+		if got := s.Versions[1].Summary(); got != summary || summary != "routes added c, changed a" {
+			t.Fatalf("summary %q, want %q", got, summary)
+		}
+		if d, err := s.At(two, 1); err != nil || !reflect.DeepEqual(d, one) {
+			t.Fatalf("At 1: %v %v", d, err)
+		}
+	}
+	if held[1].Changes == nil {
+		t.Fatal("a list read before Encode lost its changes")
 	}
 }

@@ -5,13 +5,16 @@ package confstore
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"gopkg.in/yaml.v3"
 )
@@ -33,22 +36,107 @@ type Version struct {
 	Source  string   `json:"source" yaml:"source"`
 	Token   string   `json:"token,omitempty" yaml:"token,omitempty"` // the admin token's name, for an API write
 	Action  string   `json:"action" yaml:"action"`                   // "PUT /routes/api", "SIGHUP", "start", "rollback to 3"
-	Changes []Change `json:"changes" yaml:"changes"`                 // against the version before; none for the first
+	Changes []Change `json:"changes" yaml:"changes"`                 // against the version before; none for the first; nil once compact (ChangeList reads them then)
 
 	// enc is the version as Encode writes it, from the first Encode of a
 	// State holding it (copies of the Version share it). A version does
 	// not change once recorded, and every write saves every kept version:
 	// encoding them all again made each write after a reload that changed
 	// 30,000 routes cost 100 ms and 20 MB more.
-	enc *encoding
+	//
+	// Once encoded, the version can be compact (State.Compact): Changes is
+	// dropped, and ChangeList decodes it from enc when asked (a diff, a
+	// rollback). The changes of a reload that changed 30,000 routes hold
+	// every old route's decoded value, about 15 MB, where their JSON is
+	// 4.6 MB; with 50 versions kept they outweighed the running config.
+	// summary is Summarize(Changes), kept for the version list.
+	enc     *encoding
+	summary string
 }
 
 // encoding is one version's bytes, made once by whichever goroutine
-// saves a State holding it first (State.Snapshot).
+// saves a State holding it first (State.Snapshot); done is set once b is.
 type encoding struct {
 	once sync.Once
 	b    []byte
 	err  error
+	done atomic.Bool
+}
+
+// compact reports whether v keeps its changes only encoded.
+func (v *Version) compact() bool { return v.Changes == nil && v.enc != nil && v.enc.done.Load() }
+
+// ChangeList returns v's changes: Changes, or for a compact version (see
+// Version.enc) its changes decoded anew, values as a config document
+// decodes them. Each call of a compact version decodes a fresh copy.
+func (v *Version) ChangeList() ([]Change, error) {
+	if !v.compact() {
+		return v.Changes, nil
+	}
+	var full Version
+	if err := yaml.Unmarshal(v.enc.b, &full); err != nil {
+		return nil, fmt.Errorf("confstore: version %d does not decode: %v", v.Number, err)
+	}
+	if full.Changes == nil {
+		full.Changes = []Change{}
+	}
+	return full.Changes, nil
+}
+
+// Summary words v's changes as Summarize does.
+func (v *Version) Summary() string {
+	if v.compact() {
+		return v.summary
+	}
+	return Summarize(v.Changes)
+}
+
+// Summarize words changes as a reload line does: "routes added a, changed
+// b; upstreams removed c".
+func Summarize(changes []Change) string {
+	var parts []string
+	for _, kind := range []string{Routes, Upstreams, Settings} {
+		byOp := map[string][]string{}
+		for _, ch := range changes {
+			if ch.Kind == kind {
+				byOp[ch.Op()] = append(byOp[ch.Op()], ch.ID)
+			}
+		}
+		var ops []string
+		for _, op := range []string{"added", "removed", "changed"} {
+			if ids := byOp[op]; len(ids) > 0 {
+				ops = append(ops, op+" "+strings.Join(ids, ", "))
+			}
+		}
+		if len(ops) > 0 {
+			parts = append(parts, kind+" "+strings.Join(ops, ", "))
+		}
+	}
+	if len(parts) == 0 {
+		return "no change"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// Compact makes every version of s a save has encoded compact (see
+// Version.enc). It replaces them in a copy of s.Versions: a reader
+// holding the list as it was (an API snapshot, a save under way) keeps
+// reading their Changes. Not safe for concurrent use with other changes
+// of s.
+func (s *State) Compact() {
+	copied := false
+	for i := range s.Versions {
+		v := &s.Versions[i]
+		if v.Changes == nil || v.enc == nil || !v.enc.done.Load() {
+			continue
+		}
+		if !copied {
+			s.Versions, copied = slices.Clone(s.Versions), true
+			v = &s.Versions[i]
+		}
+		v.summary = Summarize(v.Changes)
+		v.Changes = nil
+	}
 }
 
 // State is what the admin API keeps across restarts.
@@ -114,7 +202,11 @@ func (s *State) At(current Doc, n uint64) (Doc, error) {
 	}
 	d := current
 	for i := len(s.Versions) - 1; i >= 0 && s.Versions[i].Number > n; i-- {
-		d = Undo(d, s.Versions[i].Changes)
+		changes, err := s.Versions[i].ChangeList()
+		if err != nil {
+			return nil, err
+		}
+		d = Undo(d, changes)
 	}
 	if d == nil {
 		return Doc{}, nil
@@ -197,6 +289,7 @@ func encodeParts(s *State) ([][]byte, error) {
 				v.enc.b = slices.Clone(b)
 			}
 			v.enc.err = err
+			v.enc.done.Store(err == nil)
 			*scratch = b[:0]
 			encodeScratch.Put(scratch)
 		})
@@ -231,6 +324,20 @@ func Decode(data []byte) (*State, error) {
 	}
 	if s.Format != stateFormat {
 		return nil, fmt.Errorf("format %d; this build reads format %d", s.Format, stateFormat)
+	}
+	// Each version keeps its own bytes as its encoding and is compact (see
+	// Version.enc): a state of 50 large versions is not held decoded.
+	var raw struct {
+		Versions []json.RawMessage `json:"versions"`
+	}
+	if err := json.Unmarshal(data, &raw); err == nil && len(raw.Versions) == len(s.Versions) {
+		for i := range s.Versions {
+			v := &s.Versions[i]
+			v.enc = &encoding{b: raw.Versions[i]}
+			v.enc.once.Do(func() {})
+			v.enc.done.Store(true)
+			v.summary, v.Changes = Summarize(v.Changes), nil
+		}
 	}
 	return &s, nil
 }
