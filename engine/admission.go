@@ -66,7 +66,7 @@ var errIsolated = &codec.Error{Status: 429, Code: 42901, Message: "route at its 
 // code 42901. Done (endResilience) gives a permit back on every path, so
 // a client that leaves leaks nothing.
 func (ex *exchange) acquireIsolation() bool {
-	iso := ex.route.isolation
+	iso := ex.route.limiter()
 	if iso.Acquire() {
 		ex.policy.isoHeld = true
 		return true
@@ -79,7 +79,7 @@ func (ex *exchange) acquireIsolation() bool {
 
 // refuseIsolated answers 429, code 42901, with Retry-After: 1.
 func (ex *exchange) refuseIsolated() {
-	ex.route.isolation.Refused()
+	ex.route.limiter().Refused()
 	ex.fx.Rejection.AddHeader("Retry-After", retryAfterOne)
 	ex.localReply(errIsolated)
 }
@@ -99,26 +99,26 @@ func (ex *exchange) releaseIsolation() {
 	switch ex.end.upErr {
 	case upstream.ErrPoolShare, upstream.ErrQueueFull, upstream.ErrPoolFull:
 		// Refused by the pool, not answered by the upstream: no sample.
-		r.isolation.Drop(ex.end.upErr == upstream.ErrPoolShare)
+		r.limiter().Drop(ex.end.upErr == upstream.ErrPoolShare)
 		return
 	}
 	if ex.retry.n == 0 { // answered before its call began: no sample
-		r.isolation.Drop(false)
+		r.limiter().Drop(false)
 		return
 	}
 	now := ex.loop.fresh()
-	r.isolation.Release(r.isolationCfg, now-ex.end.callStart, now)
+	r.limiter().Release(r.isolationCfg, now-ex.end.callStart, now)
 }
 
 // poolShare is what the route's upstream calls count against in each
 // pool: its tenant and share, or none when isolation is off or the share
 // is the whole pool.
 func (r *route) poolShare() (*upstream.Tenant, int) {
-	if r.isolation == nil {
+	if r.isolationCfg == nil {
 		return nil, 0
 	}
 	if share := r.isolationCfg.PoolShare(); share < 100 {
-		return r.isolation.Tenant(), share
+		return r.limiter().Tenant(), share
 	}
 	return nil, 0
 }

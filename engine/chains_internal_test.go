@@ -60,5 +60,8 @@ routes:
 		if routes.at(i).metrics.filters.Has(nil) {
 			t.Errorf("route %s holds filter stats before any request", routes.at(i).id)
 		}
+		if routes.at(i).isolationCfg == nil || routes.at(i).metrics.isolation.Load() != nil {
+			t.Errorf("route %s has no isolation, or its limiter before any request", routes.at(i).id)
+		}
 	}
 }

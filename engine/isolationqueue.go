@@ -22,7 +22,7 @@ type waitList struct{ head, tail *exchange }
 // for at most the route's queue_timeout. It reports false, queuing
 // nothing, when the route's queue is full or turned off.
 func (ex *exchange) waitForPermit() bool {
-	iso, s := ex.route.isolation, ex.route.isolationCfg
+	iso, s := ex.route.limiter(), ex.route.isolationCfg
 	if !iso.Wait(s) {
 		return false
 	}
@@ -52,7 +52,7 @@ func (ex *exchange) waitForPermit() bool {
 // timed out, or ended by its client. The phase it leaves (setPhase) stops
 // the queue_timeout.
 func (ex *exchange) leaveQueue() {
-	ex.route.isolation.Leave()
+	ex.route.limiter().Leave()
 	w := &ex.loop.permitWaiters
 	if ex.policy.prev != nil {
 		ex.policy.prev.policy.next = ex.policy.next
@@ -80,7 +80,7 @@ func (l *loop) grantPermits() {
 	l.grantDue = false
 	for ex := l.permitWaiters.head; ex != nil; {
 		next := ex.policy.next // granting changes only ex's own links
-		if ex.route.isolation.Acquire() {
+		if ex.route.limiter().Acquire() {
 			ex.leaveQueue()
 			ex.policy.isoHeld = true
 			ex.run()

@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/loopgate/loopgate/engine/policy"
 	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/pool/loopstat"
 	"github.com/loopgate/loopgate/upstream"
@@ -248,11 +249,57 @@ type routeMetrics struct {
 	filters filters.StatSet
 	tunnels atomic.Pointer[[]tunnelShard] // by loop; nil until the route's first tunnel (tunnelShard)
 
+	// isolation is the route's slow-call limiter, made by its first
+	// request that takes a permit (route.limiter): a config of 30,000
+	// routes carried one each, about 180 bytes with its index entry.
+	isolation atomic.Pointer[policy.Limiter]
+
 	// retired is the config version from which the running config no
 	// longer has the route; 0 = it does. live is the last version
 	// registry.retire found the route in. Both guarded by the registry's
 	// mu.
 	retired, live uint64
+}
+
+// limiter returns the route's isolation limiter under settings s, making
+// it if no request has yet: one allocation per route in the process's
+// life. On a loop (the summary and the series read without making one).
+func (m *routeMetrics) limiter(s *policy.IsolationSettings) *policy.Limiter {
+	if iso := m.isolation.Load(); iso != nil {
+		return iso
+	}
+	made := policy.NewLimiter(m.id, s)
+	if m.isolation.CompareAndSwap(nil, made) {
+		return made
+	}
+	return m.isolation.Load() // another loop made it first
+}
+
+// limiter is the route's isolation limiter; r.isolationCfg must be set.
+func (r *route) limiter() *policy.Limiter { return r.metrics.limiter(r.isolationCfg) }
+
+// isolationState is the route's limiter's state, or its base state when
+// no request has made it yet; r.isolationCfg must be set. Any goroutine.
+func (r *route) isolationState() policy.LimiterState {
+	if iso := r.metrics.isolation.Load(); iso != nil {
+		return iso.State(r.isolationCfg)
+	}
+	return policy.BaseState(r.isolationCfg)
+}
+
+// limiters are the isolation limiters of the routes whose series are
+// written (touched, not replaced by a later compile's), for their series.
+// Off-loop.
+func (r *registry) limiters() []*policy.Limiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*policy.Limiter
+	for _, m := range r.routes {
+		if iso := m.isolation.Load(); iso != nil && r.routeIx[m.id] == m && m.touched() {
+			out = append(out, iso)
+		}
+	}
+	return out
 }
 
 // routeSeries are a route's shards, by loop index, and its label.

@@ -71,7 +71,7 @@ func (ex *exchange) run() {
 		}
 		// A call refused or never started from here on gives its breaker
 		// permit back when the exchange ends (recordBreaker: no outcome).
-		if ex.route.isolation != nil && !ex.acquireIsolation() {
+		if ex.route.isolationCfg != nil && !ex.acquireIsolation() {
 			return // answered 429, code 42901, or waiting for a permit
 		}
 		fallthrough

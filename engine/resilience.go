@@ -42,8 +42,10 @@ func (s *snapshot) activate(prober *upstream.Prober) {
 		d.outliers.Configure(d.outlierCfg, nodes)
 	}
 	for i := range s.routes.len() {
-		if r := s.routes.at(i); r.isolation != nil {
-			r.isolation.Reset(r.isolationCfg)
+		if r := s.routes.at(i); r.isolationCfg != nil {
+			if iso := r.metrics.isolation.Load(); iso != nil { // made by the route's first request
+				iso.Reset(r.isolationCfg)
+			}
 		}
 	}
 	prober.Set(checks)
@@ -78,7 +80,7 @@ func (s *Server) writeResilienceSeries(w io.Writer) {
 		defer reg.mu.Unlock()
 		m := reg.routeIx[route]
 		return m != nil && m.touched()
-	})
+	}, reg.limiters())
 	now := loopstat.Now()
 	p.family("loopgate_upstream_node_ejected_seconds", "gauge", "Seconds the node stays ejected by outlier detection; 0 when in rotation.")
 	for _, n := range nodes {

@@ -81,7 +81,6 @@ type route struct {
 	metrics         *routeMetrics
 	retry           policy.RetryPolicy
 	breaker         *policy.Breaker // the server's for this route id; nil when the route has none
-	isolation       *policy.Limiter // the server's for this route id; nil when the route has none
 	// The breaker's and limiter's settings, set with them: one per config
 	// section, shared by the routes that share it (most routes share the
 	// global one), where a copy in each route cost 224 bytes a route.
@@ -353,8 +352,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 				rt.breaker, rt.breakerCfg = kept.resilience.Breaker(r.ID, r.CircuitBreaker.Window), breakers.of(r.CircuitBreaker)
 			}
 			if r.Isolation.On() {
-				rt.isolationCfg = isolations.of(r.Isolation)
-				rt.isolation = kept.resilience.Limiter(r.ID, rt.isolationCfg)
+				rt.isolationCfg = isolations.of(r.Isolation) // the limiter is the route's metrics' (route.limiter)
 			}
 			if r.Limits != nil {
 				rt.maxBody = r.Limits.MaxBodyBytes // the limits filter's, through filters.RequestLimiter

@@ -106,7 +106,7 @@ func TestCompileKeepsSharedRoutes(t *testing.T) {
 				g.maxBody != w.maxBody || g.connectTimeout != w.connectTimeout || g.responseTimeout != w.responseTimeout ||
 				!reflect.DeepEqual(g.retry, w.retry) || g.breaker != w.breaker || !reflect.DeepEqual(g.breakerCfg, w.breakerCfg) ||
 				!reflect.DeepEqual(g.isolationCfg, w.isolationCfg) ||
-				g.isolation != w.isolation || g.metrics != w.metrics || chainNames(g) != chainNames(w) {
+				g.metrics != w.metrics || chainNames(g) != chainNames(w) {
 				t.Fatalf("step %d: route %d: %+v, want %+v", step, i, *g, *w)
 			}
 			kept := !contains(changed, g.id)

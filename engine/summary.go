@@ -224,8 +224,8 @@ func abnormal(r *route) bool {
 	if r.breaker != nil && r.breaker.State() != policy.BreakerClosed {
 		return true
 	}
-	if r.isolation != nil {
-		iso := r.isolation.State(r.isolationCfg)
+	if r.isolationCfg != nil {
+		iso := r.isolationState()
 		return iso.Limit < iso.Base || iso.Waiting > 0
 	}
 	return false
@@ -284,8 +284,8 @@ func routeSummary(r *route, upstream string, c *candidate) RouteSummary {
 	if r.breaker != nil {
 		rs.Breaker = r.breaker.State().String()
 	}
-	if r.isolation != nil {
-		iso := r.isolation.State(r.isolationCfg)
+	if r.isolationCfg != nil {
+		iso := r.isolationState()
 		rs.Isolation = &iso
 	}
 	return rs

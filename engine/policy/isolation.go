@@ -59,8 +59,8 @@ type Limiter struct {
 	overPool atomic.Uint64 // calls answered 503, code 50302, over the route's pool share
 }
 
-// NewLimiter makes route's limiter at its base limit; Registry.Limiter
-// keeps it by route id.
+// NewLimiter makes route's limiter at its base limit; the engine keeps it
+// by route id.
 func NewLimiter(route string, s *IsolationSettings) *Limiter {
 	iso := &Limiter{route: route, tenant: upstream.NewTenant()}
 	iso.limit.Store(s.limit)

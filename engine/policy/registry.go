@@ -11,9 +11,10 @@ import (
 )
 
 // Registry holds the state of the resilience mechanisms that outlives a
-// configuration version: each route's breaker and isolation limiter by
-// route id, each upstream's retry budget and outlier ejection state by
-// upstream name, and the active health prober. Compiling adds to it;
+// configuration version: each route's breaker by route id, each
+// upstream's retry budget and outlier ejection state by upstream name,
+// and the active health prober. A route's isolation limiter is kept with
+// the route's metrics by the engine, made by its first request. Compiling adds to it;
 // nothing is removed. Its methods take mu and are for the control plane
 // (compiling, the metrics page); loops never call them: they reach what
 // they need through the compiled snapshot.
@@ -27,15 +28,13 @@ type Registry struct {
 	breakers map[string]*Breaker
 	routes   []*Breaker // in creation order
 	ejection map[string]*upstream.Outliers
-	isolated map[string]*Limiter
-	limiters []*Limiter // in creation order
 }
 
 // NewRegistry makes an empty registry for loops event loops, with a
 // prober of at most maxInFlight probes at once, batch started per tick.
 func NewRegistry(loops, maxInFlight, batch int) *Registry {
 	return &Registry{loops: loops, budgets: map[string]*Budget{}, breakers: map[string]*Breaker{},
-		ejection: map[string]*upstream.Outliers{}, isolated: map[string]*Limiter{}, prober: upstream.NewProber(maxInFlight, batch)}
+		ejection: map[string]*upstream.Outliers{}, prober: upstream.NewProber(maxInFlight, batch)}
 }
 
 // Prober is the active health prober every upstream's checks run on.
@@ -69,19 +68,6 @@ func (rs *Registry) Budget(name string) *Budget {
 	return b
 }
 
-// Limiter returns route's slow-call limiter, made the first time.
-func (rs *Registry) Limiter(route string, s *IsolationSettings) *Limiter {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	iso := rs.isolated[route]
-	if iso == nil {
-		iso = NewLimiter(route, s)
-		rs.isolated[route] = iso
-		rs.limiters = append(rs.limiters, iso)
-	}
-	return iso
-}
-
 // Outliers returns upstream name's ejection state, made the first time.
 func (rs *Registry) Outliers(name string) *upstream.Outliers {
 	rs.mu.Lock()
@@ -107,11 +93,12 @@ type Series interface {
 // pass them (a page holds tens of thousands of samples).
 type Labels [4]string
 
-// WriteSeries writes the retry budgets', breakers' and limiters' series.
-// A route's breaker and limiter series follow its route series: shown
-// says whether the route's are written (a request has reached it, and no
-// reload has removed it). Safe for concurrent use.
-func (rs *Registry) WriteSeries(w Series, shown func(route string) bool) {
+// WriteSeries writes the retry budgets', breakers' and limiters' series:
+// limiters are those of the routes whose series are written. A route's
+// breaker series follow its route series: shown says whether the route's
+// are written (a request has reached it, and no reload has removed it).
+// Safe for concurrent use.
+func (rs *Registry) WriteSeries(w Series, shown func(route string) bool, limiters []*Limiter) {
 	rs.mu.Lock()
 	names := append([]string(nil), rs.upstream...)
 	budgets := make([]BudgetTotals, len(names))
@@ -119,10 +106,8 @@ func (rs *Registry) WriteSeries(w Series, shown func(route string) bool) {
 		budgets[i] = rs.budgets[n].Totals()
 	}
 	breakers := append([]*Breaker(nil), rs.routes...)
-	limiters := append([]*Limiter(nil), rs.limiters...)
 	rs.mu.Unlock()
 	breakers = slices.DeleteFunc(breakers, func(b *Breaker) bool { return !shown(b.route) })
-	limiters = slices.DeleteFunc(limiters, func(iso *Limiter) bool { return !shown(iso.route) })
 
 	w.Family("loopgate_upstream_retries_total", "counter", "Attempts made again on another node after a retryable failure.")
 	for i, t := range budgets {

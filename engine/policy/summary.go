@@ -13,6 +13,13 @@ type LimiterState struct {
 	Rejected uint64 `json:"rejected"`  // requests answered 429, code 42901, at the limit
 }
 
+// BaseState is the state of a limiter under settings s that no request
+// has made yet (the engine makes a route's limiter with its first
+// request): at its base limit, with nothing in flight.
+func BaseState(s *IsolationSettings) LimiterState {
+	return LimiterState{Limit: s.limit, Base: s.limit, Queue: s.queue}
+}
+
 // State reads the limiter's figures under settings s (the running
 // version's). Atomic loads only: any goroutine, never waiting for a loop.
 func (iso *Limiter) State(s *IsolationSettings) LimiterState {
