@@ -255,6 +255,7 @@ func (k *Cluster) adopt(st *confstore.State) error {
 		return err
 	}
 	c.st, c.cur, c.cfg = st, next, cfg
+	c.fileCfg = nil // see Control.fileConfig
 	if err := c.save(false, nil); err != nil {
 		k.log("error", "config sync: "+err.Error())
 	}
@@ -335,6 +336,7 @@ func (k *Cluster) changeOnce(ctx context.Context, w writer, edit func(d confstor
 		return confstore.Version{}, false, err
 	}
 	c.st, c.cur, c.cfg = nst, next, cfg
+	c.fileCfg = nil // see Control.fileConfig
 	if err := c.save(false, nil); err != nil {
 		k.log("error", "config sync: "+err.Error())
 	}

@@ -430,6 +430,9 @@ func (c *Control) Reload(trigger string, o ReloadOptions) (string, error) {
 		return "", err
 	}
 	c.file, c.fileCfg, c.cur, c.cfg = file, fileCfg, next, cfg
+	if cfg != fileCfg {
+		c.fileCfg = nil // not kept beside the running config: see fileConfig
+	}
 	// The engine counts its own applies ("config v4: ..."); the line names
 	// the version the admin API lists instead.
 	if _, rest, ok := strings.Cut(changes, ": "); ok && strings.HasPrefix(changes, "config v") {
@@ -505,6 +508,7 @@ func (c *Control) change(w writer, edit func(d confstore.Doc) error) (confstore.
 		return confstore.Version{}, err
 	}
 	c.cur, c.cfg = next, cfg
+	c.fileCfg = nil // not kept beside the running config: see fileConfig
 	c.audit(w, from, v)
 	return v, nil
 }

@@ -35,12 +35,12 @@ func (c *Control) loadFile(data []byte) (confstore.Doc, *config.Config, error) {
 	if len(file) == 0 {
 		return nil, nil, errFileEmpty
 	}
-	if c.fileCfg != nil {
+	if last := c.fileConfig(); last != nil {
 		diff := confstore.Diff(c.file, file)
-		if len(diff) == 0 && sameOrder(c.fileCfg, file) {
-			return file, c.fileCfg, nil
+		if len(diff) == 0 && sameOrder(last, file) {
+			return file, last, nil
 		}
-		if cfg := c.spliceOnto(c.fileCfg, c.file, file, diff); cfg != nil {
+		if cfg := c.spliceOnto(last, c.file, file, diff); cfg != nil {
 			return file, cfg, nil
 		}
 	}
@@ -49,6 +49,21 @@ func (c *Control) loadFile(data []byte) (confstore.Doc, *config.Config, error) {
 		return nil, nil, err
 	}
 	return file, cfg, nil
+}
+
+// fileConfig is the config of the file alone as the last read gave it:
+// fileCfg, or, when it is not kept (it differs from the running config
+// in the overlay's resources only, and keeping both cost 9 MB at 30,000
+// routes from the first API write on), the running config with the
+// file's own versions of the overlay's routes spliced back in (a few
+// routes parsed, and the route array copied). nil when that does not
+// apply (the overlay changes more than routes): loadFile then parses the
+// file whole. c.mu must be held.
+func (c *Control) fileConfig() *config.Config {
+	if c.fileCfg == nil && c.cfg != nil && c.file != nil {
+		c.fileCfg = c.spliceOnto(c.cfg, c.cur, c.file, confstore.Diff(c.cur, c.file))
+	}
+	return c.fileCfg
 }
 
 // parseReload is the config of next, the file with the overlay, given diff

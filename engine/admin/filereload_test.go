@@ -139,8 +139,8 @@ func testFileReloadMatchesWholeParse(t *testing.T, opts ControlOptions) {
 			t.Fatalf("step %d: the reload's config differs from the whole parse's: %s", step, configDiff(want, eng.last))
 		}
 		// The file alone, as the next reload checks it against.
-		if alone, _ := config.Parse(data); !reflect.DeepEqual(sortedIDs(alone), sortedIDs(c.fileCfg)) {
-			t.Fatalf("step %d: the file's own config has routes %v, want %v", step, sortedIDs(c.fileCfg), sortedIDs(alone))
+		if alone, _ := config.Parse(data); !reflect.DeepEqual(sortedIDs(alone), sortedIDs(c.fileConfig())) {
+			t.Fatalf("step %d: the file's own config has routes %v, want %v", step, sortedIDs(c.fileConfig()), sortedIDs(alone))
 		}
 	}
 	if applied < 80 || refused < 20 || overlaid < 20 {
