@@ -268,6 +268,12 @@ func (m *routeMetrics) limiter(s *policy.IsolationSettings) *policy.Limiter {
 	if iso := m.isolation.Load(); iso != nil {
 		return iso
 	}
+	return m.makeLimiter(s)
+}
+
+// makeLimiter is limiter's first call on the route, out of line so that
+// limiter inlines.
+func (m *routeMetrics) makeLimiter(s *policy.IsolationSettings) *policy.Limiter {
 	made := policy.NewLimiter(m.id, s)
 	if m.isolation.CompareAndSwap(nil, made) {
 		return made

@@ -99,15 +99,15 @@ func (c *Chain) Stats(i int) *Stats {
 	return c.stats[i]
 }
 
-// record adds filter i's timing t to its stats: the chain's own, or those
-// in the exchange's StatSet.
-func (c *Chain) record(x *Exchange, i int, t *Timing) {
-	switch {
-	case c.stats != nil:
-		c.stats[i].record(x.Loop, t)
-	case x.stats != nil:
-		x.stats.of(c, i).record(x.Loop, t)
+// table is the exchange's StatSet's table laid out for c, for
+// RunResponseFrom to record into; nil when c records into its own stats
+// (NewChain), the exchange names no set, or no filter ran (nothing to
+// record, so nothing is made).
+func (c *Chain) table(x *Exchange) *statTable {
+	if c.stats != nil || x.stats == nil || x.next == 0 {
+		return nil
 	}
+	return x.stats.table(c)
 }
 
 // RunRequest runs request phases from the start, or from where a suspended
@@ -194,6 +194,7 @@ func (c *Chain) RunResponseFrom(x *Exchange, now int64) {
 			c.RunResponse(x)
 		}
 	}()
+	tab := c.table(x)
 	for x.next > 0 {
 		i := x.next - 1
 		t := &x.Timings[i]
@@ -202,7 +203,11 @@ func (c *Chain) RunResponseFrom(x *Exchange, now int64) {
 		now = nanotime()
 		t.Self += time.Duration(now - start)
 		t.Total = time.Duration(now - t.start)
-		c.record(x, i, t)
+		if tab != nil { // the route's stats (NewSharedChain), else the chain's own
+			tab.entries[i].stats.record(x.Loop, t)
+		} else if c.stats != nil {
+			c.stats[i].record(x.Loop, t)
+		}
 		x.next = i
 	}
 }

@@ -22,9 +22,12 @@ type StatSet struct {
 }
 
 // statTable is a StatSet's filters, immutable once published: a filter
-// new to the set is added in a copy. The copies share each filter's
-// shards (Stats.shards), so no count is lost to a copy.
+// new to the set is added in a copy, and a chain that is not the table's
+// (another version's) lays it out in its own order in a copy too. The
+// copies share each filter's shards (Stats.shards), so no count is lost
+// to a copy.
 type statTable struct {
+	chain   *Chain // entries[i] is chain's filter i, for each of its filters
 	entries []namedStats
 }
 
@@ -33,57 +36,71 @@ type namedStats struct {
 	stats Stats
 }
 
-// of returns the stats of chain c's i-th filter in s, making them (with
-// those of c's other filters s lacks) the first time. The table is built
-// in c's order, so the filter is found at i unless another chain (an
-// older or newer version's) added names first. On a loop.
-func (s *StatSet) of(c *Chain, i int) *Stats {
-	name := c.names[i]
+// table is s's table laid out for chain c, its filter i at entries[i]:
+// one load and one comparison once it is. On a loop.
+func (s *StatSet) table(c *Chain) *statTable {
+	if t := s.tab.Load(); t != nil && t.chain == c {
+		return t
+	}
+	return s.layOut(c)
+}
+
+// layOut publishes s's table laid out for chain c, with the stats of c's
+// filters s lacks made (all of them on the route's first exchange). It
+// allocates once per route and chain: on the route's first exchange, and
+// on its first exchange after a reload made its chain anew; while
+// exchanges of two versions' chains alternate on a route, once per
+// alternation. On a loop.
+func (s *StatSet) layOut(c *Chain) *statTable {
 	for {
 		t := s.tab.Load()
-		if t != nil {
-			if i < len(t.entries) && t.entries[i].name == name {
-				return &t.entries[i].stats
-			}
-			for j := range t.entries {
-				if t.entries[j].name == name {
-					return &t.entries[j].stats
-				}
-			}
+		if t != nil && t.chain == c {
+			return t
 		}
-		s.tab.CompareAndSwap(t, t.with(c)) // won or lost, the next round finds it
+		s.tab.CompareAndSwap(t, t.laidOutFor(c)) // won or lost, the next round looks again
 	}
 }
 
-// with is t (nil for none) with chain c's filters it lacks added, their
-// stats made for c's loops in one allocation.
-func (t *statTable) with(c *Chain) *statTable {
+// laidOutFor is t (nil for none) laid out for chain c: c's filters first, in
+// its order, those t lacks made for c's loops in one allocation, then
+// t's others.
+func (t *statTable) laidOutFor(c *Chain) *statTable {
 	var have []namedStats
 	if t != nil {
 		have = t.entries
 	}
-	var add []string
-	for _, n := range c.names {
-		if !hasName(have, n) {
-			add = append(add, n)
+	out := &statTable{chain: c, entries: make([]namedStats, len(c.names), len(c.names)+len(have))}
+	missing := 0
+	for k, n := range c.names {
+		if j := indexOf(have, n); j >= 0 {
+			out.entries[k] = have[j]
+		} else {
+			missing++
 		}
 	}
-	out := &statTable{entries: make([]namedStats, len(have), len(have)+len(add))}
-	copy(out.entries, have)
-	shards := make([]atomic.Pointer[statShard], len(add)*c.loops)
-	for k, n := range add {
-		out.entries = append(out.entries, namedStats{name: n, stats: Stats{shards: shards[k*c.loops : (k+1)*c.loops : (k+1)*c.loops]}})
+	shards := make([]atomic.Pointer[statShard], missing*c.loops)
+	for k, n := range c.names {
+		if out.entries[k].name == "" {
+			out.entries[k] = namedStats{name: n, stats: Stats{shards: shards[:c.loops:c.loops]}}
+			shards = shards[c.loops:]
+		}
+	}
+	for _, e := range have {
+		if !hasString(c.names, e.name) {
+			out.entries = append(out.entries, e)
+		}
 	}
 	return out
 }
 
-func hasName(entries []namedStats, name string) bool {
+// indexOf is the place of name in entries, or -1.
+func indexOf(entries []namedStats, name string) int {
 	for j := range entries {
 		if entries[j].name == name {
-			return true
+			return j
 		}
 	}
-	return false
+	return -1
 }
 
 // Each calls fn with every filter's name and stats in s, in the order
