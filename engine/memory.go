@@ -63,8 +63,8 @@ func (s *Server) returnMemory(stop <-chan struct{}) {
 		// doubles. Once the applies have paused for a tick (a burst of
 		// API writes pays once), two collections return it: the second
 		// for what the first left in sync.Pools' victim caches, such as
-		// the JSON encoder's buffers that wrote the state file (4.6 MB
-		// after a reload that changed 30,000 routes).
+		// the state file encoder's scratch buffers (4.6 MB after a
+		// reload that changed 30,000 routes).
 		if applied := s.lastApply.Load(); applied > returned && time.Since(time.Unix(0, applied)) >= releaseInterval &&
 			time.Since(last) >= releaseMinGap {
 			last, returned = time.Now(), applied

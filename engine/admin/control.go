@@ -366,13 +366,11 @@ func (c *Control) saveLater(withBase bool, fileData []byte) {
 			}
 			return
 		}
-		// The versions it encoded keep only their JSON. Never waiting for
-		// the lock: a caller of Flush may hold it, and a busy Control
-		// compacts with its next save.
-		if c.mu.TryLock() {
-			c.st.Compact()
-			c.mu.Unlock()
-		}
+		// The versions it encoded keep only their JSON (Flush's callers
+		// do not hold c.mu, so waiting for it here cannot deadlock).
+		c.mu.Lock()
+		c.st.Compact()
+		c.mu.Unlock()
 	}()
 }
 
@@ -397,7 +395,8 @@ func (c *Control) write(n uint64, st *confstore.State, withBase bool, fileData [
 
 // Flush waits until the state file holds every version applied so far:
 // a file reload's save runs after the reload returns. Call it before the
-// process exits. Safe for concurrent use.
+// process exits, and never with c.mu held (the save takes it to compact
+// the versions it wrote). Safe for concurrent use.
 func (c *Control) Flush() { c.saves.pending.Wait() }
 
 // Reload re-reads the config file, lays the overlay over it and applies
