@@ -4,7 +4,7 @@
 GO        ?= go
 FUZZTIME  ?= 30s
 
-.PHONY: build run test vet redis browser screenshots bench bench-ab bench-tls bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-ws-slow bench-ws-instructions bench-clientlimit bench-go fuzz clean
+.PHONY: build run test vet redis browser screenshots bench bench-ab bench-tls bench-instructions bench-reload bench-isolation bench-idle bench-ws bench-ws-slow bench-ws-instructions bench-clientlimit bench-go pgo fuzz clean
 
 build:
 	$(GO) build -o bin/loopgate ./cmd/loopgate
@@ -72,6 +72,13 @@ bench-ab: build
 # on a busy machine): make bench-instructions BASE=v0.1.
 bench-instructions: build
 	BASE='$(BASE)' bash bench/instructions.sh
+
+# The CPU profile cmd/loopgate is built with (go build's -pgo=auto reads
+# cmd/loopgate/default.pgo): the gateway under wrk on the plain, default
+# chain and HTTPS keep-alive rows, merged. Refresh it after a change that
+# moves the hot path (see bench/README.md), then rebuild.
+pgo:
+	bash bench/pgo.sh
 
 bench-reload: build
 	bash bench/reload.sh
