@@ -59,6 +59,7 @@ type Conn struct {
 	// from idleSince, its latest release, and re-arms for the rest.
 	idleArmed bool
 	idleSince time.Duration // Clock.Elapsed at the latest release
+	idleDue   time.Duration // Clock.Elapsed when the armed idle_timeout fires
 	// tls is the connection's TLS session when the pool speaks TLS, made
 	// once the socket is enrolled; nil on plain HTTP.
 	tls *tlsedge.Session

@@ -164,7 +164,7 @@ func (uc *Conn) onTimer() {
 	case connIdle:
 		p := uc.pool
 		if rest := p.cfg.IdleTimeout - (p.loop.clock.Elapsed() - uc.idleSince); rest > 0 {
-			uc.idleArmed = true
+			uc.idleArmed, uc.idleDue = true, uc.idleSince+p.cfg.IdleTimeout
 			uc.timer.Arm(rest)
 			return
 		}

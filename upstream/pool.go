@@ -168,8 +168,10 @@ func (p *Pool) release(uc *Conn) {
 	p.idle = append(p.idle, uc)
 	p.publish()
 	uc.idleSince = p.loop.clock.Elapsed()
-	if !uc.idleArmed {
-		uc.idleArmed = true
+	// A timer armed under a longer idle_timeout, before a reload shortened
+	// it, would keep the connection past the new one: arm it again.
+	if due := uc.idleSince + p.cfg.IdleTimeout; !uc.idleArmed || uc.idleDue > due {
+		uc.idleArmed, uc.idleDue = true, due
 		uc.timer.Arm(p.cfg.IdleTimeout)
 	}
 }

@@ -571,3 +571,25 @@ func TestPoolIdleTimeoutFromLatestRelease(t *testing.T) {
 		t.Fatal("not closed idle_timeout after the busy call")
 	}
 }
+
+// A reload that shortens idle_timeout reaches a connection whose timer
+// was armed under the longer one, at its next release: it closes after
+// the new timeout, not at the old deadline.
+func TestPoolIdleTimeoutShortenedByReload(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	_, _, uc, fc := tl.getOpen(p)
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") // armed for testPool's idle_timeout
+	short := testPool.IdleTimeout / 10
+	p.cfg.IdleTimeout = short // what Loop.Update does with the reloaded pool settings
+	c, _ := newCall()
+	c.Start(p, head(getHead), getOpts)
+	if c.conn != uc {
+		t.Fatal("the idle connection was not reused")
+	}
+	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n") // released under the short timeout
+	tl.advance(short + time.Second)
+	if !fc.closed || p.Idle() != 0 {
+		t.Fatalf("idle for the new idle_timeout %v and more, still open (closed %v, idle %d): the old deadline held", short, fc.closed, p.Idle())
+	}
+}

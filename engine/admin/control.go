@@ -100,7 +100,8 @@ type Control struct {
 type saves struct {
 	next    uint64         // the last number handed out; guarded by Control.mu
 	mu      sync.Mutex     // held while a save writes the files
-	written uint64         // the newest save on disk; guarded by mu
+	written uint64         // the newest save whose state is on disk; guarded by mu
+	based   uint64         // the newest save whose file base is on disk; guarded by mu
 	pending sync.WaitGroup // the saves running after their reload
 }
 
@@ -374,17 +375,21 @@ func (c *Control) saveLater(withBase bool, fileData []byte) {
 	}()
 }
 
-// write is save number n of st: nothing when a later save is on disk.
+// write is save number n of st: its base unless a later base is on disk,
+// and its state unless a later state is. A file reload's save that an API
+// write overtook still writes the base only it carries, or the next start
+// would find the file changed since the base and record it again.
 func (c *Control) write(n uint64, st *confstore.State, withBase bool, fileData []byte) error {
 	c.saves.mu.Lock()
 	defer c.saves.mu.Unlock()
-	if n <= c.saves.written {
-		return nil
-	}
-	if withBase {
+	if withBase && n > c.saves.based {
 		if err := confstore.WriteAtomic(c.basePath(), fileData); err != nil {
 			return err
 		}
+		c.saves.based = n
+	}
+	if n <= c.saves.written {
+		return nil
 	}
 	if err := confstore.Save(c.opts.StatePath, st); err != nil {
 		return err

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,5 +47,25 @@ func TestReloadSavesAfterAndInOrder(t *testing.T) {
 	}
 	if base, err := filepath.Glob(c.basePath()); err != nil || len(base) != 1 {
 		t.Fatalf("the file base: %v %v", base, err)
+	}
+
+	// A file reload's save overtaken by an API write's still writes the
+	// base only it carries (its state is the older one, and is not).
+	c.mu.Lock()
+	c.saves.next += 2
+	n = c.saves.next
+	c.mu.Unlock()
+	if err := c.write(n, newer, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	edited := append([]byte("# edited\n"), data...)
+	if err := c.write(n-1, older, true, edited); err != nil {
+		t.Fatal(err)
+	}
+	if base, err := os.ReadFile(c.basePath()); err != nil || string(base) != string(edited) {
+		t.Fatalf("the overtaken reload's base was not written (%v): the next start would record the file again", err)
+	}
+	if st, err := confstore.Load(c.opts.StatePath); err != nil || st.Latest() != 3 {
+		t.Fatalf("after an overtaken save: latest %d (%v); want 3", st.Latest(), err)
 	}
 }
