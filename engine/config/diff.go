@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/loopgate/loopgate/filters"
@@ -324,17 +325,42 @@ func (d *Diff) String() string {
 	return strings.Join(parts, "; ")
 }
 
+// MaxListedChanges is the most names a diff's line lists for each of
+// added, removed and changed. A reload of a rewritten file changes every
+// route, and its answer and log line would otherwise name all 30,000 (about
+// 400 KB of one log line); past the bound the list says how many it left
+// out, and the version's changes (GET /config/versions/N) have them all.
+const MaxListedChanges = 20
+
 // String is "added [a, b], removed [c], changed [d]", leaving out the
-// empty lists; "" when nothing changed.
+// empty lists; "" when nothing changed. A list of more than
+// MaxListedChanges names is "changed 30000 [r0, r1, (18 more names), r19,
+// and 29980 more]":
+// the count, the first MaxListedChanges names in their order, and the rest
+// counted.
 func (c *Changes) String() string {
-	var parts []string
+	var b strings.Builder
 	for _, l := range []struct {
 		what  string
 		names []string
 	}{{"added", c.Added}, {"removed", c.Removed}, {"changed", c.Changed}} {
-		if len(l.names) > 0 {
-			parts = append(parts, l.what+" ["+strings.Join(l.names, ", ")+"]")
+		if len(l.names) == 0 {
+			continue
 		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(l.what)
+		shown := l.names
+		if len(shown) > MaxListedChanges {
+			shown = shown[:MaxListedChanges]
+			b.WriteString(" " + strconv.Itoa(len(l.names)))
+		}
+		b.WriteString(" [" + strings.Join(shown, ", "))
+		if more := len(l.names) - len(shown); more > 0 {
+			b.WriteString(", and " + strconv.Itoa(more) + " more")
+		}
+		b.WriteString("]")
 	}
-	return strings.Join(parts, ", ")
+	return b.String()
 }

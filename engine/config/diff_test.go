@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -134,5 +136,25 @@ routes:
 	}
 	if d := Compare(old, mustParse(t, "upstreams:\n  - {name: a, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {id: api, prefix: /api/, upstream: a}\n")); d.Emptied != nil {
 		t.Fatalf("one route left: %q", d.Emptied)
+	}
+}
+
+// A reload that changes every route names a bounded number of them: the
+// count, the first MaxListedChanges in order, and how many it left out.
+func TestChangesStringBounded(t *testing.T) {
+	ids := make([]string, 30000)
+	for i := range ids {
+		ids[i] = "r" + strconv.Itoa(i)
+	}
+	c := Changes{Added: ids[:MaxListedChanges], Changed: ids}
+	got := c.String()
+	want := "added [" + strings.Join(ids[:MaxListedChanges], ", ") + "], changed 30000 [" +
+		strings.Join(ids[:MaxListedChanges], ", ") + ", and 29980 more]"
+	if got != want {
+		t.Fatalf("String:\n got %q\nwant %q", got, want)
+	}
+	if one := (&Changes{Removed: ids[:MaxListedChanges+1]}).String(); !strings.HasPrefix(one, "removed 21 [r0, r1,") ||
+		!strings.HasSuffix(one, ", r19, and 1 more]") {
+		t.Fatalf("one past the bound: %q", one)
 	}
 }
