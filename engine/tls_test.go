@@ -781,12 +781,11 @@ func TestHTTPSTunnelToTLSUpstream(t *testing.T) {
 	waitFor(t, "the tunnel to close", func() bool { return g.srv.Tunnels() == 0 })
 }
 
-// tls.handshake_priority defaults to normal (nice costs 15 to 30 % more CPU
-// per full handshake); auto is nice where the process may lower a thread's
-// priority and raise it again (TestHandshakeComputesAtItsPriority in
+// tls.handshake_priority defaults to auto: nice where the process may
+// lower a thread's priority and raise it again (TestHandshakeComputesAtItsPriority in
 // tlsedge shows each priority taking effect through real handshakes), else
 // normal; the explicit values are what they say.
-func TestHandshakePriorityDefaultsToNormal(t *testing.T) {
+func TestHandshakePriorityDefaultsToAuto(t *testing.T) {
 	cfg, err := config.Parse([]byte("listen: 127.0.0.1:0\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -795,8 +794,8 @@ func TestHandshakePriorityDefaultsToNormal(t *testing.T) {
 	if tlsedge.PriorityAvailable(tlsedge.PriorityNice) {
 		auto = tlsedge.PriorityNice
 	}
-	if cfg.TLS.HandshakePriority != config.PriorityNormal {
-		t.Errorf("default handshake_priority %q, want normal", cfg.TLS.HandshakePriority)
+	if cfg.TLS.HandshakePriority != config.PriorityAuto {
+		t.Errorf("default handshake_priority %q, want auto", cfg.TLS.HandshakePriority)
 	}
 	for v, want := range map[string]tlsedge.Priority{
 		config.PriorityAuto:   auto,

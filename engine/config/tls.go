@@ -224,7 +224,7 @@ func applyListenerDefaults(c *Config) {
 		}
 	}
 	setDefault(&c.TLS.MaxHandshakes, defaultMaxHandshakes)
-	setDefault(&c.TLS.HandshakePriority, PriorityNormal)
+	setDefault(&c.TLS.HandshakePriority, PriorityAuto)
 	if c.TLS.GCHeapFloor == nil { // filled, so that writing the default is no change on a reload
 		floor := defaultGCHeapFloor
 		c.TLS.GCHeapFloor = &floor

@@ -48,7 +48,7 @@ func TestListenersAndTLSValidation(t *testing.T) {
 	if d := Compare(c, mustParse(t, "listen: 127.0.0.1:2\n")); len(d.Fixed) == 0 {
 		t.Error("dropping the HTTPS listener is not refused on a reload")
 	}
-	if d := Compare(c, mustParse(t, "listeners:\n  - address: 127.0.0.1:2\n  - address: 127.0.0.1:3\n    tls: {certificates: [{cert: c, key: k}]}\ntls: {handshake_priority: nice}\n")); fmt.Sprint(d.Fixed) != "[tls.handshake_priority normal -> nice]" {
+	if d := Compare(c, mustParse(t, "listeners:\n  - address: 127.0.0.1:2\n  - address: 127.0.0.1:3\n    tls: {certificates: [{cert: c, key: k}]}\ntls: {handshake_priority: nice}\n")); fmt.Sprint(d.Fixed) != "[tls.handshake_priority auto -> nice]" {
 		t.Errorf("a reload changing the handshake runner's bounds: fixed %q", d.Fixed)
 	}
 	for yaml, want := range map[string]int64{"": 64 << 20, "tls: {gc_heap_floor: 0}\n": 0, "tls: {gc_heap_floor: 128MiB}\n": 128 << 20} {
