@@ -9,6 +9,7 @@ package engine
 import (
 	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/engine/tlsedge"
+	"github.com/loopgate/loopgate/pool/sockio"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -41,13 +42,14 @@ func (cc *clientConn) inbound() int {
 	return cc.gc.InboundBuffered()
 }
 
-// send queues p for the client, encrypted on TLS.
+// send queues p for the client, encrypted on TLS. A plain connection's
+// bytes go straight to its socket while nothing is queued (sockio.Write).
 func (cc *clientConn) send(p []byte) error {
 	var err error
 	if cc.tls != nil {
 		_, err = cc.tls.Write(p)
 	} else {
-		_, err = cc.gc.Write(p)
+		_, err = sockio.Write(cc.gc, p)
 	}
 	return err
 }

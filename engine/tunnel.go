@@ -13,6 +13,7 @@ import (
 	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/engine/wheel"
 	"github.com/loopgate/loopgate/pool/loopstat"
+	"github.com/loopgate/loopgate/pool/sockio"
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 )
@@ -213,22 +214,11 @@ func (e *tunnelEnd) write(p []byte) (whole bool) {
 		_, _ = e.tls.Write(p)
 		return false
 	}
-	if e.gc.OutboundBuffered() == 0 {
-		// Nothing queued, so the bytes may go straight to the socket, as
-		// gnet's Write would send them, but without the scheduler's
-		// bookkeeping around a syscall that may block (sendNow). What the
-		// socket does not take, or an error, is left to gnet's Write,
-		// which queues the rest or closes the connection as it always does.
-		n, errno := sendNow(e.gc.Fd(), p)
-		if errno == 0 && n == len(p) {
-			return true
-		}
-		if errno == 0 {
-			p = p[n:]
-		}
-	}
-	_, _ = e.gc.Write(p)
-	return false
+	// Straight to the socket while nothing is queued (sockio); what it
+	// does not take, or an error, is left to gnet's Write, which queues the
+	// rest or closes the connection as it always does.
+	whole, _ = sockio.Write(e.gc, p)
+	return whole
 }
 
 // traffic is OnTraffic for end e: its bytes go to the peer's output while

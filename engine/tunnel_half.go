@@ -18,6 +18,7 @@ import (
 	"slices"
 
 	"github.com/loopgate/loopgate/engine/wheel"
+	"github.com/loopgate/loopgate/pool/sockio"
 	"golang.org/x/sys/unix"
 )
 
@@ -112,7 +113,7 @@ func (t *tunnel) relay(s *tunnelEnd) {
 func (t *tunnel) writeHalf() bool {
 	h := t.half
 	for len(h.pending) > 0 {
-		n, errno := sendNow(h.fd, h.pending)
+		n, errno := sockio.Send(h.fd, h.pending)
 		switch errno {
 		case 0:
 			h.pending = h.pending[:copy(h.pending, h.pending[n:])]
@@ -199,7 +200,7 @@ func (t *tunnel) readSource() {
 	for h.src >= 0 && len(h.pending) < t.set.buffer {
 		room := min(t.set.buffer-len(h.pending), readBufferCap)
 		h.pending = slices.Grow(h.pending, room)
-		n, errno := recvNow(h.src, h.pending[len(h.pending):len(h.pending)+room])
+		n, errno := sockio.Recv(h.src, h.pending[len(h.pending):len(h.pending)+room])
 		switch {
 		case errno == unix.EAGAIN || errno == unix.EINTR:
 			return

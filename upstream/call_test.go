@@ -230,13 +230,13 @@ func TestNagleOffFromTheFirstBodyWrite(t *testing.T) {
 	tl := newTestLoop(t, testPool, listenAddr(t))
 	p := tl.pool(0)
 	_, _, uc, fc := tl.getOpen(p)
-	if noDelay(t, fc.fd) {
+	if noDelay(t, fc.sock) {
 		t.Fatal("a socket dialed on the loop has TCP_NODELAY before any body write")
 	}
 	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
 	c, _ := newCall()
 	c.Start(p, head(getHead), getOpts) // reuses uc
-	if c.conn != uc || noDelay(t, fc.fd) {
+	if c.conn != uc || noDelay(t, fc.sock) {
 		t.Fatalf("reused %v; a second GET turned TCP_NODELAY on", c.conn == uc)
 	}
 	deliver(uc, fc, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
@@ -245,14 +245,14 @@ func TestNagleOffFromTheFirstBodyWrite(t *testing.T) {
 		func(c *Call) bool { return c.Send([]byte("hello")) },
 		func(c *Call) bool { return c.SendChunk([]byte("hello")) },
 	} {
-		_ = unix.SetsockoptInt(fc.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 0)
+		_ = unix.SetsockoptInt(fc.sock, unix.IPPROTO_TCP, unix.TCP_NODELAY, 0)
 		uc.noDelay = false
 		c, _ := newCall()
 		c.Start(p, head("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n"), Options{HasBody: true, ResponseTimeout: time.Second})
-		if c.conn != uc || noDelay(t, fc.fd) {
+		if c.conn != uc || noDelay(t, fc.sock) {
 			t.Fatal("TCP_NODELAY on before the body")
 		}
-		if !send(c) || !noDelay(t, fc.fd) {
+		if !send(c) || !noDelay(t, fc.sock) {
 			t.Fatal("the first body write left Nagle's algorithm on")
 		}
 		c.SendDone()

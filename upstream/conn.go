@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/loopgate/loopgate/engine/tlsedge"
+	"github.com/loopgate/loopgate/pool/sockio"
 	"github.com/panjf2000/gnet/v2"
 )
 
@@ -292,14 +293,16 @@ func (uc *Conn) detach() {
 	uc.pool.remove(uc)
 }
 
-// write hands p to the socket. It returns ErrReset when the connection failed.
-// Flow control is the caller's: see Call.Backlog.
+// write hands p to the socket: on plain HTTP straight to it while gnet
+// holds nothing for the connection (sockio.Write), the rest queued by
+// gnet. It returns ErrReset when the connection failed. Flow control is
+// the caller's: see Call.Backlog.
 func (uc *Conn) write(p []byte) *Error {
 	var err error
 	if uc.tls != nil {
 		_, err = uc.tls.Write(p)
 	} else {
-		_, err = uc.gc.Write(p)
+		_, err = sockio.Write(uc.gc, p)
 	}
 	if err != nil || uc.state == connClosed {
 		return ErrReset

@@ -30,30 +30,32 @@ type fakeConn struct {
 	out      bytes.Buffer
 	writeErr error
 	closed   bool
-	fd       int // the real socket behind it, for SetNoDelay; -1 when none
+	sock     int // the real socket behind it, for SetNoDelay; -1 when none
 }
 
-// Fd is the real socket behind the fake, or -1.
-func (f *fakeConn) Fd() int { return f.fd }
+// Fd is -1 even with a real socket behind the fake: sockio.Write then
+// takes gnet's Write, which the fake records in out, rather than sending
+// on the socket.
+func (f *fakeConn) Fd() int { return -1 }
 
 // SetLinger sets SO_LINGER on the real socket, where there is one.
 func (f *fakeConn) SetLinger(sec int) error {
-	if f.fd < 0 {
+	if f.sock < 0 {
 		return nil
 	}
-	return unix.SetsockoptLinger(f.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: int32(sec)})
+	return unix.SetsockoptLinger(f.sock, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: int32(sec)})
 }
 
 // SetNoDelay sets TCP_NODELAY on the real socket, where the test can read it.
 func (f *fakeConn) SetNoDelay(on bool) error {
-	if f.fd < 0 {
+	if f.sock < 0 {
 		return nil
 	}
 	v := 0
 	if on {
 		v = 1
 	}
-	return unix.SetsockoptInt(f.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, v)
+	return unix.SetsockoptInt(f.sock, unix.IPPROTO_TCP, unix.TCP_NODELAY, v)
 }
 
 func (f *fakeConn) Peek(n int) ([]byte, error) {
@@ -348,9 +350,9 @@ func (tl *testLoop) enrolled() enrollment {
 func (tl *testLoop) open() (*Conn, *fakeConn) {
 	tl.t.Helper()
 	e := tl.enrolled()
-	fc := &fakeConn{fd: -1}
+	fc := &fakeConn{sock: -1}
 	if e.nc == nil {
-		fc.fd = e.fd
+		fc.sock = e.fd
 	}
 	if e.res != nil {
 		e.res <- gnet.RegisteredResult{}

@@ -153,7 +153,7 @@ func TestPoolDialFailures(t *testing.T) {
 		if r.err != ErrConnect || p.total != 0 || p.stats.ConnectFailures.Load() != 1 {
 			t.Fatalf("err %v, total %d, failures %d", r.err, p.total, p.stats.ConnectFailures.Load())
 		}
-		fc := &fakeConn{fd: -1}
+		fc := &fakeConn{sock: -1}
 		e.uc.Opened(fc)
 		if !fc.closed || p.Idle() != 0 {
 			t.Fatalf("late connection: closed %v, idle %d", fc.closed, p.Idle())
@@ -233,7 +233,7 @@ func TestPoolConnClosedWhileDialing(t *testing.T) {
 	c1.Start(p, head(getHead), getOpts)
 	e := tl.enrolled()
 	c1.dialing.closeFor(closeError)
-	fc := &fakeConn{fd: -1}
+	fc := &fakeConn{sock: -1}
 	e.uc.Opened(fc)
 	if !fc.closed || p.Idle() != 0 || r1.ready != 0 {
 		t.Fatalf("dial completed for a closed connection: closed %v, idle %d", fc.closed, p.Idle())
