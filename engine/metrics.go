@@ -636,8 +636,8 @@ func (s *Server) writeSeries(w io.Writer) {
 			for r := range st.Closes {
 				n.closes[r] += st.Closes[r].Load()
 			}
-			n.idle += st.Idle.Load()
-			n.active += st.Active.Load()
+			n.idle += st.Idle()
+			n.active += st.Active()
 			n.firstByte.Add(&st.FirstByte)
 			n.duration.Add(&st.Duration)
 			for c := range st.Responses {

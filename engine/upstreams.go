@@ -90,7 +90,7 @@ func reportNode(n *upstream.Node, now int64) nodeReport {
 		Ejections: n.Ejections(), FailuresInARow: n.FailuresInARow(), HealthProbes: probes, HealthProbesFail: failed}
 	for i := range n.Loops() {
 		st := n.Stats(i)
-		r.InFlight += st.Active.Load()
+		r.InFlight += st.Active()
 		r.ConnectFailures += st.ConnectFailures.Load()
 		r.Resets += st.Resets.Load()
 		r.Timeouts += st.Timeouts.Load()

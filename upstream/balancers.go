@@ -166,7 +166,7 @@ func (l *LeastRequest) draw(exclude NodeSet) int {
 func (n *Node) InFlight() int64 {
 	var t int64
 	for i := range n.shards {
-		t += n.shards[i].Active.Load()
+		t += n.shards[i].Active()
 	}
 	return t
 }

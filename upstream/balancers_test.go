@@ -37,9 +37,9 @@ func TestRandomBalancer(t *testing.T) {
 // Least request takes the node with fewer calls in flight on every loop.
 func TestLeastRequestBalancer(t *testing.T) {
 	pools := testPools(2)
-	pools[0].node.Stats(0).Active.Store(3)
-	pools[0].node.Stats(1).Active.Store(4)
-	pools[1].node.Stats(1).Active.Store(1)
+	pools[0].node.Stats(0).active.Store(3)
+	pools[0].node.Stats(1).active.Store(4)
+	pools[1].node.Stats(1).active.Store(1)
 	b := newBalancer(&GroupConfig{Kind: BalanceLeastRequest}, pools, []int{1, 1})
 	if c := counts(b, 2, 1000, NodeSet{}); c[0] != 0 {
 		t.Fatalf("picks %v: the busier node (7 in flight across loops, against 1) was picked", c)

@@ -75,3 +75,44 @@ func TestConnClosesCountedByReason(t *testing.T) {
 		t.Fatalf("%d closes counted, want 7: %v", total, closes())
 	}
 }
+
+// The Idle and Active gauges follow every move: dials, reuses and parks
+// (counted through Reuses and parks alone), and closes of idle and
+// active connections.
+func TestPoolGaugesFollowReusesAndParks(t *testing.T) {
+	tl := newTestLoop(t, testPool, listenAddr(t))
+	p := tl.pool(0)
+	want := func(what string, idle, active int64) {
+		t.Helper()
+		if i, a := p.stats.Idle(), p.stats.Active(); i != idle || a != active {
+			t.Fatalf("%s: idle %d, active %d; want %d, %d", what, i, a, idle, active)
+		}
+	}
+	want("no connection", 0, 0)
+	c1, _, uc1, fc1 := tl.getOpen(p)
+	want("one dialed", 0, 1)
+	_, _, uc2, fc2 := tl.getOpen(p)
+	want("two dialed", 0, 2)
+	deliver(uc1, fc1, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	want("one parked", 1, 1)
+	deliver(uc2, fc2, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+	want("both parked", 2, 0)
+	if c1.State() != Done {
+		t.Fatalf("first call %s", c1.State())
+	}
+
+	c3, _ := newCall()
+	c3.Start(p, head(getHead), getOpts)
+	want("one reused", 1, 1)
+	uc3 := c3.conn
+	deliver(uc3, uc3.gc.(*fakeConn), "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+	want("the reused one closed after its response", 1, 0)
+
+	uc, _ := tl.exchange(p) // the last idle one, reused and parked again
+	want("reused and parked", 1, 0)
+	uc.Closed(io.EOF)
+	want("the idle one closed by its peer", 0, 0)
+	if r := p.stats.Reuses.Load(); r != 2 {
+		t.Fatalf("reuses %d, want 2", r)
+	}
+}

@@ -62,8 +62,8 @@ func TestUpdateReusesAndRetiresPools(t *testing.T) {
 		t.Fatalf("late call on a retired pool: connection closed %v, %d open", late.closed, leave.total)
 	}
 	// Gauges of the node count back to zero.
-	if s := leave.node.Stats(0); s.Idle.Load() != 0 || s.Active.Load() != 0 {
-		t.Fatalf("retired node gauges: idle %d, active %d", s.Idle.Load(), s.Active.Load())
+	if s := leave.node.Stats(0); s.Idle() != 0 || s.Active() != 0 {
+		t.Fatalf("retired node gauges: idle %d, active %d", s.Idle(), s.Active())
 	}
 }
 

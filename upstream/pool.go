@@ -56,17 +56,36 @@ func (p *Pool) Node() *Node { return p.node }
 
 // publish brings the Idle and Active gauges up to date. Every function
 // that changes the free list or the total calls it last, so the gauges
-// hold the pool's state whenever the loop is between callbacks.
+// hold the pool's state whenever the loop is between callbacks. A reuse
+// and a park move a connection between the gauges through their own
+// counter (reused, parked); publish adds to the gauges' base only what
+// else changed.
 func (p *Pool) publish() {
 	idle, active := len(p.idle), p.total-len(p.idle)
 	if d := idle - p.shownIdle; d != 0 {
 		p.shownIdle = idle
-		p.stats.Idle.Add(int64(d))
+		p.stats.idle.Add(int64(d))
 	}
 	if d := active - p.shownActive; d != 0 {
 		p.shownActive = active
-		p.stats.Active.Add(int64(d))
+		p.stats.active.Add(int64(d))
 	}
+}
+
+// reused counts a connection taken from the free list for a call: one
+// from Idle to Active in the gauges, through Reuses alone.
+func (p *Pool) reused() {
+	p.stats.Reuses.Add(1)
+	p.shownIdle--
+	p.shownActive++
+}
+
+// parked counts a connection released to the free list: one from Active
+// to Idle in the gauges, through parks alone.
+func (p *Pool) parked() {
+	p.stats.parks.Add(1)
+	p.shownIdle++
+	p.shownActive--
 }
 
 // retire takes the pool out of service: its node left the loop's
@@ -108,8 +127,8 @@ func (p *Pool) acquire(c *Call, fresh bool) {
 				uc.closeFor(closeError)
 				continue
 			}
-			p.stats.Reuses.Add(1)
-			p.publish()
+			p.reused()
+			p.publish() // idle connections closed before this one
 			c.attach(uc)
 			return
 		}
@@ -166,6 +185,7 @@ func (p *Pool) release(uc *Conn) {
 	}
 	uc.state = connIdle
 	p.idle = append(p.idle, uc)
+	p.parked()
 	p.publish()
 	uc.idleSince = p.loop.clock.Elapsed()
 	// A timer armed under a longer idle_timeout, before a reload shortened

@@ -24,12 +24,15 @@ type NodeStats struct {
 	// (a final 1xx cannot happen; its slot stays 0).
 	Responses [5]atomic.Uint64
 
-	// Idle and Active are the node's connections on this loop: in the free
-	// lists, and carrying or being dialed for a call. Every pool of the
-	// node on the loop adds its changes, so a pool draining after a reload
-	// and its successor count together.
-	Idle   atomic.Int64
-	Active atomic.Int64
+	// idle and active are the base of the Idle and Active gauges: every
+	// change but the two each exchange makes, a reuse (Reuses: one from
+	// idle to active) and a park (parks: a connection released to a free
+	// list, one from active to idle), which the gauges take from those
+	// counters. Each exchange then costs two atomic adds, not five. Every
+	// pool of the node on the loop adds its changes, so a pool draining
+	// after a reload and its successor count together.
+	idle, active atomic.Int64
+	parks        atomic.Uint64
 
 	// FirstByte is the time from Call.Start (pool wait and connect
 	// included, a retry too) to the first complete response head, interim
@@ -38,6 +41,21 @@ type NodeStats struct {
 	// Duration is the time from Call.Start to the end of every call that
 	// reported an outcome: its last response byte, or its failure.
 	Duration loopstat.Histogram
+}
+
+// Idle is how many of the node's connections on this loop wait in the free
+// lists. Reuses is read before parks, so a park or reuse between the loads
+// can only make it high, by at most those in flight, never negative.
+func (s *NodeStats) Idle() int64 {
+	r := s.Reuses.Load()
+	return max(0, s.idle.Load()+int64(s.parks.Load()-r))
+}
+
+// Active is how many of the node's connections on this loop carry a call
+// or are dialed for one; read as Idle, with the counters' order reversed.
+func (s *NodeStats) Active() int64 {
+	p := s.parks.Load()
+	return max(0, s.active.Load()+int64(s.Reuses.Load()-p))
 }
 
 // failed counts a call's failure by its cause. Connect failures are
