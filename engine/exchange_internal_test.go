@@ -33,6 +33,8 @@ func (w *reqWatcher) Response(x *filters.Exchange) {
 	}
 }
 
+func (w *reqWatcher) HasResponseHook() bool { return true }
+
 func TestResponsePhaseHasNoStaleRequestView(t *testing.T) {
 	up := listen(t, func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })
 	cfg, err := config.Parse([]byte(fmt.Sprintf("listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 1\nupstreams:\n  - {name: b, nodes: [\"%s\"]}\n  - {name: dead, nodes: [\"127.0.0.1:1\"]}\nroutes:\n  - {id: r, prefix: /, upstream: b}\n  - {id: d, prefix: /dead/, upstream: dead}\n", up)))

@@ -30,6 +30,7 @@ type Chain struct {
 	loops   int        // the event loops the chain runs on
 	stats   []*Stats   // per filter, cumulative (NewChain); nil when each exchange brings its route's StatSet (NewSharedChain)
 	body    BodyFilter // the first filter that rewrites bodies; nil when none
+	hooked  uint16     // bit i: filter i has a response hook (HasResponseHook), so its response phase is timed
 }
 
 // NewChain orders filters and rejects duplicate orders or names. Each
@@ -77,6 +78,9 @@ func NewSharedChain(fs []Filter, loops int) (*Chain, error) {
 			c.body = b
 		}
 		c.names[i] = f.Name()
+		if f.HasResponseHook() {
+			c.hooked |= 1 << i // MaxChain is 16
+		}
 	}
 	return c, nil
 }
@@ -184,6 +188,11 @@ func (c *Chain) RunResponse(x *Exchange) { c.RunResponseFrom(x, nanotime()) }
 // instructions between that byte's parse and the response phases count in
 // the last filter's self time. Every reading later than the request
 // phases serves; one earlier would make timings negative.
+//
+// The clock is read again only after a filter with a response hook
+// (HasResponseHook): the others did no work to time, so their total time
+// ends on the reading before them, and a chain with no response hook at
+// all reads no clock here.
 func (c *Chain) RunResponseFrom(x *Exchange, now int64) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -200,8 +209,10 @@ func (c *Chain) RunResponseFrom(x *Exchange, now int64) {
 		t := &x.Timings[i]
 		start := now
 		c.filters[i].Response(x)
-		now = nanotime()
-		t.Self += time.Duration(now - start)
+		if c.hooked&(1<<i) != 0 {
+			now = nanotime()
+			t.Self += time.Duration(now - start)
+		}
 		t.Total = time.Duration(now - t.start)
 		if tab != nil { // the route's stats (NewSharedChain), else the chain's own
 			tab.entries[i].stats.record(x.Loop, t)

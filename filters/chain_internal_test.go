@@ -3,6 +3,7 @@ package filters
 import (
 	"net/netip"
 	"testing"
+	"time"
 )
 
 // passFilter lets every request through and does nothing on the response.
@@ -10,15 +11,27 @@ type passFilter struct{ Base }
 
 func (passFilter) Request(*Exchange) Verdict { return Continue }
 
+// hookFilter lets every request through and counts its response phases,
+// a response hook (HasResponseHook).
+type hookFilter struct {
+	Base
+	responses *int
+}
+
+func (hookFilter) Request(*Exchange) Verdict { return Continue }
+func (f hookFilter) Response(*Exchange)      { *f.responses++ }
+func (hookFilter) HasResponseHook() bool     { return true }
+
 // Given the reading that ended the request phases, RunResponseFrom starts
 // the response phases with it and reads the clock only at their ends: the
 // outermost filter's total is then exactly every filter's self time added
 // up, request and response phases, with no gap between them.
 func TestRunResponseFromStartsWithTheReading(t *testing.T) {
+	var responses int
 	c, err := NewChain([]Filter{
-		passFilter{Base{FilterName: "a", FilterOrder: 1}},
-		passFilter{Base{FilterName: "b", FilterOrder: 2}},
-		passFilter{Base{FilterName: "c", FilterOrder: 3}},
+		hookFilter{Base{FilterName: "a", FilterOrder: 1}, &responses},
+		hookFilter{Base{FilterName: "b", FilterOrder: 2}, &responses},
+		hookFilter{Base{FilterName: "c", FilterOrder: 3}, &responses},
 	}, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -38,5 +51,69 @@ func TestRunResponseFromStartsWithTheReading(t *testing.T) {
 	}
 	if total := int64(x.Timings[0].Total); total != selves {
 		t.Fatalf("outer total %d ns, the self times add up to %d ns", total, selves)
+	}
+	if responses != c.Len() {
+		t.Fatalf("%d response phases ran, want %d", responses, c.Len())
+	}
+}
+
+// A chain with no response hook reads no clock in its response phases:
+// every filter's total time ends on the reading given, and the self times
+// stay the request phases'. The reading is an hour ahead of the clock, so
+// a fresh reading anywhere would show as a shorter total.
+func TestRunResponseFromWithoutHooksReadsNoClock(t *testing.T) {
+	responses := 0
+	c, err := NewChain([]Filter{
+		passFilter{Base{FilterName: "a", FilterOrder: 1}},
+		hookFilter{Base{FilterName: "b", FilterOrder: 2}, &responses},
+		passFilter{Base{FilterName: "c", FilterOrder: 3}},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x Exchange
+	x.Reset(nil, nil, netip.Addr{}, 0, nil)
+	if v := c.RunRequest(&x); v != Continue {
+		t.Fatalf("verdict %v", v)
+	}
+	selfs := [3]time.Duration{x.Timings[0].Self, x.Timings[1].Self, x.Timings[2].Self}
+	late := nanotime() + int64(time.Hour)
+	x.Status = 200
+	c.RunResponseFrom(&x, late)
+	if responses != 1 {
+		t.Fatalf("b's response phase ran %d times, want 1", responses)
+	}
+	// c, last, has no hook: it ends on the reading given, unchanged.
+	if got, want := x.Timings[2].Total, time.Duration(late-x.Timings[2].start); got != want || x.Timings[2].Self != selfs[2] {
+		t.Errorf("c: total %v self %v, want total %v self %v", got, x.Timings[2].Self, want, selfs[2])
+	}
+	// b has a hook: its end is a fresh reading, an hour before late.
+	if x.Timings[1].Total >= time.Duration(late-x.Timings[1].start) {
+		t.Errorf("b: total %v, want a fresh reading, before %v", x.Timings[1].Total, time.Duration(late-x.Timings[1].start))
+	}
+	// a has none: it ends where b did.
+	if end, bEnd := x.Timings[0].start+int64(x.Timings[0].Total), x.Timings[1].start+int64(x.Timings[1].Total); end != bEnd || x.Timings[0].Self != selfs[0] {
+		t.Errorf("a: ends at %d, self %v; want b's end %d, self %v", end, x.Timings[0].Self, bEnd, selfs[0])
+	}
+
+	// Without b's hook, no filter reads the clock: all end on late.
+	c, err = NewChain([]Filter{
+		passFilter{Base{FilterName: "a", FilterOrder: 1}},
+		passFilter{Base{FilterName: "c", FilterOrder: 3}},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Reset(nil, nil, netip.Addr{}, 0, nil)
+	c.RunRequest(&x)
+	x.Status = 200
+	c.RunResponseFrom(&x, late)
+	for i := range c.Len() {
+		if end := x.Timings[i].start + int64(x.Timings[i].Total); end != late {
+			t.Errorf("filter %d ends at %d, want the reading given, %d", i, end, late)
+		}
+	}
+	if calls, _, _ := c.Stats(0).Totals(); calls != 1 {
+		t.Errorf("a recorded %d calls, want 1", calls)
 	}
 }

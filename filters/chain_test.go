@@ -121,6 +121,8 @@ func (p panicky) Response(*filters.Exchange) {
 	}
 }
 
+func (p panicky) HasResponseHook() bool { return p.inResponse }
+
 // calls is how many exchanges the i-th filter's stats have recorded: one
 // per timing closed by its response phase.
 func calls(c *filters.Chain, i int) int64 {

@@ -34,6 +34,14 @@ type Filter interface {
 	// Response runs once the response head is known (from the upstream or
 	// from a rejection), before it is written to the client.
 	Response(x *Exchange)
+	// HasResponseHook reports whether Response does any work. The chain
+	// times the response phase only of filters that say so: the others'
+	// Response still runs, but reads no clock, so a route none of whose
+	// filters has a response hook closes its timings on the reading the
+	// engine passes in (Chain.RunResponseFrom). A filter that says false
+	// and works in Response after all loses only that work's self time.
+	// It must not change once the filter is made.
+	HasResponseHook() bool
 	// Done runs exactly once for every exchange whose request phase this
 	// filter began, however the exchange ended: served, rejected, failed
 	// upstream, timed out, client gone, or cut by a drain. Whatever the
@@ -42,13 +50,16 @@ type Filter interface {
 	Done(x *Exchange)
 }
 
-// Base gives a filter a name, an order and a do-nothing response phase.
+// Base gives a filter a name, an order and a do-nothing response phase:
+// a filter that embeds it and has a Response of its own overrides
+// HasResponseHook too.
 type Base struct {
 	FilterName  string
 	FilterOrder int
 }
 
-func (b Base) Name() string       { return b.FilterName }
-func (Base) Done(*Exchange)       {}
-func (b Base) Order() int         { return b.FilterOrder }
-func (Base) Response(x *Exchange) {}
+func (b Base) Name() string        { return b.FilterName }
+func (Base) Done(*Exchange)        {}
+func (b Base) Order() int          { return b.FilterOrder }
+func (Base) Response(x *Exchange)  {}
+func (Base) HasResponseHook() bool { return false }

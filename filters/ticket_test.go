@@ -21,6 +21,7 @@ type step struct {
 
 func (s *step) Request(*filters.Exchange) filters.Verdict { return s.verdict }
 func (s *step) Response(*filters.Exchange)                { s.responses++ }
+func (s *step) HasResponseHook() bool                     { return true }
 
 // parkedChain is two filters, the first suspending, with the exchange
 // parked after it.

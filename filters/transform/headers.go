@@ -60,6 +60,12 @@ func (f *headersFilter) Request(x *filters.Exchange) filters.Verdict {
 // Response queues the response edits.
 func (f *headersFilter) Response(x *filters.Exchange) { f.resp.queue(&x.RespEdits) }
 
+// HasResponseHook reports whether the route has response edits: a
+// request-only headers filter has no response work to time.
+func (f *headersFilter) HasResponseHook() bool {
+	return len(f.resp.remove)+len(f.resp.set)+len(f.resp.add) > 0
+}
+
 func (ops *headerOps) queue(e *filters.HeaderEdits) {
 	for _, name := range ops.remove {
 		e.AddRemove(name)
