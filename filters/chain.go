@@ -121,6 +121,7 @@ func (c *Chain) table(x *Exchange) *statTable {
 // A panicking filter is turned into a 500 rejection.
 func (c *Chain) RunRequest(x *Exchange) (v Verdict) {
 	defer func() {
+		x.now = 0 // Now reads the clock again outside the phases
 		if p := recover(); p != nil {
 			logPanic(c.filters[x.next].Name(), "request", p)
 			v = x.Reject(500, 50001, "internal error in filter "+c.filters[x.next].Name())
@@ -133,7 +134,7 @@ func (c *Chain) RunRequest(x *Exchange) (v Verdict) {
 	for x.next < len(c.filters) {
 		i := x.next
 		t := &x.Timings[i]
-		t.start = now
+		t.start, x.now = now, now
 		x.began = max(x.began, i+1)
 		v = c.filters[i].Request(x)
 		now = nanotime()
@@ -156,7 +157,9 @@ func (c *Chain) Resume(x *Exchange, fn func(*Exchange) Verdict) Verdict {
 	v := Continue
 	if i := x.next - 1; fn != nil && i >= 0 {
 		start := nanotime()
+		x.now = start
 		v = c.runResumed(x, i, fn)
+		x.now = 0
 		x.Timings[i].Self += time.Duration(nanotime() - start)
 	}
 	if v == Continue {
@@ -195,6 +198,7 @@ func (c *Chain) RunResponse(x *Exchange) { c.RunResponseFrom(x, nanotime()) }
 // all reads no clock here.
 func (c *Chain) RunResponseFrom(x *Exchange, now int64) {
 	defer func() {
+		x.now = 0
 		if p := recover(); p != nil {
 			// The head is already decided; a broken response phase loses
 			// only its own edits. Continue with the filters before it.
@@ -208,6 +212,7 @@ func (c *Chain) RunResponseFrom(x *Exchange, now int64) {
 		i := x.next - 1
 		t := &x.Timings[i]
 		start := now
+		x.now = now
 		c.filters[i].Response(x)
 		if c.hooked&(1<<i) != 0 {
 			now = nanotime()

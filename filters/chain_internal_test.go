@@ -117,3 +117,45 @@ func TestRunResponseFromWithoutHooksReadsNoClock(t *testing.T) {
 		t.Errorf("a recorded %d calls, want 1", calls)
 	}
 }
+
+// nowFilter records what Exchange.Now said in its request and response
+// phases.
+type nowFilter struct {
+	Base
+	req, resp *int64
+}
+
+func (f nowFilter) Request(x *Exchange) Verdict { *f.req = x.Now(); return Continue }
+func (f nowFilter) Response(x *Exchange)        { *f.resp = x.Now() }
+func (nowFilter) HasResponseHook() bool         { return true }
+
+// In a phase, Exchange.Now is the reading that began it, which the chain
+// took anyway; outside the phases it reads the clock.
+func TestExchangeNowIsThePhaseStart(t *testing.T) {
+	var req, resp int64
+	c, err := NewChain([]Filter{
+		passFilter{Base{FilterName: "a", FilterOrder: 1}},
+		nowFilter{Base{FilterName: "b", FilterOrder: 2}, &req, &resp},
+	}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x Exchange
+	x.Reset(nil, nil, netip.Addr{}, 0, nil)
+	c.RunRequest(&x)
+	if req != x.Timings[1].start {
+		t.Fatalf("request phase: Now %d, want the phase's start %d", req, x.Timings[1].start)
+	}
+	if x.now != 0 {
+		t.Fatalf("after the request phases Now still answers %d", x.now)
+	}
+	late := nanotime() + int64(time.Hour)
+	x.Status = 200
+	c.RunResponseFrom(&x, late)
+	if resp != late {
+		t.Fatalf("response phase: Now %d, want the reading it began with %d", resp, late)
+	}
+	if got := x.Now(); got >= late || got < req {
+		t.Fatalf("outside the phases Now = %d, want a fresh reading in [%d, %d)", got, req, late)
+	}
+}

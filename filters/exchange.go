@@ -49,6 +49,7 @@ type Exchange struct {
 	// End is how the exchange ended, set before the Done phase.
 	End End
 
+	now    int64    // the clock at the running phase's start (Now); 0 outside the chain's phases
 	arena  []byte   // backing store for bytes filters produce (Own)
 	parker Parker   // the engine's side of Park
 	stats  *StatSet // where a shared chain records this exchange's timings (SetStats); nil = nowhere
@@ -56,10 +57,18 @@ type Exchange struct {
 	began  int      // filters whose request phase began: Done runs for these
 }
 
-// Now reads the monotonic clock in nanoseconds, the one Start is on: a
-// request clock as cheap as a function call, finer than the loop's 10 ms
-// timer wheel (a rate limiter needs that).
-func (x *Exchange) Now() int64 { return nanotime() }
+// Now is the monotonic clock in nanoseconds, the one Start is on, finer
+// than the loop's 10 ms timer wheel (a rate limiter needs that). In a
+// filter's request or response phase, or the function its ticket resumes
+// with, it is the reading the chain took as that phase began (the chain
+// reads the clock at every boundary to time the filters), so asking costs
+// no clock read; elsewhere it reads the clock.
+func (x *Exchange) Now() int64 {
+	if x.now != 0 {
+		return x.now
+	}
+	return nanotime()
+}
 
 // End describes how an exchange ended, for the Done phase.
 type End struct {
@@ -363,6 +372,7 @@ func (x *Exchange) Reset(req *codec.Request, id []byte, peer netip.Addr, loop in
 	x.parker = parker
 	x.stats = nil
 	x.next, x.began = 0, 0
+	x.now = 0
 }
 
 // SetStats names the StatSet a shared chain (NewSharedChain) records this

@@ -23,7 +23,7 @@ type cache struct {
 type cacheEntry struct {
 	v       *verified // shared by every hit: read-only
 	revoke  [16]byte  // the token's revocation key (jwtRevocationKey), checked on every hit
-	expires int64     // unix ns: min(verified + TTL, token exp + leeway)
+	expires int64     // monotonic ns (Exchange.Now): min(verified + TTL, token exp + leeway)
 }
 
 func newCache(size int) *cache {

@@ -40,6 +40,49 @@ func TestCacheTTL(t *testing.T) {
 	}
 }
 
+// A cache hit reads no clock: its entry expires on the monotonic clock the
+// exchange already read (Exchange.Now), and the wall clock is read only
+// for a revocation check while some revocation is in force.
+func TestCacheHitReadsNoClock(t *testing.T) {
+	v, now := newVerifier(t, baseConfig(), 1)
+	reads := 0
+	v.now = func() time.Time { reads++; return *now }
+	tok := hsToken(t, m{"sub": "alice", "exp": t0.Unix() + 3600})
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil {
+		t.Fatal(fail)
+	}
+	reads = 0
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil || reads != 0 {
+		t.Fatalf("cache hit: %v, %d wall clock reads, want none", fail, reads)
+	}
+	v.Revoke("Bearer "+hsToken(t, m{"sub": "bob"}), t0.Add(time.Minute))
+	reads = 0
+	if _, fail := verify(t, v, "Bearer "+tok); fail != nil || reads == 0 {
+		t.Fatalf("cache hit with a revocation in force: %v, %d wall clock reads, want the revocation check's", fail, reads)
+	}
+}
+
+// By default the cache's clock is the exchange's (Exchange.Now, here read
+// outside a phase): an entry expires the TTL after the verification, on
+// that clock.
+func TestCacheExpiresOnTheExchangeClock(t *testing.T) {
+	v, err := NewVerifier(baseConfig(), 1, nil) // TTL 30s
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := hsToken(t, m{"sub": "alice"}) // no exp: the TTL bounds the entry
+	x, _ := exchange(t, get(""), 0)
+	before := x.Now()
+	if _, fail := v.Verify(x, []byte("Bearer "+tok)); fail != nil {
+		t.Fatal(fail)
+	}
+	after := x.Now()
+	e := v.caches[0].entries[credentialKey([]byte(tok))]
+	if ttl := int64(30 * time.Second); e.expires < before+ttl || e.expires > after+ttl {
+		t.Fatalf("entry expires at %d, want within [%d, %d]", e.expires, before+ttl, after+ttl)
+	}
+}
+
 // An entry never outlives its token's exp.
 func TestCacheBoundedByExp(t *testing.T) {
 	v, now := newVerifier(t, baseConfig(), 1)

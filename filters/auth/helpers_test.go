@@ -167,6 +167,7 @@ func newVerifier(t testing.TB, cfg *Config, loops int) (*Verifier, *time.Time) {
 	}
 	now := t0
 	v.now = func() time.Time { return now }
+	v.mono = func(*filters.Exchange) int64 { return now.UnixNano() } // the cache's clock moves with it
 	return v, &now
 }
 

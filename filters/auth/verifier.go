@@ -59,8 +59,11 @@ type Verifier struct {
 
 	revoked *Revocations // shared with the Verifiers of other config versions
 
-	// now is the clock; tests replace it before the Verifier is used.
-	now func() time.Time
+	// now is the wall clock (token times, revocations), mono the
+	// monotonic one the cache's entries expire on (Exchange.Now); tests
+	// replace both before the Verifier is used.
+	now  func() time.Time
+	mono func(*filters.Exchange) int64
 }
 
 // apiKey is one configured key and the identity it stands for.
@@ -188,6 +191,7 @@ func NewVerifier(cfg *Config, loops int, revoked *Revocations) (*Verifier, error
 		leeway:      time.Duration(cfg.JWT.Leeway),
 		revoked:     revoked,
 		now:         time.Now,
+		mono:        (*filters.Exchange).Now,
 	}
 	if v.revoked == nil {
 		v.revoked = NewRevocations()
@@ -225,7 +229,10 @@ func (v *Verifier) Header() string { return v.header }
 // Verify checks credential, the auth header's value: "Bearer <jwt>" (the
 // scheme in any case) is a JWT, anything else is an API key. It runs on
 // x's loop and uses that loop's cache; a warm cache hit costs one SHA-256
-// of the token and two map lookups, and does not allocate. The returned
+// of the token and a map lookup, reads no clock (the entry expires on
+// x.Now, the reading that began the filter's phase) and does not
+// allocate; a revocation check reads the wall clock while any revocation
+// is in force. The returned
 // identity's slices are shared and must not be modified.
 func (v *Verifier) Verify(x *filters.Exchange, credential []byte) (filters.Identity, *Failure) {
 	vd, fail := v.check(x, credential)
@@ -245,7 +252,7 @@ func (v *Verifier) Verify(x *filters.Exchange, credential []byte) (filters.Ident
 // a signature check; the revocation is checked on every hit.
 func (v *Verifier) check(x *filters.Exchange, credential []byte) (*verified, *Failure) {
 	vd, fail := v.checkCredential(x, credential)
-	if fail == nil && vd.hasUser && !v.revoked.empty() && v.revoked.has(vd.user, v.now().UnixNano()) {
+	if fail == nil && vd.hasUser && !v.revoked.empty() && v.revokedNow(&vd.user) {
 		return nil, FailRevoked // the user is revoked, whatever the credential
 	}
 	return vd, fail
@@ -259,36 +266,47 @@ func (v *Verifier) checkCredential(x *filters.Exchange, credential []byte) (*ver
 	}
 	sum := sha256.Sum256(token)
 	key := [16]byte(sum[:16])
-	now := v.now()
-	nowNs := now.UnixNano()
 	if !bearer {
-		if v.revoked.has(key, nowNs) {
+		if !v.revoked.empty() && v.revokedNow(&key) {
 			return nil, FailRevoked
 		}
 		return v.verifyAPIKey(&sum, token)
 	}
 
 	var c *cache
+	var mono int64
 	if x.Loop >= 0 && x.Loop < len(v.caches) {
 		c = v.caches[x.Loop]
-		if e, ok := c.entries[key]; ok && nowNs < e.expires {
-			if v.revoked.has(e.revoke, nowNs) {
+		mono = v.mono(x)
+		if e, ok := c.entries[key]; ok && mono < e.expires {
+			if !v.revoked.empty() && v.revokedNow(&e.revoke) {
 				return nil, FailRevoked
 			}
 			return e.v, nil
 		}
 	}
+	now := v.now()
+	nowNs := now.UnixNano()
 	vd, validUntil, revoke, fail := v.verifyJWT(token, now)
 	if fail != nil {
 		return nil, fail
 	}
 	if c != nil {
-		c.put(key, cacheEntry{v: vd, revoke: revoke, expires: min(validUntil, nowNs+v.cacheTTL)})
+		// The token's end is on the wall clock, the entry's on the
+		// monotonic one: what is left of the token's life, at most the TTL.
+		c.put(key, cacheEntry{v: vd, revoke: revoke, expires: mono + min(validUntil-nowNs, v.cacheTTL)})
 	}
 	if v.revoked.has(revoke, nowNs) {
 		return nil, FailRevoked
 	}
 	return vd, nil
+}
+
+// revokedNow reports whether key is revoked now, on the wall clock.
+// Callers ask it only while some revocation is in force (the set is not
+// empty), so a request reads no clock for it otherwise.
+func (v *Verifier) revokedNow(key *[16]byte) bool {
+	return v.revoked.has(*key, v.now().UnixNano())
 }
 
 // verifyAPIKey finds a configured key by its SHA-256, then compares the
