@@ -14,6 +14,7 @@ type ipFilter struct {
 	bans     *Bans     // nil: no runtime bans
 	deny     prefixSet // global and route deny lists, merged
 	allow    prefixSet // the intersection of the non-empty allow lists
+	hasDeny  bool      // deny holds an address: without one, no request searches it
 	hasAllow bool      // some allow list was given, so allow is enforced even when empty
 }
 
@@ -34,6 +35,7 @@ func NewIPFilter(order int, globalAllow, globalDeny, routeAllow, routeDeny []net
 		bans: bans,
 		deny: newPrefixSet(append(append([]netip.Prefix(nil), globalDeny...), routeDeny...)),
 	}
+	f.hasDeny = !f.deny.empty()
 	switch ga, ra := len(globalAllow) > 0, len(routeAllow) > 0; {
 	case ga && ra:
 		f.allow, f.hasAllow = intersect(newPrefixSet(globalAllow), newPrefixSet(routeAllow)), true
@@ -51,7 +53,7 @@ func (f *ipFilter) Request(x *filters.Exchange) filters.Verdict {
 	if f.bans != nil && f.bans.bannedNow(ip) {
 		return x.Reject(403, 40302, "IP banned")
 	}
-	if f.deny.contains(ip) || (f.hasAllow && !f.allow.contains(ip)) {
+	if (f.hasDeny && f.deny.contains(ip)) || (f.hasAllow && !f.allow.contains(ip)) {
 		return x.Reject(403, 40302, "IP denied")
 	}
 	return filters.Continue
