@@ -1,6 +1,9 @@
 package filters
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
 // TestHeaderEditsRemoves checks Removes against its names filter: every
 // name queued for removal or replacement matches in any case, others do
@@ -41,5 +44,45 @@ func TestHeaderEditsRemoves(t *testing.T) {
 		if e.Removes([]byte(name)) {
 			t.Errorf("Removes(%q) = true after reset", name)
 		}
+	}
+}
+
+// AddSets queues a prebuilt set as the Add methods would have queued its
+// edits one by one: the same lists, found by Removes through the names
+// filter, and nothing at all when a list would pass its bound.
+func TestHeaderEditsAddSets(t *testing.T) {
+	var set EditSet
+	set.Set("X-User-Id", []byte("alice"))
+	set.Remove("X-User-Tenant")
+	set.Set("X-Auth-Kind", []byte("jwt"))
+
+	var byOne, bySet HeaderEdits
+	byOne.AddSet("X-Other", []byte("1"))
+	bySet.AddSet("X-Other", []byte("1"))
+	byOne.AddSet("X-User-Id", []byte("alice"))
+	byOne.AddRemove("X-User-Tenant")
+	byOne.AddSet("X-Auth-Kind", []byte("jwt"))
+	if !bySet.AddSets(&set) {
+		t.Fatal("AddSets refused a set within bounds")
+	}
+	if fmt.Sprint(bySet.Set, bySet.Remove) != fmt.Sprint(byOne.Set, byOne.Remove) ||
+		bySet.names != byOne.names || bySet.counted != byOne.counted {
+		t.Fatalf("AddSets queued %+v, one by one %+v", bySet, byOne)
+	}
+	for _, name := range []string{"x-user-id", "X-USER-TENANT", "x-auth-kind", "x-other"} {
+		if !bySet.Removes([]byte(name)) {
+			t.Errorf("Removes(%q) = false after AddSets", name)
+		}
+	}
+	if bySet.Removes([]byte("X-User-Roles")) {
+		t.Error("Removes matches a name the set does not hold")
+	}
+
+	var full HeaderEdits
+	for range maxEdits - 1 {
+		full.AddSet("X-Fill", nil)
+	}
+	if full.AddSets(&set) || len(full.Set) != maxEdits-1 || len(full.Remove) != 0 {
+		t.Fatalf("AddSets past the bound: %d sets, %d removes queued", len(full.Set), len(full.Remove))
 	}
 }

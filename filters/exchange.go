@@ -204,12 +204,58 @@ func (e *HeaderEdits) AddRemove(name string) bool {
 	return true
 }
 
+// AddSets queues every edit of set, built once, in one step: a filter that
+// makes the same edits for many requests (auth, its identity headers per
+// verified credential) builds them into an EditSet and spares each
+// request the one-by-one queueing. It reports false, queueing nothing,
+// when either list would pass its bound.
+func (e *HeaderEdits) AddSets(set *EditSet) bool {
+	if len(e.Set)+len(set.set) > maxEdits || len(e.Remove)+len(set.remove) > maxEdits {
+		return false
+	}
+	e.Set = append(e.Set, set.set...)
+	e.Remove = append(e.Remove, set.remove...)
+	e.names |= set.names
+	e.counted += len(set.set) + len(set.remove)
+	return true
+}
+
+// EditSet is a list of replacements and removals built once and queued
+// whole by HeaderEdits.AddSets. Build it with Set and Remove before it is
+// shared; it is read-only after, and safe for concurrent use then. The
+// zero value is empty.
+type EditSet struct {
+	set    []Header
+	remove []string
+	names  uint64 // as HeaderEdits.names
+}
+
+// Set adds a replacement of name by value. value must stay valid and
+// unchanged as long as the set is queued.
+func (s *EditSet) Set(name string, value []byte) {
+	s.set = append(s.set, Header{name, value})
+	s.names |= nameBitOf(name)
+}
+
+// Remove adds a removal of name.
+func (s *EditSet) Remove(name string) {
+	s.remove = append(s.remove, name)
+	s.names |= nameBitOf(name)
+}
+
 // note adds a queued Remove or Set name to the names filter.
 func (e *HeaderEdits) note(name string) {
-	if len(name) > 0 {
-		e.names |= nameBit(len(name), name[0], name[len(name)-1])
-	}
+	e.names |= nameBitOf(name)
 	e.counted++
+}
+
+// nameBitOf is name's bit in HeaderEdits.names; none for "", which no
+// field is called.
+func nameBitOf(name string) uint64 {
+	if len(name) == 0 {
+		return 0
+	}
+	return nameBit(len(name), name[0], name[len(name)-1])
 }
 
 // nameBit is name's bit in HeaderEdits.names: a mix of its length and of

@@ -36,8 +36,8 @@ var _ filters.Filter = (*authFilter)(nil)
 // on its upstream request, replacing any the client sent: the subject, the
 // tenant, the roles joined with "," and the credential kind ("jwt" or
 // "api_key"). A header whose value is empty is removed instead. On a warm
-// cache it does not allocate: the values are built once per verified
-// credential.
+// cache it does not allocate: the edits are built once per verified
+// credential and queued whole (HeaderEdits.AddSets).
 func NewFilter(v *Verifier, order int, roles []string) filters.Filter {
 	return &authFilter{
 		Base:  filters.Base{FilterName: Name, FilterOrder: order},
@@ -66,7 +66,7 @@ func (f *authFilter) Request(x *filters.Exchange) filters.Verdict {
 	if len(f.roles) > 0 && !hasAnyRole(&x.Identity, f.roles) {
 		return reject(x, FailForbidden, nil)
 	}
-	if !f.v.identity.queue(&x.ReqEdits, vd) {
+	if !x.ReqEdits.AddSets(&vd.edits) {
 		return x.Reject(500, 50001, "auth: too many header edits")
 	}
 	return filters.Continue

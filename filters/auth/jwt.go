@@ -197,7 +197,7 @@ func (v *Verifier) checkClaims(c map[string]json.RawMessage, now time.Time) (*ve
 	if !ok {
 		return none, 0, FailInvalid
 	}
-	vd, err := newVerified(filters.KindJWT, sub, tenant, roles)
+	vd, err := v.newVerified(filters.KindJWT, sub, tenant, roles)
 	if err != nil {
 		return none, 0, FailInvalid
 	}

@@ -84,6 +84,9 @@ type verified struct {
 	// there is a subject: a revoked user's every credential is refused.
 	user    [16]byte
 	hasUser bool
+	// edits are the identity header edits for this credential
+	// (identityHeaders.edits), queued whole on every request it admits.
+	edits filters.EditSet
 }
 
 // The kinds as header values. Read-only.
@@ -93,11 +96,12 @@ var (
 )
 
 // newVerified builds the identity of a credential of kind (KindJWT or
-// KindAPIKey). Values that could not travel faithfully in a header are
-// refused: a control character could end the field or split the head,
-// and a comma inside a role would read as two roles in the comma-separated
-// roles header.
-func newVerified(kind, sub, tenant string, roles []string) (*verified, error) {
+// KindAPIKey), with the identity header edits v's requests get for it.
+// Values that could not travel faithfully in a header are refused: a
+// control character could end the field or split the head, and a comma
+// inside a role would read as two roles in the comma-separated roles
+// header.
+func (v *Verifier) newVerified(kind, sub, tenant string, roles []string) (*verified, error) {
 	if !fieldSafe(sub) || !fieldSafe(tenant) {
 		return nil, errors.New("subject or tenant holds a control character")
 	}
@@ -124,6 +128,7 @@ func newVerified(kind, sub, tenant string, roles []string) (*verified, error) {
 		}
 		vd.roles = append(vd.roles, r...)
 	}
+	v.identity.build(&vd.edits, vd)
 	return vd, nil
 }
 
@@ -144,24 +149,24 @@ type identityHeaders struct {
 	subject, tenant, roles, kind string
 }
 
-// queue sets each enabled header to vd's value, replacing the client's
-// fields, or removes it when vd has no value for it. False means the edit
-// lists are full.
-func (h *identityHeaders) queue(e *filters.HeaderEdits, vd *verified) bool {
-	return setOrRemove(e, h.subject, vd.id.Subject) &&
-		setOrRemove(e, h.tenant, vd.id.Tenant) &&
-		setOrRemove(e, h.roles, vd.roles) &&
-		setOrRemove(e, h.kind, vd.kind)
+// build puts into set, once per verified credential, the edits of every
+// enabled header: vd's value, replacing the client's fields, or a removal
+// when vd has no value for it. The values are vd's own bytes.
+func (h *identityHeaders) build(set *filters.EditSet, vd *verified) {
+	setOrRemove(set, h.subject, vd.id.Subject)
+	setOrRemove(set, h.tenant, vd.id.Tenant)
+	setOrRemove(set, h.roles, vd.roles)
+	setOrRemove(set, h.kind, vd.kind)
 }
 
-func setOrRemove(e *filters.HeaderEdits, name string, value []byte) bool {
+func setOrRemove(set *filters.EditSet, name string, value []byte) {
 	switch {
 	case name == "":
-		return true
 	case len(value) == 0:
-		return e.AddRemove(name) // an empty claim: no client value may stand in for it
+		set.Remove(name) // an empty claim: no client value may stand in for it
+	default:
+		set.Set(name, value)
 	}
-	return e.AddSet(name, value)
 }
 
 // NewVerifier loads and checks cfg's keys and sizes one verification cache
@@ -207,7 +212,7 @@ func NewVerifier(cfg *Config, loops int, revoked *Revocations) (*Verifier, error
 		if _, dup := v.apiKeys[sum]; dup {
 			return nil, fmt.Errorf("auth.api_keys[%d].key: same key as an earlier entry", i)
 		}
-		vd, err := newVerified(filters.KindAPIKey, k.Consumer, k.Tenant, slices.Clone(k.Roles))
+		vd, err := v.newVerified(filters.KindAPIKey, k.Consumer, k.Tenant, slices.Clone(k.Roles))
 		if err != nil {
 			return nil, fmt.Errorf("auth.api_keys[%d]: %w", i, err)
 		}
