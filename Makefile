@@ -128,6 +128,7 @@ fuzz:
 	$(FUZZ) -fuzz='^FuzzChunkedDecoder$$' ./codec/
 	$(FUZZ) -fuzz='^FuzzNormalizePath$$' ./codec/
 	$(FUZZ) -fuzz='^FuzzNormalizeHost$$' ./codec/
+	$(FUZZ) -fuzz='^FuzzValidValue$$' ./codec/
 	$(FUZZ) -fuzz='^FuzzParseAddr$$' ./filters/access/
 	$(FUZZ) -fuzz='^FuzzNormalise$$' ./engine/router/
 

@@ -283,3 +283,16 @@ func FuzzNormalizeHost(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValidValue holds validValue's word-at-a-time checks to the byte-wise definition.
+func FuzzValidValue(f *testing.F) {
+	for _, s := range []string{"", "a", "text/plain", "a\tb", "0123456789abcdef", "0123456789abcdef\x7f",
+		"0123456789abcdefg\x00", "\x80\xff obs-text \xfe", "0123456\x1f89abcdef0123"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		if got, want := validValue(v), validBytesRef(v); got != want {
+			t.Fatalf("validValue(%q) = %v, want %v", v, got, want)
+		}
+	})
+}

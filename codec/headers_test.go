@@ -3,6 +3,8 @@
 package codec
 
 import (
+	"bytes"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/loopgate/loopgate/pool/pooltest"
@@ -80,17 +82,53 @@ func TestHeadersLookupAllocs(t *testing.T) {
 }
 
 func TestValidValueMatchesTable(t *testing.T) {
-	// Every byte value at every position of a 20-byte value, against the byte table.
-	buf := []byte("abcdefghijklmnopqrst")
-	for pos := range buf {
-		for c := 0; c < 256; c++ {
-			v := append([]byte(nil), buf...)
-			v[pos] = byte(c)
-			if got, want := validValue(v), valueTable[c]; got != want {
-				t.Fatalf("validValue with %#x at %d = %v, want %v", c, pos, got, want)
+	// Every byte value at every position of values of every length up to 48 (three 16-byte steps,
+	// and every tail), on a clean filler and on one of obs-text, against the byte table.
+	for _, fill := range []byte{'a', 0x80, 0xff} {
+		for n := 1; n <= 48; n++ {
+			buf := bytes.Repeat([]byte{fill}, n)
+			for pos := range buf {
+				for c := 0; c < 256; c++ {
+					v := append([]byte(nil), buf...)
+					v[pos] = byte(c)
+					if got, want := validValue(v), valueTable[c]; got != want {
+						t.Fatalf("validValue of %d bytes of %#x with %#x at %d = %v, want %v", n, fill, c, pos, got, want)
+					}
+				}
 			}
 		}
 	}
+	// Random values, mostly clean, with an occasional control byte, HTAB or DEL, some of them more
+	// than once, against the byte-wise definition.
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200000 {
+		v := make([]byte, rng.IntN(70))
+		for i := range v {
+			switch r := rng.IntN(100); {
+			case r < 2:
+				v[i] = byte(rng.IntN(0x20))
+			case r < 3:
+				v[i] = 0x7f
+			case r < 5:
+				v[i] = '\t'
+			default:
+				v[i] = byte(0x20 + rng.IntN(0xe0))
+			}
+		}
+		if got, want := validValue(v), validBytesRef(v); got != want {
+			t.Fatalf("validValue(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// validBytesRef is the field-value definition (RFC 9110 5.5), written out apart from valueTable.
+func validBytesRef(v []byte) bool {
+	for _, c := range v {
+		if c != '\t' && (c < 0x20 || c == 0x7f) {
+			return false
+		}
+	}
+	return true
 }
 
 func TestHeadersOnly(t *testing.T) {
