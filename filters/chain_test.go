@@ -39,7 +39,7 @@ func defaultChain(t testing.TB) *filters.Chain {
 	allow, _ := access.ParsePrefixes([]string{"127.0.0.0/8", "10.0.0.0/8", "192.168.0.0/16"})
 	trusted, _ := access.ParsePrefixes([]string{"127.0.0.1/32"})
 	c, err := filters.NewChain([]filters.Filter{
-		transform.NewForwarded(800, trusted),
+		transform.NewForwarded(800, trusted, 1),
 		auth.NewFilter(v, 300, nil),
 		access.NewIPFilter(200, allow, nil, nil, nil, access.NewBans(0)),
 		transform.NewRequestID(100),

@@ -47,11 +47,11 @@ func BenchmarkRequestID(b *testing.B) { benchFilter(b, NewRequestID(100), "10.0.
 
 func BenchmarkForwarded(b *testing.B) {
 	trusted, _ := access.ParsePrefixes([]string{"10.0.0.0/8"})
-	benchFilter(b, NewForwarded(800, trusted), "10.0.0.1")
+	benchFilter(b, NewForwarded(800, trusted, 1), "10.0.0.1")
 }
 
 func BenchmarkForwardedUntrusted(b *testing.B) {
-	benchFilter(b, NewForwarded(800, nil), "198.51.100.9")
+	benchFilter(b, NewForwarded(800, nil, 1), "198.51.100.9")
 }
 
 func BenchmarkHeaders(b *testing.B) {
@@ -86,7 +86,7 @@ func BenchmarkDefaultChainNoAuth(b *testing.B) {
 	chain, err := filters.NewChain([]filters.Filter{
 		NewRequestID(100),
 		access.NewIPFilter(200, allow, nil, nil, nil, access.NewBans(0)),
-		NewForwarded(800, trusted),
+		NewForwarded(800, trusted, 1),
 	}, 1)
 	if err != nil {
 		b.Fatal(err)

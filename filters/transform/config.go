@@ -77,7 +77,7 @@ func init() {
 	})
 	filters.Register(filters.Registration{
 		Name: NameForwarded, Order: 800, Default: true, RouteIndependent: true,
-		New: func(b *filters.Build) (filters.Filter, error) { return NewForwarded(b.Order, b.Trusted), nil },
+		New: func(b *filters.Build) (filters.Filter, error) { return NewForwarded(b.Order, b.Trusted, b.Loops), nil },
 	})
 }
 

@@ -13,15 +13,33 @@ import (
 type forwarded struct {
 	filters.Base
 	trusted []netip.Prefix // the peers whose forwarding headers are kept
+	peers   []peerMemo     // per loop: the peer it last wrote out, touched only by that loop
 }
+
+// peerMemo is one loop's last peer address and its text, so that the
+// requests of a keep-alive connection (and of every client at one
+// address) do not format the same address again. The text is copied into
+// each exchange's arena: the memo changes with the loop's next peer.
+type peerMemo struct {
+	addr netip.Addr
+	n    int               // len of text in use; 0 = no peer memoised
+	text [maxPeerText]byte // addr's text (netip.Addr.AppendTo)
+	_    [32]byte          // 128 bytes: keep loops' memos on separate cache lines
+}
+
+// maxPeerText is the longest peer text a memo holds: an IPv6 address's 45
+// bytes and a zone of up to 18. A longer one is formatted each time.
+const maxPeerText = 64
 
 var _ filters.Filter = (*forwarded)(nil)
 
 var protoHTTP = []byte("http") // read-only
 
 // NewForwarded returns the "forwarded" filter, which tells the upstream who
-// the client is. trusted are the trusted proxies (config trusted_proxies,
-// the list given to access.ClientIP). The rule:
+// the client is, for a server of loops event loops (Exchange.Loop indexes
+// its per-loop memo of the last peer's text). trusted are the trusted
+// proxies (config trusted_proxies, the list given to access.ClientIP).
+// The rule:
 //
 //   - X-Forwarded-For: when the TCP peer is a trusted proxy, the incoming
 //     list (every field, joined with ", ") is kept and the peer appended;
@@ -30,15 +48,16 @@ var protoHTTP = []byte("http") // read-only
 //   - X-Real-IP: the client IP (x.ClientIP, from access.ClientIP).
 //   - X-Forwarded-Proto and X-Forwarded-Host: a trusted peer's values are
 //     kept; otherwise "http" (the gateway serves plain HTTP) and the
-//     request's Host.
+//     request's Host. Only a trusted peer's request is searched for them.
 //
 // Each header is set (replacing incoming fields) or, when no value is known
 // (no peer address, no Host), removed. Values are built in the exchange's
 // arena. Safe for concurrent use.
-func NewForwarded(order int, trusted []netip.Prefix) filters.Filter {
+func NewForwarded(order int, trusted []netip.Prefix, loops int) filters.Filter {
 	return &forwarded{
 		Base:    filters.Base{FilterName: NameForwarded, FilterOrder: order},
 		trusted: append([]netip.Prefix(nil), trusted...),
+		peers:   make([]peerMemo, max(loops, 0)),
 	}
 }
 
@@ -51,10 +70,10 @@ func (f *forwarded) Request(x *filters.Exchange) filters.Verdict {
 	h := x.Req.Headers
 	e := &x.ReqEdits
 
-	var buf [64]byte    // the longest IPv6 text is 45 bytes, plus a short zone
-	ok := true          // every edit must land: a full list would let spoofed values through
-	var peerText []byte // the peer alone, in the arena, when X-Forwarded-For is just that
-	switch p := peer.AppendTo(buf[:0]); {
+	var buf [maxPeerText]byte // the longest IPv6 text is 45 bytes, plus a short zone
+	ok := true                // every edit must land: a full list would let spoofed values through
+	var peerText []byte       // the peer alone, in the arena, when X-Forwarded-For is just that
+	switch p := f.peerText(x.Loop, peer, buf[:0]); {
 	case fromProxy:
 		ok = e.AddSet("X-Forwarded-For", appendForwardedFor(x, p))
 	case len(p) > 0:
@@ -74,10 +93,10 @@ func (f *forwarded) Request(x *filters.Exchange) filters.Verdict {
 		ok = ok && e.AddRemove("X-Real-IP")
 	}
 
-	if _, kept := header(h, "X-Forwarded-Proto"); !(kept && fromProxy) {
+	if !fromProxy || !has(h, "X-Forwarded-Proto") {
 		ok = ok && e.AddSet("X-Forwarded-Proto", protoHTTP)
 	}
-	if _, kept := header(h, "X-Forwarded-Host"); !(kept && fromProxy) {
+	if !fromProxy || !has(h, "X-Forwarded-Host") {
 		if len(x.Req.Host) > 0 {
 			ok = ok && e.AddSet("X-Forwarded-Host", x.Own(x.Req.Host))
 		} else {
@@ -88,6 +107,33 @@ func (f *forwarded) Request(x *filters.Exchange) filters.Verdict {
 		return x.Reject(500, 50001, "forwarded: too many header edits")
 	}
 	return filters.Continue
+}
+
+// peerText is peer's text (empty for no address): loop's memo when it
+// last wrote out the same address, else formatted into buf and memoised.
+// The result is valid until the loop's next call; copy it to keep it.
+func (f *forwarded) peerText(loop int, peer netip.Addr, buf []byte) []byte {
+	if !peer.IsValid() {
+		return nil
+	}
+	if loop < 0 || loop >= len(f.peers) {
+		return peer.AppendTo(buf)
+	}
+	m := &f.peers[loop]
+	if m.n > 0 && m.addr == peer {
+		return m.text[:m.n]
+	}
+	p := peer.AppendTo(buf)
+	if len(p) <= len(m.text) {
+		m.addr, m.n = peer, copy(m.text[:], p)
+	}
+	return p
+}
+
+// has reports whether h has a field called name.
+func has(h codec.Headers, name string) bool {
+	_, ok := header(h, name)
+	return ok
 }
 
 // appendForwardedFor joins the incoming X-Forwarded-For fields and peer

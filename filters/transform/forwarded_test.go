@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/loopgate/loopgate/filters"
 	"github.com/loopgate/loopgate/filters/access"
 )
 
@@ -52,7 +53,7 @@ func TestForwarded(t *testing.T) {
 			req, raw := request(t, append([]string{"GET /x HTTP/1.1", "Host: api.example.com"}, tc.headers...)...)
 			x := exchange(req, tc.peer)
 			x.ClientIP = access.ClientIP(x.Peer, req.Headers, trusted) // as the engine does
-			NewForwarded(800, trusted).Request(x)
+			NewForwarded(800, trusted, 1).Request(x)
 			scribble(raw)
 			for _, want := range []struct{ name, value string }{
 				{"X-Forwarded-For", tc.xff}, {"X-Real-IP", tc.realIP},
@@ -82,7 +83,7 @@ func TestForwarded(t *testing.T) {
 func TestForwardedNoHost(t *testing.T) {
 	req, _ := request(t, "GET / HTTP/1.0", "X-Forwarded-Host: evil.example")
 	x := exchange(req, "203.0.113.9")
-	NewForwarded(800, nil).Request(x)
+	NewForwarded(800, nil, 1).Request(x)
 	if _, set := setValue(&x.ReqEdits, "X-Forwarded-Host"); set || !removes(&x.ReqEdits, "X-Forwarded-Host") {
 		t.Errorf("want X-Forwarded-Host removed, edits %+v", x.ReqEdits)
 	}
@@ -90,12 +91,56 @@ func TestForwardedNoHost(t *testing.T) {
 
 func TestForwardedCopiesTrustedList(t *testing.T) {
 	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
-	f := NewForwarded(800, trusted)
+	f := NewForwarded(800, trusted, 1)
 	trusted[0] = netip.MustParsePrefix("192.0.2.0/24") // the caller's slice changes later
 	req, _ := request(t, "GET / HTTP/1.1", "Host: a", "X-Forwarded-For: 198.51.100.7")
 	x := exchange(req, "10.0.0.1")
 	f.Request(x)
 	if got, _ := setValue(&x.ReqEdits, "X-Forwarded-For"); got != "198.51.100.7, 10.0.0.1" {
 		t.Errorf("X-Forwarded-For = %q", got)
+	}
+}
+
+// A loop's requests from one peer address reuse its text from the loop's
+// memo, and each exchange keeps its own copy: a later peer on the same
+// loop changes neither an earlier exchange's values nor another loop's
+// memo, and a loop past the memos formats the address itself.
+func TestForwardedPeerMemo(t *testing.T) {
+	f := NewForwarded(800, nil, 2).(*forwarded)
+	run := func(peer string, loop int) *filters.Exchange {
+		t.Helper()
+		req, _ := request(t, "GET / HTTP/1.1", "Host: a")
+		x := exchange(req, peer)
+		x.Loop = loop
+		if v := f.Request(x); v != filters.Continue {
+			t.Fatalf("verdict %v", v)
+		}
+		return x
+	}
+	want := func(x *filters.Exchange, peer string) {
+		t.Helper()
+		for _, name := range []string{"X-Forwarded-For", "X-Real-IP"} {
+			if got, _ := setValue(&x.ReqEdits, name); got != peer {
+				t.Errorf("%s = %q, want %q", name, got, peer)
+			}
+		}
+	}
+
+	first := run("203.0.113.9", 0)
+	if m := &f.peers[0]; string(m.text[:m.n]) != "203.0.113.9" {
+		t.Fatalf("loop 0's memo holds %q after its first peer", m.text[:m.n])
+	}
+	// The memo is what the next request from that address writes out.
+	copy(f.peers[0].text[:], "203.0.113.x")
+	want(run("203.0.113.9", 0), "203.0.113.x")
+	// Another address replaces it; the first exchange's values are its own.
+	want(run("2001:db8::1", 0), "2001:db8::1")
+	want(first, "203.0.113.9")
+	want(run("203.0.113.9", 0), "203.0.113.9")
+	// Loop 1 has a memo of its own; a loop past the memos has none.
+	want(run("198.51.100.1", 1), "198.51.100.1")
+	want(run("192.0.2.1", 7), "192.0.2.1")
+	if m := &f.peers[0]; string(m.text[:m.n]) != "203.0.113.9" {
+		t.Errorf("loop 0's memo holds %q after other loops' requests", m.text[:m.n])
 	}
 }
