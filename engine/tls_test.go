@@ -46,6 +46,7 @@ func echoUpstream(t *testing.T) string {
 		w.Header().Set("X-Path", r.URL.Path)
 		w.Header().Set("X-Got-Subject", r.Header.Get("X-Client-Subject"))
 		w.Header().Set("X-Got-Sans", r.Header.Get("X-Client-Sans"))
+		w.Header().Set("X-Got-Proto", r.Header.Get("X-Forwarded-Proto"))
 		if r.URL.Path == "/big" {
 			_, _ = w.Write(bytes.Repeat([]byte("0123456789abcdef"), 1<<18)) // 4 MiB
 			return
@@ -167,6 +168,50 @@ func TestHTTPSAndPlainListeners(t *testing.T) {
 	fmt.Fprint(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
 	if b, _ := io.ReadAll(c); bytes.Contains(b, []byte("HTTP/1.1")) {
 		t.Fatalf("plain HTTP answered on the HTTPS port: %q", b)
+	}
+}
+
+// The forwarded filter (on by default) tells the upstream the scheme the
+// request came in on: https through the HTTPS listener, http through the
+// plain one, whatever a client that is no trusted proxy claims. From a
+// trusted proxy, its own X-Forwarded-Proto is kept, and without one the
+// listener's scheme is sent.
+func TestForwardedProtoByListener(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		top := ""
+		if trusted {
+			top = `trusted_proxies: ["127.0.0.1/32"]`
+		}
+		g := startTLSGateway(t, "", top)
+		client := g.httpClient(g.clientConfig())
+		get := func(url, claim string) string {
+			t.Helper()
+			req, err := http.NewRequest("GET", url, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if claim != "" {
+				req.Header.Set("X-Forwarded-Proto", claim)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.Header.Get("X-Got-Proto")
+		}
+		for _, tc := range []struct{ url, claim, want string }{
+			{"https://" + g.https + "/p", "", "https"},
+			{"https://" + g.https + "/p", "http", map[bool]string{false: "https", true: "http"}[trusted]},
+			{"http://" + g.plain + "/p", "", "http"},
+			{"http://" + g.plain + "/p", "https", map[bool]string{false: "http", true: "https"}[trusted]},
+		} {
+			if got := get(tc.url, tc.claim); got != tc.want {
+				t.Errorf("trusted %v: %s claiming %q: upstream got X-Forwarded-Proto %q, want %q", trusted, tc.url, tc.claim, got, tc.want)
+			}
+		}
+		client.CloseIdleConnections()
 	}
 }
 

@@ -33,7 +33,11 @@ const maxPeerText = 64
 
 var _ filters.Filter = (*forwarded)(nil)
 
-var protoHTTP = []byte("http") // read-only
+// The X-Forwarded-Proto values. Read-only.
+var (
+	protoHTTP  = []byte("http")
+	protoHTTPS = []byte("https")
+)
 
 // NewForwarded returns the "forwarded" filter, which tells the upstream who
 // the client is, for a server of loops event loops (Exchange.Loop indexes
@@ -47,8 +51,9 @@ var protoHTTP = []byte("http") // read-only
 //     addresses in it.
 //   - X-Real-IP: the client IP (x.ClientIP, from access.ClientIP).
 //   - X-Forwarded-Proto and X-Forwarded-Host: a trusted peer's values are
-//     kept; otherwise "http" (the gateway serves plain HTTP) and the
-//     request's Host. Only a trusted peer's request is searched for them.
+//     kept; otherwise the scheme the request came in on ("https" on an
+//     HTTPS listener, where x.TLS is set, else "http") and the request's
+//     Host. Only a trusted peer's request is searched for them.
 //
 // Each header is set (replacing incoming fields) or, when no value is known
 // (no peer address, no Host), removed. Values are built in the exchange's
@@ -94,7 +99,11 @@ func (f *forwarded) Request(x *filters.Exchange) filters.Verdict {
 	}
 
 	if !fromProxy || !has(h, "X-Forwarded-Proto") {
-		ok = ok && e.AddSet("X-Forwarded-Proto", protoHTTP)
+		proto := protoHTTP
+		if x.TLS != nil { // the request came over an HTTPS listener
+			proto = protoHTTPS
+		}
+		ok = ok && e.AddSet("X-Forwarded-Proto", proto)
 	}
 	if !fromProxy || !has(h, "X-Forwarded-Host") {
 		if len(x.Req.Host) > 0 {

@@ -3,6 +3,7 @@
 package transform
 
 import (
+	"crypto/tls"
 	"net/netip"
 	"testing"
 
@@ -75,6 +76,38 @@ func TestForwarded(t *testing.T) {
 						t.Errorf("%s = %q (set %v), want %q", want.name, got, set, want.value)
 					}
 				}
+			}
+		})
+	}
+}
+
+// X-Forwarded-Proto names the scheme of the listener the request came in
+// on: https when it arrived over TLS (x.TLS set), http otherwise, whatever
+// an untrusted client claims; a trusted proxy's value is kept.
+func TestForwardedProtoHTTPS(t *testing.T) {
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	for _, tc := range []struct {
+		name, peer string
+		tls        bool
+		headers    []string
+		want       string // "" = kept
+	}{
+		{"https", "203.0.113.9", true, nil, "https"},
+		{"https, client claims http", "203.0.113.9", true, []string{"X-Forwarded-Proto: http"}, "https"},
+		{"plain, client claims https", "203.0.113.9", false, []string{"X-Forwarded-Proto: https"}, "http"},
+		{"https from a trusted proxy without one", "10.0.0.1", true, nil, "https"},
+		{"https from a trusted proxy with one", "10.0.0.1", true, []string{"X-Forwarded-Proto: http"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := request(t, append([]string{"GET / HTTP/1.1", "Host: a"}, tc.headers...)...)
+			x := exchange(req, tc.peer)
+			if tc.tls {
+				x.TLS = &tls.ConnectionState{Version: tls.VersionTLS13}
+			}
+			NewForwarded(800, trusted, 1).Request(x)
+			got, set := setValue(&x.ReqEdits, "X-Forwarded-Proto")
+			if tc.want == "" && set || tc.want != "" && got != tc.want {
+				t.Errorf("X-Forwarded-Proto = %q (set %v), want %q", got, set, tc.want)
 			}
 		})
 	}
