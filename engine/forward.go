@@ -162,11 +162,11 @@ func appendEndToEnd(dst []byte, hs codec.Headers, lists, dropHost bool, edits *f
 		dst = append(dst, "\r\n"...)
 	}
 	if edits != nil {
-		for _, h := range edits.Set {
-			dst = appendHeader(dst, h.Name, h.Value)
+		for i := range edits.Set { // by index, as above
+			dst = appendHeader(dst, edits.Set[i].Name, edits.Set[i].Value)
 		}
-		for _, h := range edits.Append {
-			dst = appendHeader(dst, h.Name, h.Value)
+		for i := range edits.Append {
+			dst = appendHeader(dst, edits.Append[i].Name, edits.Append[i].Value)
 		}
 	}
 	return dst
