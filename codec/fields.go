@@ -131,16 +131,20 @@ func splitFieldLine(line []byte) (name, value []byte, err error) {
 // validValue reports whether every byte of v is a field-value byte (valueTable).
 // It tests sixteen bytes a step, as two words, for a control byte or DEL; the last 1 to 15 bytes of a
 // value of at least 8 take one or two words, the last ending at the value's end and overlapping bytes
-// already found clean. Only where a word shows such a byte (usually an HTAB) does it look byte by byte,
-// from there on; values under 8 bytes are looked at byte by byte.
+// already found clean, and a value under 8 bytes one word (shortWord). Only where a word shows such a
+// byte (usually an HTAB) does it look byte by byte, from there on.
 func validValue(v []byte) bool {
 	n, i := len(v), 0
 	for ; i+16 <= n; i += 16 {
-		if controlBytes(binary.LittleEndian.Uint64(v[i:]))|controlBytes(binary.LittleEndian.Uint64(v[i+8:])) != 0 {
+		w := v[i : i+16] // of a constant length: the word loads need no bounds checks
+		if controlBytes2(binary.LittleEndian.Uint64(w[:8]), binary.LittleEndian.Uint64(w[8:16])) != 0 {
 			return validBytes(v[i:])
 		}
 	}
-	if n >= 8 && i < n {
+	switch {
+	case i == n:
+		return true
+	case n >= 8:
 		w := controlBytes(binary.LittleEndian.Uint64(v[n-8:]))
 		if n-i > 8 {
 			w |= controlBytes(binary.LittleEndian.Uint64(v[i:]))
@@ -148,8 +152,23 @@ func validValue(v []byte) bool {
 		if w == 0 {
 			return true
 		}
+	case controlBytes(shortWord(v)) == 0:
+		return true
 	}
 	return validBytes(v[i:])
+}
+
+// shortWord packs a value of 1 to 7 bytes into one word for controlBytes: every byte of it at least
+// once (two loads that overlap), the rest of the word filled with 'A'.
+func shortWord(v []byte) uint64 {
+	const fill = 0x4141414141414141
+	switch n := len(v); {
+	case n >= 4:
+		return uint64(binary.LittleEndian.Uint32(v)) | uint64(binary.LittleEndian.Uint32(v[n-4:]))<<32
+	case n >= 2:
+		return uint64(binary.LittleEndian.Uint16(v)) | uint64(binary.LittleEndian.Uint16(v[n-2:]))<<16 | fill&^0xffffffff
+	}
+	return uint64(v[0]) | fill&^0xff
 }
 
 // controlBytes is not 0 when some byte of the word x is below 0x20 or is 0x7f (DEL). Both tests are
@@ -160,6 +179,13 @@ func controlBytes(x uint64) uint64 {
 	below20 := (x - ones*0x20) &^ x & highs
 	del := x ^ ones*0x7f
 	return below20 | (del-ones)&^del&highs
+}
+
+// controlBytes2 is controlBytes of x | controlBytes of y, with the high bits masked once.
+func controlBytes2(x, y uint64) uint64 {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	dx, dy := x^ones*0x7f, y^ones*0x7f
+	return ((x-ones*0x20)&^x | (y-ones*0x20)&^y | (dx-ones)&^dx | (dy-ones)&^dy) & highs
 }
 
 // validBytes is validValue's definition, a byte at a time.
