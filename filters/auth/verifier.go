@@ -4,7 +4,6 @@
 package auth
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -345,5 +344,8 @@ func splitBearer(cred []byte) ([]byte, bool) {
 	if rest[0] != ' ' {
 		return cred, false // a key that merely starts with "bearer"
 	}
-	return bytes.TrimLeft(rest, " "), true
+	for len(rest) > 0 && rest[0] == ' ' { // bytes.TrimLeft would build its cutset on every call
+		rest = rest[1:]
+	}
+	return rest, true
 }

@@ -465,3 +465,21 @@ func TestClaimsMustFitHeaders(t *testing.T) {
 		}
 	}
 }
+
+// splitBearer takes the token after the scheme (any case) and the spaces
+// after it; anything else is an API key, whole.
+func TestSplitBearer(t *testing.T) {
+	for _, tc := range []struct {
+		cred, token string
+		bearer      bool
+	}{
+		{"Bearer abc", "abc", true}, {"bEARER   abc", "abc", true}, {"Bearer abc ", "abc ", true},
+		{"Bearer", "", true}, {"Bearer    ", "", true}, {"Bearerabc", "Bearerabc", false},
+		{"key-123", "key-123", false}, {"Bear", "Bear", false}, {"", "", false},
+	} {
+		token, bearer := splitBearer([]byte(tc.cred))
+		if string(token) != tc.token || bearer != tc.bearer {
+			t.Errorf("splitBearer(%q) = %q, %v; want %q, %v", tc.cred, token, bearer, tc.token, tc.bearer)
+		}
+	}
+}
