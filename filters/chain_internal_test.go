@@ -22,29 +22,36 @@ func (hookFilter) Request(*Exchange) Verdict { return Continue }
 func (f hookFilter) Response(*Exchange)      { *f.responses++ }
 func (hookFilter) HasResponseHook() bool     { return true }
 
+// runRequests makes a chain of fs and runs its request phases on a fresh
+// exchange, which every filter lets through.
+func runRequests(t *testing.T, fs ...Filter) (*Chain, *Exchange) {
+	t.Helper()
+	c, err := NewChain(fs, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := new(Exchange)
+	x.Reset(nil, nil, netip.Addr{}, 0, nil)
+	if v := c.RunRequest(x); v != Continue {
+		t.Fatalf("verdict %v", v)
+	}
+	return c, x
+}
+
 // Given the reading that ended the request phases, RunResponseFrom starts
 // the response phases with it and reads the clock only at their ends: the
 // outermost filter's total is then exactly every filter's self time added
 // up, request and response phases, with no gap between them.
 func TestRunResponseFromStartsWithTheReading(t *testing.T) {
 	var responses int
-	c, err := NewChain([]Filter{
+	c, x := runRequests(t,
 		hookFilter{Base{FilterName: "a", FilterOrder: 1}, &responses},
 		hookFilter{Base{FilterName: "b", FilterOrder: 2}, &responses},
-		hookFilter{Base{FilterName: "c", FilterOrder: 3}, &responses},
-	}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var x Exchange
-	x.Reset(nil, nil, netip.Addr{}, 0, nil)
-	if v := c.RunRequest(&x); v != Continue {
-		t.Fatalf("verdict %v", v)
-	}
+		hookFilter{Base{FilterName: "c", FilterOrder: 3}, &responses})
 	last := &x.Timings[c.Len()-1]
 	end := last.start + int64(last.Self) // the request phases' last reading
 	x.Status = 200
-	c.RunResponseFrom(&x, end)
+	c.RunResponseFrom(x, end)
 	var selves int64
 	for i := range c.Len() {
 		selves += int64(x.Timings[i].Self)
@@ -63,23 +70,14 @@ func TestRunResponseFromStartsWithTheReading(t *testing.T) {
 // a fresh reading anywhere would show as a shorter total.
 func TestRunResponseFromWithoutHooksReadsNoClock(t *testing.T) {
 	responses := 0
-	c, err := NewChain([]Filter{
+	c, x := runRequests(t,
 		passFilter{Base{FilterName: "a", FilterOrder: 1}},
 		hookFilter{Base{FilterName: "b", FilterOrder: 2}, &responses},
-		passFilter{Base{FilterName: "c", FilterOrder: 3}},
-	}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var x Exchange
-	x.Reset(nil, nil, netip.Addr{}, 0, nil)
-	if v := c.RunRequest(&x); v != Continue {
-		t.Fatalf("verdict %v", v)
-	}
+		passFilter{Base{FilterName: "c", FilterOrder: 3}})
 	selfs := [3]time.Duration{x.Timings[0].Self, x.Timings[1].Self, x.Timings[2].Self}
 	late := nanotime() + int64(time.Hour)
 	x.Status = 200
-	c.RunResponseFrom(&x, late)
+	c.RunResponseFrom(x, late)
 	if responses != 1 {
 		t.Fatalf("b's response phase ran %d times, want 1", responses)
 	}
@@ -97,17 +95,11 @@ func TestRunResponseFromWithoutHooksReadsNoClock(t *testing.T) {
 	}
 
 	// Without b's hook, no filter reads the clock: all end on late.
-	c, err = NewChain([]Filter{
+	c, x = runRequests(t,
 		passFilter{Base{FilterName: "a", FilterOrder: 1}},
-		passFilter{Base{FilterName: "c", FilterOrder: 3}},
-	}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	x.Reset(nil, nil, netip.Addr{}, 0, nil)
-	c.RunRequest(&x)
+		passFilter{Base{FilterName: "c", FilterOrder: 3}})
 	x.Status = 200
-	c.RunResponseFrom(&x, late)
+	c.RunResponseFrom(x, late)
 	for i := range c.Len() {
 		if end := x.Timings[i].start + int64(x.Timings[i].Total); end != late {
 			t.Errorf("filter %d ends at %d, want the reading given, %d", i, end, late)
@@ -133,16 +125,9 @@ func (nowFilter) HasResponseHook() bool         { return true }
 // took anyway; outside the phases it reads the clock.
 func TestExchangeNowIsThePhaseStart(t *testing.T) {
 	var req, resp int64
-	c, err := NewChain([]Filter{
+	c, x := runRequests(t,
 		passFilter{Base{FilterName: "a", FilterOrder: 1}},
-		nowFilter{Base{FilterName: "b", FilterOrder: 2}, &req, &resp},
-	}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var x Exchange
-	x.Reset(nil, nil, netip.Addr{}, 0, nil)
-	c.RunRequest(&x)
+		nowFilter{Base{FilterName: "b", FilterOrder: 2}, &req, &resp})
 	if req != x.Timings[1].start {
 		t.Fatalf("request phase: Now %d, want the phase's start %d", req, x.Timings[1].start)
 	}
@@ -151,7 +136,7 @@ func TestExchangeNowIsThePhaseStart(t *testing.T) {
 	}
 	late := nanotime() + int64(time.Hour)
 	x.Status = 200
-	c.RunResponseFrom(&x, late)
+	c.RunResponseFrom(x, late)
 	if resp != late {
 		t.Fatalf("response phase: Now %d, want the reading it began with %d", resp, late)
 	}
