@@ -297,7 +297,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 		}
 		rt := prev.routes.at(j)
 		if refresh && rt.prepared || rt.upstream != g ||
-			!r.SameRoute(&prevCfg.Routes[j]) && !twins.Twins(r, &prevCfg.Routes[j]) {
+			!r.SameRoute(prevCfg.Routes[j]) && !twins.Twins(r, prevCfg.Routes[j]) {
 			return nil
 		}
 		return rt
@@ -310,7 +310,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			if c := prev.routes.chunkOf(start, end); c != nil {
 				all, was := true, shift
 				for i := start; i < end && all; i++ {
-					r := &cfg.Routes[i]
+					r := cfg.Routes[i]
 					g, ok := groupIndex[r.Upstream]
 					all = ok && prevIndex(i, r.ID) == i && reuse(i, i, g, r) != nil
 				}
@@ -323,7 +323,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 		}
 		chunk := make([]route, 0, end-start)
 		for i := start; i < end; i++ {
-			r := &cfg.Routes[i]
+			r := cfg.Routes[i]
 			g, ok := groupIndex[r.Upstream]
 			if !ok {
 				errs = append(errs, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream))

@@ -6,10 +6,12 @@ package admin
 import (
 	"fmt"
 	"math/rand"
+	"path/filepath"
 	"reflect"
 	"testing"
 	"unsafe"
 
+	"github.com/loopgate/loopgate/engine"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/confstore"
 )
@@ -180,4 +182,79 @@ func withoutTable(c *config.Config) config.Config {
 	f := reflect.ValueOf(&out).Elem().FieldByName("table")
 	reflect.NewAt(f.Type(), unsafe.Pointer(f.UnsafeAddr())).Elem().SetZero()
 	return out
+}
+
+// A write's config shares the *config.Route values of the routes it keeps
+// with the config before it (config.WithRoutes), so nothing may modify a
+// route once parsed: after random writes through the Control and a real
+// engine (parse, splice, compile, apply), every config that ran before
+// still equals the whole parse of its own document.
+func TestWritesLeaveEarlierConfigsRoutes(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	const n = 40
+	b := []byte(spliceBase)
+	for i := 0; i < n; i++ {
+		b = fmt.Appendf(b, "  - {id: r%d, path: /r%d, upstream: %s}\n", i, i, []string{"a", "b"}[i%2])
+	}
+	c, cfg, err := NewControl(ControlOptions{Parse: config.Parse, ParseWithRoutes: config.ParseWithRoutes,
+		StatePath: filepath.Join(t.TempDir(), "state.json")}, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Flush)
+	srv, err := engine.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Bind(serverEngine{srv}, nil)
+	type ran struct {
+		cfg   *config.Config
+		whole *config.Config // its document parsed whole, after the write
+	}
+	var earlier []ran
+	shared := 0
+	for step := 0; step < 150; step++ {
+		old := c.cfg
+		whole, err := c.parseWhole(c.cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		earlier = append(earlier, ran{old, whole})
+		routes, _ := c.cur[confstore.Routes].([]any)
+		id := fmt.Sprintf("new%d", step)
+		if rng.Intn(3) > 0 && len(routes) > 0 {
+			id = routes[rng.Intn(len(routes))].(map[string]any)["id"].(string)
+		}
+		var v any = randomRoute(rng, id, n)
+		if rng.Intn(6) == 0 {
+			v = nil // a delete
+		}
+		if _, err := c.change(writer{action: "PUT /config/routes/" + id}, func(d confstore.Doc) error {
+			confstore.Set(d, confstore.Routes, id, v)
+			return nil
+		}); err != nil {
+			continue // refused: randomRoute makes some bad routes
+		}
+		if old != c.cfg && len(old.Routes) > 1 && len(c.cfg.Routes) > 1 && old.Routes[1] == c.cfg.Routes[1] {
+			shared++
+		}
+	}
+	if shared < 50 {
+		t.Fatalf("only %d writes shared their routes with the config before: the test checks nothing", shared)
+	}
+	for i, r := range earlier {
+		if !reflect.DeepEqual(withoutTable(r.cfg), withoutTable(r.whole)) {
+			t.Fatalf("the config before write %d changed after later writes: %s", i, firstRouteDiff(r.cfg, r.whole))
+		}
+	}
+}
+
+// firstRouteDiff names the first route a and b differ in.
+func firstRouteDiff(a, b *config.Config) string {
+	for i := range min(len(a.Routes), len(b.Routes)) {
+		if !reflect.DeepEqual(a.Routes[i], b.Routes[i]) {
+			return fmt.Sprintf("route %d: %+v, want %+v", i, *a.Routes[i], *b.Routes[i])
+		}
+	}
+	return fmt.Sprintf("%d routes, want %d, or the settings", len(a.Routes), len(b.Routes))
 }

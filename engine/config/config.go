@@ -92,7 +92,7 @@ type Config struct {
 	Alerts    Alerts    `yaml:"alerts"`    // webhooks for breaker, isolation, upstream, Redis and reload alerts (see Alerts); default none
 
 	Upstreams []Upstream `yaml:"upstreams"` // default none
-	Routes    []Route    `yaml:"routes"`    // default none: every request is a 404
+	Routes    []*Route   `yaml:"routes"`    // default none: every request is a 404; shared between configs (WithRoutes), so never modified once parsed
 
 	// filterGlobals holds each registered filter's top-level config, by
 	// filter name: decoded from the keys it owns, then provisioned.

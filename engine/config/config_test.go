@@ -254,7 +254,7 @@ func TestSampleParses(t *testing.T) {
 			Outlier:            defaultOutlier,
 			SlowStart:          &defaultSlowStart,
 		}},
-		Routes: []Route{{
+		Routes: []*Route{{
 			ID: "get-user", Path: "/api/users/*", Host: "api.example.com", Methods: []string{"GET", "head"},
 			Upstream:        "users",
 			EscapedSlashes:  EscapedSlashesReject,             // default

@@ -82,7 +82,7 @@ func applyDefaults(c *Config) {
 	// one per parse, shared (a parsed config is never modified).
 	breaker, isolation := policy.RouteBreaker(c.CircuitBreaker, nil), policy.RouteIsolation(c.Isolation, nil)
 	for i := range c.Routes {
-		r := &c.Routes[i]
+		r := c.Routes[i]
 		setDefault(&r.ID, defaultRouteID(i))
 		setDefault(&r.EscapedSlashes, EscapedSlashesReject)
 		r.Retry.Provision()

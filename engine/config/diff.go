@@ -56,7 +56,8 @@ func Compare(old, next *Config) Diff {
 	// A route WithRoutes kept is one parse's route in both (SameRoute):
 	// equal without the deep comparison, which at 30,000 routes took
 	// most of a reload.
-	d.Routes = compareByName(old.Routes, next.Routes, func(r *Route) string { return r.ID }, (*Route).SameRoute, routesDiffer)
+	d.Routes = compareByName(old.Routes, next.Routes, routeID,
+		func(a, b **Route) bool { return (*a).SameRoute(*b) }, func(a, b **Route) bool { return routesDiffer(*a, *b) })
 	d.Upstreams = compareByName(old.Upstreams, next.Upstreams, func(u *Upstream) string { return u.Name }, nil, nil)
 	d.Filters = compareFilters(old, next)
 	for _, s := range []struct {
@@ -77,7 +78,7 @@ func Compare(old, next *Config) Diff {
 	}
 	d.Fixed = FixedChanges(old, next)
 	if len(old.Routes) > 0 && len(next.Routes) == 0 {
-		d.Emptied = append(d.Emptied, "every route ("+strings.Join(names(old.Routes, func(r *Route) string { return r.ID }), ", ")+")")
+		d.Emptied = append(d.Emptied, "every route ("+strings.Join(names(old.Routes, routeID), ", ")+")")
 	}
 	if len(old.Upstreams) > 0 && len(next.Upstreams) == 0 {
 		d.Emptied = append(d.Emptied, "every upstream ("+strings.Join(names(old.Upstreams, func(u *Upstream) string { return u.Name }), ", ")+")")
@@ -187,6 +188,9 @@ func (c *Config) EventLoops() int {
 	}
 	return c.Loops
 }
+
+// routeID names a route for compareByName and names.
+func routeID(r **Route) string { return (*r).ID }
 
 // routesDiffer reports that two routes differ in what most edits change,
 // without reflect.DeepEqual, which took most of comparing 30,000 changed

@@ -95,7 +95,7 @@ func TestDocsExampleParses(t *testing.T) {
 		if !reflect.DeepEqual(b, *wantBreaker) || !reflect.DeepEqual(s, *wantIsolation) {
 			t.Errorf("route %s: the example's breaker or isolation differs from the defaults:\n%+v %+v\n%+v %+v", r.ID, b, s, *wantBreaker, *wantIsolation)
 		}
-		for j, l := range routeConfig[*limiter.Route](&r, limiter.Name).RateLimits {
+		for j, l := range routeConfig[*limiter.Route](r, limiter.Name).RateLimits {
 			if l.Burst != max(1, int64(math.Ceil(l.Rate))) || l.OnRedisFailure != "" && l.OnRedisFailure != "shadow" ||
 				l.LeaseWindow != nil && *l.LeaseWindow != Duration(100*time.Millisecond) ||
 				l.MaxKeys != 0 && l.MaxKeys != documentedRateLimit().RateLimit.MaxKeys {

@@ -3,7 +3,6 @@
 package config
 
 import (
-	"slices"
 	"testing"
 
 	"gopkg.in/yaml.v3"
@@ -33,9 +32,11 @@ func routeConfig[T filters.RouteConfig](r *Route, filter string) T {
 func withoutFilters(c *Config) *Config {
 	cp := *c
 	cp.filterGlobals, cp.trusted, cp.table = nil, nil, nil
-	cp.Routes = slices.Clone(c.Routes)
-	for i := range cp.Routes {
-		cp.Routes[i].filterConfigs = nil
+	cp.Routes = nil
+	for _, r := range c.Routes {
+		rc := *r // c's routes are shared, never modified
+		rc.filterConfigs = nil
+		cp.Routes = append(cp.Routes, &rc)
 	}
 	return &cp
 }

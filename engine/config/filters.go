@@ -48,7 +48,7 @@ func (c *Config) FilterOrder(name string) (order int, ok bool) {
 
 // RouteFilters returns the names of the filters route i runs, in chain order
 // (see Chain).
-func (c *Config) RouteFilters(i int) []string { return c.Chain(&c.Routes[i]) }
+func (c *Config) RouteFilters(i int) []string { return c.Chain(c.Routes[i]) }
 
 // Chain returns the names of the filters route r runs, in chain order
 // (ascending FilterOrder):
@@ -230,7 +230,7 @@ func applyFilterDefaults(c *Config) {
 		}
 	}
 	for i := range c.Routes {
-		r := &c.Routes[i]
+		r := c.Routes[i]
 		own := len(r.filterConfigs) > 0
 		if !own {
 			r.filterConfigs = defaults

@@ -56,7 +56,7 @@ func TestIssueSampleParses(t *testing.T) {
 	if !reflect.DeepEqual(c.TrustedProxies, []string{"127.0.0.1/32"}) {
 		t.Errorf("trusted_proxies = %v", c.TrustedProxies)
 	}
-	admin, public := &c.Routes[0], &c.Routes[1]
+	admin, public := c.Routes[0], c.Routes[1]
 	adminAuth := routeConfig[*auth.Route](admin, auth.Name)
 	if adminAuth.Auth != auth.LevelRequired || !reflect.DeepEqual(adminAuth.Roles, []string{"admin"}) ||
 		!reflect.DeepEqual(routeConfig[*access.IPLists](admin, access.NameIPAccess).Deny, []string{"10.0.0.0/8"}) {
@@ -479,10 +479,10 @@ func TestFilterKeysThroughMerges(t *testing.T) {
     path: /a
     gray: {upstream: v, cookie: canary}
 `)
-	if a := routeConfig[*auth.Route](&c.Routes[1], auth.Name); a.Auth != auth.LevelRequired {
+	if a := routeConfig[*auth.Route](c.Routes[1], auth.Name); a.Auth != auth.LevelRequired {
 		t.Errorf("merged auth: %q, want required", a.Auth)
 	}
-	if g := grayOf(&c.Routes[1]); g.Cookie != "canary" || g.Header != "" {
+	if g := grayOf(c.Routes[1]); g.Cookie != "canary" || g.Header != "" {
 		t.Errorf("gray %+v: the route's own gray should override the merged one", g)
 	}
 	if got, want := c.RouteFilters(1), []string{"request_id", "ip_access", "auth", "gray", "forwarded"}; !reflect.DeepEqual(got, want) {

@@ -23,7 +23,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, b, c := &cfg.Routes[0], &cfg.Routes[1], &cfg.Routes[2]
+	a, b, c := cfg.Routes[0], cfg.Routes[1], cfg.Routes[2]
 	if !sameMap(a.filterConfigs, b.filterConfigs) {
 		t.Error("two routes setting no filter option have their own config maps")
 	}
@@ -58,7 +58,7 @@ routes:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.SameRoute(&again.Routes[0]) {
+	if a.SameRoute(again.Routes[0]) {
 		t.Error("a route of another parse is SameRoute: the defaults must be per parse")
 	}
 	if !a.SameRoute(a) {

@@ -86,7 +86,10 @@ func decodeDocument(root *yaml.Node, c *Config) error {
 		c.filterGlobals[name] = g
 	}
 	for i := range c.Routes {
-		r := &c.Routes[i]
+		if c.Routes[i] == nil { // a null item: a route of zero values, for Validate to name
+			c.Routes[i] = new(Route)
+		}
+		r := c.Routes[i]
 		r.filterConfigs = map[string]filters.RouteConfig{}
 		if i >= len(routeKeys) {
 			continue

@@ -18,10 +18,10 @@ import (
 func PlainRoute(v map[string]any) bool { return v != nil && decodePlainRoute(v, nil) }
 
 // plainRoute is v as decodeDocument decodes the same route from YAML.
-func plainRoute(v map[string]any) (Route, bool) {
-	var r Route
-	if !decodePlainRoute(v, &r) {
-		return Route{}, false
+func plainRoute(v map[string]any) (*Route, bool) {
+	r := new(Route)
+	if !decodePlainRoute(v, r) {
+		return nil, false
 	}
 	r.filterConfigs = map[string]filters.RouteConfig{} // as decodeDocument leaves a route with no filter key
 	return r, true
@@ -125,7 +125,7 @@ func parseWithRoutes(data []byte, routes []map[string]any) (c *Config, empty boo
 		return nil, false, err
 	}
 	have := len(c.Routes)
-	c.Routes = append(c.Routes, make([]Route, len(routes))...)
+	c.Routes = append(c.Routes, make([]*Route, len(routes))...)
 	for i, v := range routes {
 		r, ok := plainRoute(v)
 		if !ok {

@@ -71,7 +71,7 @@ routes:
 		t.Errorf("loops %d pin %v allow_underscore_headers %v max_connections %d", c.Loops, c.Pin, c.AllowUnderscoreHeaders, c.Limits.MaxConnections)
 	case c.Limits.MaxHeaderCount != defaultMaxHeaderCount || c.Timeouts.Idle != Duration(60*time.Second):
 		t.Errorf("zeros did not take the defaults: max_header_count %d, idle %v", c.Limits.MaxHeaderCount, c.Timeouts.Idle)
-	case authOf(c).JWT.HS256Secret != "123456789" || c.Upstreams[0].Name != "42" || grayOf(&c.Routes[0]).Value != "true":
-		t.Errorf("numbers and booleans for strings: secret %q, name %q, gray value %q", authOf(c).JWT.HS256Secret, c.Upstreams[0].Name, grayOf(&c.Routes[0]).Value)
+	case authOf(c).JWT.HS256Secret != "123456789" || c.Upstreams[0].Name != "42" || grayOf(c.Routes[0]).Value != "true":
+		t.Errorf("numbers and booleans for strings: secret %q, name %q, gray value %q", authOf(c).JWT.HS256Secret, c.Upstreams[0].Name, grayOf(c.Routes[0]).Value)
 	}
 }

@@ -162,7 +162,7 @@ func (c *Config) validateRoutes(p *problems) {
 		}
 	}
 	for i := range c.Routes {
-		r := &c.Routes[i]
+		r := c.Routes[i]
 		path := "routes[" + strconv.Itoa(i) + "]"
 		if !isName(r.ID) {
 			p.add(path+".id", "%q: use only letters, digits, '-', '_' and '.'", r.ID)

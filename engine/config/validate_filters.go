@@ -116,7 +116,7 @@ func (e env) Global(filter string) filters.GlobalConfig { return e.c.filterGloba
 func (e env) FirstRouteRunning(filter string) int {
 	chains := e.c.Chains()
 	for i := range e.c.Routes {
-		if slices.Contains(chains.Of(&e.c.Routes[i]), filter) {
+		if slices.Contains(chains.Of(e.c.Routes[i]), filter) {
 			return i
 		}
 	}

@@ -115,7 +115,8 @@ func TestShadowedMatchesExhaustiveSearch(t *testing.T) {
 	for range 400 {
 		c := &Config{}
 		for i := range 1 + rng.IntN(5) {
-			c.Routes = append(c.Routes, randomRoute(rng, i))
+			r := randomRoute(rng, i)
+			c.Routes = append(c.Routes, &r)
 		}
 		table, err := router.Compile(c.RouterSpecs())
 		if err != nil {

@@ -40,7 +40,7 @@ routes:
       - {key: user, rate: 100, burst: 100, on_redis_failure: shadow}
       - {key: route, rate: 2.5}
 `)
-	if got := strings.Join(cfg.Chain(&cfg.Routes[0]), ","); !strings.Contains(got, "rate_limit") {
+	if got := strings.Join(cfg.Chain(cfg.Routes[0]), ","); !strings.Contains(got, "rate_limit") {
 		t.Fatalf("chain %s lacks rate_limit", got)
 	}
 	// Compiling starts the cluster: Redis is not there, so it starts down

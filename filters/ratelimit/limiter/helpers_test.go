@@ -57,7 +57,7 @@ func compile(t testing.TB, cfg *config.Config, store *limiter.Store, loops int) 
 	}
 	var out []filters.Filter
 	for i := range cfg.Routes {
-		r := &cfg.Routes[i]
+		r := cfg.Routes[i]
 		rc := r.FilterConfig(reg.Name)
 		if rc == nil || rc.EnabledBy(b.Global) == "" {
 			out = append(out, nil)
