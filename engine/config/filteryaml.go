@@ -85,10 +85,8 @@ func decodeDocument(root *yaml.Node, c *Config) error {
 		}
 		c.filterGlobals[name] = g
 	}
+	packRoutes(c.Routes) // a null item becomes a route of zero values, for Validate to name
 	for i := range c.Routes {
-		if c.Routes[i] == nil { // a null item: a route of zero values, for Validate to name
-			c.Routes[i] = new(Route)
-		}
 		r := c.Routes[i]
 		r.filterConfigs = map[string]filters.RouteConfig{}
 		if i >= len(routeKeys) {

@@ -18,8 +18,8 @@ import (
 func PlainRoute(v map[string]any) bool { return v != nil && decodePlainRoute(v, nil) }
 
 // plainRoute is v as decodeDocument decodes the same route from YAML.
-func plainRoute(v map[string]any) (*Route, bool) {
-	r := new(Route)
+func plainRoute(v map[string]any, slab *routeSlab) (*Route, bool) {
+	r := slab.next()
 	if !decodePlainRoute(v, r) {
 		return nil, false
 	}
@@ -126,8 +126,9 @@ func parseWithRoutes(data []byte, routes []map[string]any) (c *Config, empty boo
 	}
 	have := len(c.Routes)
 	c.Routes = append(c.Routes, make([]*Route, len(routes))...)
+	slab := newRouteSlab(len(routes))
 	for i, v := range routes {
-		r, ok := plainRoute(v)
+		r, ok := plainRoute(v, slab)
 		if !ok {
 			return nil, false, fmt.Errorf("config: routes[%d]: not a plain route (see PlainRoute); parse the whole document", have+i)
 		}
