@@ -311,6 +311,12 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 				all, was := true, shift
 				for i := start; i < end && all; i++ {
 					r := cfg.Routes[i]
+					if i < len(prevCfg.Routes) && r == prevCfg.Routes[i] {
+						// prevCfg's route in its place (configs share the
+						// routes they keep): compiled as it is, no lookup.
+						all, shift = !refresh || !prev.routes.at(i).prepared, 0
+						continue
+					}
 					g, ok := groupIndex[r.Upstream]
 					all = ok && prevIndex(i, r.ID) == i && reuse(i, i, g, r) != nil
 				}

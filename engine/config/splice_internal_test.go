@@ -46,6 +46,24 @@ func TestWithRoutesRefusesRepeats(t *testing.T) {
 			t.Errorf("%s: WithRoutes: %v", name, err)
 		}
 	}
+	// Around a kept head and tail, a repeat of one of theirs is found too,
+	// and the kept routes are c's own.
+	for name, mid := range map[string][]string{
+		"a head's id moved":   append([]string{"r3"}, ids[11:30]...),
+		"a tail's id moved":   append(append([]string(nil), ids[10:29]...), "r35"),
+		"a head's id changed": append(append([]string(nil), ids[10:30]...), "r0"),
+	} {
+		if _, err := c.WithRoutesAround(10, mid, 10, none); err == nil || !strings.Contains(err.Error(), "repeated") {
+			t.Errorf("%s: WithRoutesAround = %v; want a repeated route refused", name, err)
+		}
+	}
+	out, err := c.WithRoutesAround(10, append(append([]string(nil), ids[10:15]...), ids[16:30]...), 10, none)
+	if err != nil || len(out.Routes) != 39 || out.Routes[0] != c.Routes[0] || out.Routes[38] != c.Routes[39] || out.Routes[15].ID != "r16" {
+		t.Fatalf("WithRoutesAround deleting r15: %v, %d routes", err, len(out.Routes))
+	}
+	if _, err := c.WithRoutesAround(30, nil, 20, none); err == nil {
+		t.Error("WithRoutesAround kept more routes than c has")
+	}
 }
 
 // inPlaceAt is list with list[i] set to "r<i>", the id c holds there.
