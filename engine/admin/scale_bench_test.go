@@ -87,6 +87,28 @@ func moveR7(b testing.TB, c *Control, i int) {
 	}
 }
 
+// BenchmarkApplyTwoRoutesApartAt30k is one write of two routes far apart
+// at 30,000 routes (as a rollback or loopgate config apply makes): r7's
+// and r29000's paths change on every write, so every id between them is
+// read for the splice.
+func BenchmarkApplyTwoRoutesApartAt30k(b *testing.B) {
+	c := scaleControl(b, 30000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	t0 := processCPU()
+	for i := 0; i < b.N; i++ {
+		if _, err := c.change(writer{action: "PUT /config"}, func(d confstore.Doc) error {
+			for _, id := range []string{"r7", "r29000"} {
+				confstore.Set(d, confstore.Routes, id, map[string]any{"id": id, "path": fmt.Sprintf("/moved/%s/%d", id, i), "upstream": "backend"})
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(processCPU()-t0)/1e6/float64(b.N), "cpu-ms/op")
+}
+
 // BenchmarkCreateDeleteAt30k is POST /config/routes of a new route at
 // 30,000 routes, then DELETE of it: two writes an op, the route appended
 // and then removed from the end.
