@@ -4,6 +4,7 @@
 package engine
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/loopgate/loopgate/pool/loopstat"
@@ -71,5 +72,50 @@ func TestRouteSeriesMadeByFirstExchange(t *testing.T) {
 	busy.end(1)
 	if busy.series.Load() != made || busy.inFlight() != 0 || idle.series.Load() != nil {
 		t.Fatal("the series were made again, or for another route")
+	}
+}
+
+// retire walks only the chunks a version does not share with the last
+// one: the routes of a shared chunk keep the version they were last
+// marked in. A route the new chunks lack retires, and so does one a
+// compile made that never applied; the others stay live.
+func TestRetireWalksOnlyChangedChunks(t *testing.T) {
+	reg := newRegistry(2)
+	chunk := func(from, to int) []route {
+		c := make([]route, 0, to-from)
+		for i := from; i < to; i++ {
+			id := fmt.Sprint("r", i)
+			c = append(c, route{id: id, metrics: reg.route(id)})
+		}
+		return c
+	}
+	head, tail := chunk(0, routeChunk), chunk(routeChunk, routeChunk+50)
+	a := &snapshot{}
+	a.routes.add(head)
+	a.routes.add(tail)
+	reg.applied(2, a)
+	ghost := reg.route("ghost") // a compile's, never applied
+	b := &snapshot{}
+	b.routes.add(head)                             // shared
+	b.routes.add(chunk(routeChunk, routeChunk+49)) // r305 deleted
+	reg.applied(3, b)
+	for i := range b.routes.len() {
+		m := b.routes.at(i).metrics
+		want := uint64(3) // the changed chunk's
+		if i < routeChunk {
+			want = 2 // the shared chunk's: untouched
+		}
+		if m.live != want || m.retired != 0 {
+			t.Fatalf("%s: live %d, retired %d; want live %d", m.id, m.live, m.retired, want)
+		}
+	}
+	if gone := tail[49].metrics; gone.retired != 3 {
+		t.Errorf("the deleted route: retired %d, want 3", gone.retired)
+	}
+	if ghost.retired != 3 {
+		t.Errorf("a route made by a compile never applied: retired %d, want 3", ghost.retired)
+	}
+	if reg.unrouted.retired != 0 {
+		t.Error("the unrouted series retired")
 	}
 }
