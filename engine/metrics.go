@@ -177,6 +177,9 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 		}
 		for i := range snap.routes.chunks[k] {
 			rt := &snap.routes.chunks[k][i]
+			if rt.empty() {
+				continue
+			}
 			m := rt.metrics
 			m.live, m.retired = v, 0
 			if r.routeIx[m.id] != m {
@@ -214,7 +217,9 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 		for k := range last.routes.chunks {
 			if !sharedChunk(last, snap, k) {
 				for i := range last.routes.chunks[k] {
-					retireUnlisted(last.routes.chunks[k][i].metrics)
+					if rt := &last.routes.chunks[k][i]; !rt.empty() {
+						retireUnlisted(rt.metrics)
+					}
 				}
 			}
 		}

@@ -41,6 +41,10 @@ func (s *snapshot) activate(prober *upstream.Prober) {
 		d.outliers.SetHealthCheck(d.healthCfg)
 		d.outliers.Configure(d.outlierCfg, nodes)
 	}
+	// Every route's limiter starts its cold start over, those of the
+	// chunks this version kept from the last too: no window shrinks a
+	// limit before cold_start calls after any reload or API write
+	// (docs/resilience.md). An empty slot has no isolation.
 	for i := range s.routes.len() {
 		if r := s.routes.at(i); r.isolationCfg != nil {
 			if iso := r.metrics.isolation.Load(); iso != nil { // made by the route's first request

@@ -12,7 +12,6 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/policy"
-	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/filters"
@@ -34,8 +33,8 @@ type state struct {
 // it begins and uses it to the end: routing, filters, timeouts, limits
 // and its upstream all come from the one version.
 type snapshot struct {
-	table      *router.Table
-	routes     routeList      // by router index
+	table      slotTable
+	routes     routeList      // by router slot
 	upstreams  []*upstreamDef // config order: filters name upstreams by this index (gray, external auth)
 	limits     codec.Limits
 	respLimits codec.Limits   // upstream response heads
@@ -182,7 +181,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 	if err != nil {
 		errs = append(errs, fmt.Errorf("engine: routes: %w", err))
 	}
-	s := &snapshot{table: table, limits: codec.Limits{
+	s := &snapshot{table: slotTable{table}, limits: codec.Limits{
 		MaxURIBytes:    int(cfg.Limits.MaxURIBytes),
 		MaxHeaderCount: cfg.Limits.MaxHeaderCount,
 		MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
@@ -281,6 +280,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 	var twins config.RouteTwins
 	breakers := settingsOf[config.CircuitBreaker, policy.BreakerSettings]{make: policy.NewBreakerSettings}
 	isolations := settingsOf[config.Isolation, policy.IsolationSettings]{make: policy.NewIsolationSettings}
+	var reusable func(rt *route, j, g int, r *config.Route) *route
 	var b *chainBuilder
 	if !keep || refresh {
 		var err error
@@ -289,53 +289,85 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 		}
 		s.trusted, s.shared = b.trusted, b.shared
 	}
-	// reuse is prev's compiled route i (prevCfg's route j) when cfg's
-	// route i (r, upstream g) keeps it, else nil.
-	reuse := func(i, j, g int, r *config.Route) *route {
+	// reuse is prev's compiled route of prevCfg's route j when cfg's
+	// route r (upstream g) keeps it, else nil.
+	reuse := func(j, g int, r *config.Route) *route {
 		if j < 0 {
 			return nil
 		}
-		rt := prev.routes.at(j)
+		return reusable(prev.routes.at(prev.table.SlotOf(j)), j, g, r)
+	}
+	reusable = func(rt *route, j, g int, r *config.Route) *route {
 		if refresh && rt.prepared || rt.upstream != g ||
 			!r.SameRoute(prevCfg.Routes[j]) && !twins.Twins(r, prevCfg.Routes[j]) {
 			return nil
 		}
 		return rt
 	}
-	for start := 0; start < len(cfg.Routes); start += routeChunk {
-		end := min(start+routeChunk, len(cfg.Routes))
+	// The routes go by router slot (routeList): a slot the table removed
+	// is empty. gone[g] is the next removed slot, g of them below.
+	var slots int
+	var gone, prevGone []int
+	if table != nil {
+		slots, gone = table.Slots(), table.Gone()
+	}
+	if keep {
+		prevGone = prev.table.Gone()
+	}
+	g, pg := 0, 0
+	for start := 0; start < slots; start += routeChunk {
+		end := min(start+routeChunk, slots)
 		if keep {
-			// prev's chunk in this place, when it holds every route of
-			// the stretch as this version has it.
+			// prev's chunk in this place, when it holds every slot of the
+			// stretch as this version has it: the same route in each, or
+			// none in both.
 			if c := prev.routes.chunkOf(start, end); c != nil {
-				all, was := true, shift
-				for i := start; i < end && all; i++ {
-					r := cfg.Routes[i]
-					if i < len(prevCfg.Routes) && r == prevCfg.Routes[i] {
-						// prevCfg's route in its place (configs share the
-						// routes they keep): compiled as it is, no lookup.
-						all, shift = !refresh || !prev.routes.at(i).prepared, 0
+				all, ng, npg := true, g, pg
+				for slot := start; slot < end && all; slot++ {
+					rt := &c[slot-start]
+					removed, prevRemoved := ng < len(gone) && gone[ng] == slot, npg < len(prevGone) && prevGone[npg] == slot
+					if removed {
+						ng++
+					}
+					if prevRemoved {
+						npg++
+					}
+					if removed || prevRemoved {
+						all = removed && prevRemoved
 						continue
 					}
-					g, ok := groupIndex[r.Upstream]
-					all = ok && prevIndex(i, r.ID) == i && reuse(i, i, g, r) != nil
+					r, j := cfg.Routes[slot-ng], slot-npg
+					if r == prevCfg.Routes[j] {
+						// prevCfg's route in its slot (configs share the
+						// routes they keep): compiled as it is, no lookup.
+						all = !refresh || !rt.prepared
+						continue
+					}
+					gi, ok := groupIndex[r.Upstream]
+					all = ok && rt.id == r.ID && reusable(rt, j, gi, r) != nil
 				}
 				if all {
 					s.routes.add(c)
+					g, pg = ng, npg
 					continue
 				}
-				shift = was
 			}
 		}
 		chunk := make([]route, 0, end-start)
-		for i := start; i < end; i++ {
+		for slot := start; slot < end; slot++ {
+			if g < len(gone) && gone[g] == slot {
+				g++
+				chunk = append(chunk, route{}) // removed: empty
+				continue
+			}
+			i := slot - g
 			r := cfg.Routes[i]
-			g, ok := groupIndex[r.Upstream]
+			gi, ok := groupIndex[r.Upstream]
 			if !ok {
 				errs = append(errs, fmt.Errorf("engine: route %q: unknown upstream %q", r.ID, r.Upstream))
 				continue
 			}
-			if rt := reuse(i, prevIndex(i, r.ID), g, r); rt != nil {
+			if rt := reuse(prevIndex(i, r.ID), gi, r); rt != nil {
 				chunk = append(chunk, *rt)
 				continue
 			}
@@ -350,7 +382,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			}
 			// config.applyDefaults already copied the upstream's timeouts into
 			// routes that do not override them.
-			rt := route{id: r.ID, upstream: g, chain: chain, prepared: prepared,
+			rt := route{id: r.ID, upstream: gi, chain: chain, prepared: prepared,
 				connectTimeout: time.Duration(r.ConnectTimeout), responseTimeout: time.Duration(r.ResponseTimeout),
 				keepEscapes: r.EscapedSlashes == config.EscapedSlashesKeep, metrics: kept.metrics.route(r.ID), tls: routeTLS(r.TLS),
 				retry: policy.NewRetryPolicy(&r.Retry), tunnel: routeTunnel{tokens: r.Upgrade}}
@@ -366,6 +398,9 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 			chunk = append(chunk, rt)
 		}
 		s.routes.add(chunk)
+		for pg < len(prevGone) && prevGone[pg] < end {
+			pg++
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -133,11 +133,14 @@ func (z *summarizer) read(s *Server, top int) *Summary {
 	busy := make([]candidate, 0, top)
 	var bad []candidate
 	z.mu.Lock()
-	if z.prev == nil || len(z.prev) > 2*snap.routes.len()+64 {
-		z.prev = make(map[*routeMetrics]uint64, snap.routes.len()) // drops the removed routes' totals
+	if z.prev == nil || len(z.prev) > 2*snap.routes.count()+64 {
+		z.prev = make(map[*routeMetrics]uint64, snap.routes.count()) // drops the removed routes' totals
 	}
 	for i := range snap.routes.len() {
 		r := snap.routes.at(i)
+		if r.empty() {
+			continue
+		}
 		c := candidate{i: i, bad: abnormal(r)}
 		if sr := r.metrics.series.Load(); sr != nil { // nil: no request has reached the route
 			for j := range sr.shards {
@@ -178,7 +181,7 @@ func (z *summarizer) read(s *Server, top int) *Summary {
 		}
 		return 1
 	})
-	summary.Routes.Total = snap.routes.len()
+	summary.Routes.Total = snap.routes.count()
 	summary.Routes.List = make([]RouteSummary, 0, len(busy)+len(bad))
 	shownUp := map[*upstreamDef]bool{}
 	for _, c := range append(busy, bad...) {

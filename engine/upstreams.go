@@ -66,7 +66,7 @@ func (s *Server) upstreamsReport() []upstreamReport {
 		u := upstreamReport{Name: d.name, Routes: []routeBreaker{}, Nodes: []nodeReport{}}
 		for i := range snap.routes.len() {
 			r := snap.routes.at(i)
-			if r.upstream != di {
+			if r.empty() || r.upstream != di {
 				continue
 			}
 			state := "off"

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -254,5 +255,44 @@ func TestWithSequencesMatchCompile(t *testing.T) {
 	t.Logf("edited %d, declined %d, with removed slots %d", edited, declined, sawGone)
 	if edited < 1000 || declined == 0 || sawGone < 500 {
 		t.Fatalf("edited %d, declined %d, with removed slots %d: every outcome must be exercised", edited, declined, sawGone)
+	}
+}
+
+// A table With edited numbers its specs by slot for MatchSlot: a removed
+// spec's slot stays empty, every other spec keeps its slot, SlotOf maps
+// an index to it, and Match's index is the slot less the removed ones
+// below.
+func TestMatchSlotKeepsSlots(t *testing.T) {
+	var specs []Spec
+	for i := 0; i < 10; i++ {
+		specs = append(specs, Spec{Path: fmt.Sprintf("/r%d", i)})
+	}
+	table, err := Compile(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited, ok := table.With([]Edit{{Index: 3, Old: &specs[3], Remove: true}, {Index: 6, Old: &specs[6], Remove: true},
+		{Index: 8, New: Spec{Path: "/new"}}})
+	if !ok {
+		t.Fatal("With declined")
+	}
+	if edited.Len() != 9 || edited.Slots() != 11 || !slices.Equal(edited.Gone(), []int{3, 6}) {
+		t.Fatalf("Len %d, Slots %d, Gone %v; want 9, 11, [3 6]", edited.Len(), edited.Slots(), edited.Gone())
+	}
+	scratch := make([]byte, 0, 64)
+	for i, want := range []int{0, 1, 2, 4, 5, 7, 8, 9, 10} { // index i's slot
+		path := fmt.Sprintf("/r%d", want)
+		if want == 10 {
+			path = "/new"
+		}
+		if got := edited.SlotOf(i); got != want {
+			t.Errorf("SlotOf(%d) = %d, want %d", i, got, want)
+		}
+		if r := edited.MatchSlot(nil, []byte("GET"), []byte(path), scratch); r.Index != want {
+			t.Errorf("MatchSlot %s = %d, want slot %d", path, r.Index, want)
+		}
+		if r := edited.Match(nil, []byte("GET"), []byte(path), scratch); r.Index != i {
+			t.Errorf("Match %s = %d, want index %d", path, r.Index, i)
+		}
 	}
 }

@@ -140,6 +140,23 @@ func (t *Table) finish() {
 // Safe for concurrent use.
 func (t *Table) Len() int { return t.n }
 
+// Slots is how many slots the table numbers (see MatchSlot): Len, and
+// the removed slots below the last spec's. Safe for concurrent use.
+func (t *Table) Slots() int { return t.n + len(t.gone) }
+
+// Gone lists the removed slots, ascending: a spec's index is its slot
+// less the removed slots below it. The caller must not modify it. Safe
+// for concurrent use.
+func (t *Table) Gone() []int { return t.gone }
+
+// SlotOf is the slot of the spec at index i, 0 <= i < Len: i, and one
+// more for each removed slot below the spec's (found by a binary search:
+// gone[m]-m, the index of the slot after removed slot m, only grows).
+// Safe for concurrent use.
+func (t *Table) SlotOf(i int) int {
+	return i + sort.Search(len(t.gone), func(m int) bool { return t.gone[m]-m > i })
+}
+
 // Match finds the route for a request, following the precedence and 405
 // rules in the package documentation. host is the Host value (normalised
 // by the engine; a port, IPv6 brackets and one trailing dot are tolerated);
@@ -153,6 +170,18 @@ func (t *Table) Len() int { return t.n }
 // modify path or host. Safe for concurrent use, provided scratch is not
 // shared.
 func (t *Table) Match(host, method, path, scratch []byte) Result {
+	r := t.MatchSlot(host, method, path, scratch)
+	r.Index = t.at(r.Index)
+	return r
+}
+
+// MatchSlot is Match with Result.Index the chosen spec's slot, not its
+// index: the index it had when the table was compiled, or the slot With
+// appended it at, which no later edit moves (see Table.gone). A list kept
+// by slot, with an empty place for each removed spec, is one a spec
+// removed from its middle leaves in place (the engine's compiled routes).
+// Safe for concurrent use, as Match.
+func (t *Table) MatchSlot(host, method, path, scratch []byte) Result {
 	if len(path) == 0 || path[0] != '/' {
 		return Result{Index: -1}
 	}
@@ -161,21 +190,21 @@ func (t *Table) Match(host, method, path, scratch []byte) Result {
 
 	if set, ok := t.exact[shardOfBytes(p)][string(p)]; ok {
 		if i, allow, hit := set.pick(host, method); hit {
-			return result(t.at(i), allow, len(path))
+			return result(i, allow, len(path))
 		}
 	}
 	if i, allow, hit := t.single.match(p[1:], false, host, method); hit {
-		return result(t.at(i), allow, len(path))
+		return result(i, allow, len(path))
 	}
 	if i, allow, hit := t.multi.match(p[1:], false, host, method); hit {
-		return result(t.at(i), allow, len(path))
+		return result(i, allow, len(path))
 	}
 	if i, allow, depth, hit := t.prefix.longest(p[1:], false, 0, host, method); hit {
 		matched := 0
 		if i >= 0 {
 			matched = segmentEnd(path, depth, params)
 		}
-		return result(t.at(i), allow, matched)
+		return result(i, allow, matched)
 	}
 	return Result{Index: -1}
 }
