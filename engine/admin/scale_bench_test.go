@@ -251,13 +251,16 @@ func BenchmarkHeapAt30k(b *testing.B) {
 // BenchmarkWriteHeapAt30k is what API writes at 30,000 routes leave in
 // memory: Keep writes (a full version history) of one route each, the
 // route's path changing every time, then the heap in use after a
-// collection against before them (retained-B/write: what the versions and
-// the new config keep), the bytes the writes allocated (alloc-B/write:
-// what the collector holds until it runs, and what RSS rises by meanwhile)
-// and the CPU the process used per write (getrusage: user and system, the
+// collection against before them (retained-B/write: the spans in use; the
+// survivors of writes no collection ran between sit in more of them) and
+// the live bytes (live-B/write: what the versions and the new config
+// keep), the bytes the writes allocated (alloc-B/write: what
+// the collector holds until it runs, and what RSS rises by meanwhile),
+// the collections they caused (gc/write) and the CPU the process used per
+// write (getrusage: user and system, the
 // collector's included; steadier than the wall clock on a shared machine).
 func BenchmarkWriteHeapAt30k(b *testing.B) {
-	var retained, allocated, cpu float64
+	var retained, live, allocated, cpu, gcs float64
 	for i := 0; i < b.N; i++ {
 		c := scaleControl(b, 30000)
 		var before, after runtime.MemStats
@@ -276,14 +279,18 @@ func BenchmarkWriteHeapAt30k(b *testing.B) {
 		cpu = float64(processCPU()-t0) / float64(confstore.Keep)
 		runtime.ReadMemStats(&after)
 		allocated = float64(after.TotalAlloc-before.TotalAlloc) / float64(confstore.Keep)
+		gcs = float64(after.NumGC-before.NumGC) / float64(confstore.Keep)
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		runtime.KeepAlive(c)
 		retained = (float64(after.HeapInuse) - float64(before.HeapInuse)) / float64(confstore.Keep)
+		live = (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(confstore.Keep)
 	}
 	b.ReportMetric(retained, "retained-B/write")
+	b.ReportMetric(live, "live-B/write")
 	b.ReportMetric(allocated, "alloc-B/write")
 	b.ReportMetric(cpu/1e6, "cpu-ms/write")
+	b.ReportMetric(gcs, "gc/write")
 }
 
 // processCPU is the CPU time the process has used, user and system, all
