@@ -6,8 +6,10 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/loopgate/loopgate/engine/config"
+	"github.com/loopgate/loopgate/pool/loopstat"
 )
 
 // A config spliced from the running one (config.WithRoutes) compiles, by
@@ -265,4 +267,63 @@ func mustCompile(t *testing.T, srv *Server, cfg *config.Config) *Compiled {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// A write that keeps a route's chunk of compiled routes still starts the
+// route's isolation cold start over (docs/resilience.md: no window shrinks
+// a limit before cold_start calls after a start or a reload): a slow
+// window judged by the first call after the write keeps the limit.
+func TestApplyRestartsKeptRoutesColdStart(t *testing.T) {
+	const head = "listen: 127.0.0.1:0\nadmin: \"off\"\nloops: 1\n" +
+		"isolation: {limit: 12, floor: 2, step: 5, slow_call: 100ms, window: 100ms, min_samples: 5, slow_ratio: 30, cold_start: 5}\n" +
+		"upstreams:\n  - {name: a, nodes: [\"127.0.0.1:9\"]}\nroutes:\n"
+	n := routeChunk + 10
+	var all strings.Builder
+	all.WriteString(head)
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = fmt.Sprint("r", i)
+		fmt.Fprintf(&all, "  - {id: r%d, path: /r%d, upstream: a}\n", i, i)
+	}
+	cfg, err := config.Parse([]byte(all.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := srv.state.Load()
+	rt := running.snap.routes.at(0)
+	iso := rt.limiter()
+	s := rt.isolationCfg
+	now := loopstat.Now()
+	for range 5 { // past the cold start, then a slow half window
+		iso.Release(s, 0, now)
+	}
+	for range 5 {
+		iso.Release(s, int64(time.Second), now)
+	}
+	changed, err := config.Parse([]byte(head + fmt.Sprintf("  - {id: r%d, path: /moved, upstream: a}\n", n-1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spliced, err := running.cfg.WithRoutes(ids, changed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := srv.Compile(spliced)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &c.snap.routes.chunks[0][0] != &running.snap.routes.chunks[0][0] {
+		t.Fatal("the write built r0's chunk again: the test needs it kept")
+	}
+	if _, err := srv.Apply(c); err != nil {
+		t.Fatal(err)
+	}
+	iso.Release(s, int64(time.Second), now+int64(time.Second)) // ends the slow window: 6 of 11 slow
+	if l := iso.State(s).Limit; l != 12 {
+		t.Fatalf("limit %d after a slow window within the write's cold start, want 12", l)
+	}
 }
