@@ -3,16 +3,14 @@
 
 package engine
 
-import "github.com/loopgate/loopgate/engine/router"
-
 // routeChunk is how many routes one chunk of a routeList holds.
 const (
 	routeChunkBits = 8
 	routeChunk     = 1 << routeChunkBits
 )
 
-// routeList holds a snapshot's compiled routes by router slot
-// (router.Table.MatchSlot), in chunks of routeChunk (the last one
+// routeList holds a snapshot's compiled routes by router slot (the
+// Result.Index of router.Table.Match), in chunks of routeChunk (the last one
 // shorter). A chunk is never modified once its list is built, so a
 // version compiled from the running one takes every chunk whose routes it
 // keeps, each in its place, as it is: at 30,000 routes a one-route write
@@ -62,13 +60,3 @@ func (l *routeList) add(c []route) {
 
 // empty reports whether r is an empty slot's.
 func (r *route) empty() bool { return r.metrics == nil }
-
-// slotTable is a snapshot's router table, matching to slots: its Match
-// is router.Table.MatchSlot, so a request's Result.Index is where its
-// route is in the snapshot's routeList.
-type slotTable struct{ *router.Table }
-
-// Match is MatchSlot.
-func (t slotTable) Match(host, method, path, scratch []byte) router.Result {
-	return t.MatchSlot(host, method, path, scratch)
-}

@@ -12,6 +12,7 @@ import (
 	"github.com/loopgate/loopgate/codec"
 	"github.com/loopgate/loopgate/engine/config"
 	"github.com/loopgate/loopgate/engine/policy"
+	"github.com/loopgate/loopgate/engine/router"
 	"github.com/loopgate/loopgate/engine/spool"
 	"github.com/loopgate/loopgate/engine/tlsedge"
 	"github.com/loopgate/loopgate/filters"
@@ -33,7 +34,7 @@ type state struct {
 // it begins and uses it to the end: routing, filters, timeouts, limits
 // and its upstream all come from the one version.
 type snapshot struct {
-	table      slotTable
+	table      *router.Table  // matching to slots: Result.Index is the route's place in routes
 	routes     routeList      // by router slot
 	upstreams  []*upstreamDef // config order: filters name upstreams by this index (gray, external auth)
 	limits     codec.Limits
@@ -181,7 +182,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 	if err != nil {
 		errs = append(errs, fmt.Errorf("engine: routes: %w", err))
 	}
-	s := &snapshot{table: slotTable{table}, limits: codec.Limits{
+	s := &snapshot{table: table, limits: codec.Limits{
 		MaxURIBytes:    int(cfg.Limits.MaxURIBytes),
 		MaxHeaderCount: cfg.Limits.MaxHeaderCount,
 		MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),

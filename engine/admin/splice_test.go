@@ -163,8 +163,8 @@ func sameConfig(t *testing.T, a, b *config.Config) bool {
 					if p == "" {
 						continue
 					}
-					x := ta.Match([]byte(host), []byte(method), []byte(p), scratch)
-					y := tb.Match([]byte(host), []byte(method), []byte(p), scratch)
+					x := ta.MatchIndex([]byte(host), []byte(method), []byte(p), scratch)
+					y := tb.MatchIndex([]byte(host), []byte(method), []byte(p), scratch)
 					if x != y {
 						t.Logf("%s %s host %q: %+v against %+v", method, p, host, x, y)
 						return false

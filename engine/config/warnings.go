@@ -95,7 +95,7 @@ func (c *Config) shadowedRoutes() []shadowing {
 	for i, s := range specs {
 		by, reached := []int(nil), false
 		for _, q := range p.requests(s) {
-			r := table.Match([]byte(q.host), []byte(q.method), []byte(q.path), scratch)
+			r := table.MatchIndex([]byte(q.host), []byte(q.method), []byte(q.path), scratch)
 			switch {
 			case r.Found && r.Index == i:
 				reached = true
@@ -105,7 +105,7 @@ func (c *Config) shadowedRoutes() []shadowing {
 				// A 405: the routes that decided are the ones serving the
 				// allowed methods on this path.
 				for _, m := range strings.Split(r.Allow, ", ") {
-					if rr := table.Match([]byte(q.host), []byte(m), []byte(q.path), scratch); rr.Found {
+					if rr := table.MatchIndex([]byte(q.host), []byte(m), []byte(q.path), scratch); rr.Found {
 						by = append(by, rr.Index)
 					}
 				}

@@ -13,7 +13,7 @@
 //	scratch := make([]byte, 0, maxURI) // one per loop
 //	r := table.Match(host, method, path, scratch)
 //	switch {
-//	case r.Found: // r.Index indexes the specs; path[r.Matched:] is what the route did not cover
+//	case r.Found: // r.Index indexes the specs (its slot, once With edited the table); path[r.Matched:] is what the route did not cover
 //	case r.Allow != "": // 405, with header "Allow: " + r.Allow
 //	default: // 404
 //	}

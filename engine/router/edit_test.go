@@ -241,7 +241,7 @@ func TestWithSequencesMatchCompile(t *testing.T) {
 					t.Fatalf("round %d step %d: Len %d, Compile's %d", round, step, got.Len(), want.Len())
 				}
 				for _, p := range probes {
-					g := got.Match([]byte(p.host), []byte(p.method), []byte(p.path), scratch)
+					g := got.MatchIndex([]byte(p.host), []byte(p.method), []byte(p.path), scratch)
 					w := want.Match([]byte(p.host), []byte(p.method), []byte(p.path), scratch)
 					if g != w {
 						t.Fatalf("round %d step %d: %s %s host %q: edited %+v, compiled %+v", round, step, p.method, p.path, p.host, g, w)
@@ -258,11 +258,11 @@ func TestWithSequencesMatchCompile(t *testing.T) {
 	}
 }
 
-// A table With edited numbers its specs by slot for MatchSlot: a removed
+// A table With edited numbers its specs by slot for Match: a removed
 // spec's slot stays empty, every other spec keeps its slot, SlotOf maps
-// an index to it, and Match's index is the slot less the removed ones
-// below.
-func TestMatchSlotKeepsSlots(t *testing.T) {
+// an index to it, and MatchIndex's index is the slot less the removed
+// ones below.
+func TestMatchKeepsSlots(t *testing.T) {
 	var specs []Spec
 	for i := 0; i < 10; i++ {
 		specs = append(specs, Spec{Path: fmt.Sprintf("/r%d", i)})
@@ -288,11 +288,11 @@ func TestMatchSlotKeepsSlots(t *testing.T) {
 		if got := edited.SlotOf(i); got != want {
 			t.Errorf("SlotOf(%d) = %d, want %d", i, got, want)
 		}
-		if r := edited.MatchSlot(nil, []byte("GET"), []byte(path), scratch); r.Index != want {
-			t.Errorf("MatchSlot %s = %d, want slot %d", path, r.Index, want)
+		if r := edited.Match(nil, []byte("GET"), []byte(path), scratch); r.Index != want {
+			t.Errorf("Match %s = %d, want slot %d", path, r.Index, want)
 		}
-		if r := edited.Match(nil, []byte("GET"), []byte(path), scratch); r.Index != i {
-			t.Errorf("Match %s = %d, want index %d", path, r.Index, i)
+		if r := edited.MatchIndex(nil, []byte("GET"), []byte(path), scratch); r.Index != i {
+			t.Errorf("MatchIndex %s = %d, want index %d", path, r.Index, i)
 		}
 	}
 }

@@ -33,7 +33,11 @@ type Table struct {
 
 // Result is what Match found.
 type Result struct {
-	// Index is the chosen spec's index when Found, and -1 otherwise.
+	// Index is the chosen spec's slot when Found, and -1 otherwise: for
+	// a table Compile built, the spec's index; for one With edited, the
+	// index it had at Compile, or the slot With appended it at, which no
+	// later edit moves (see Table.gone). MatchIndex gives the index in the
+	// list the table is now of.
 	Index int
 	// Found reports that a route accepts the request.
 	Found bool
@@ -140,7 +144,7 @@ func (t *Table) finish() {
 // Safe for concurrent use.
 func (t *Table) Len() int { return t.n }
 
-// Slots is how many slots the table numbers (see MatchSlot): Len, and
+// Slots is how many slots the table numbers (see Result.Index): Len, and
 // the removed slots below the last spec's. Safe for concurrent use.
 func (t *Table) Slots() int { return t.n + len(t.gone) }
 
@@ -169,19 +173,11 @@ func (t *Table) SlotOf(i int) int {
 // allocate a temporary). Match retains none of its arguments and does not
 // modify path or host. Safe for concurrent use, provided scratch is not
 // shared.
+//
+// Result.Index is the spec's slot: a list kept by slot, with an empty
+// place for each removed spec (Gone), is one a spec removed from its
+// middle leaves in place, as the engine keeps its compiled routes.
 func (t *Table) Match(host, method, path, scratch []byte) Result {
-	r := t.MatchSlot(host, method, path, scratch)
-	r.Index = t.at(r.Index)
-	return r
-}
-
-// MatchSlot is Match with Result.Index the chosen spec's slot, not its
-// index: the index it had when the table was compiled, or the slot With
-// appended it at, which no later edit moves (see Table.gone). A list kept
-// by slot, with an empty place for each removed spec, is one a spec
-// removed from its middle leaves in place (the engine's compiled routes).
-// Safe for concurrent use, as Match.
-func (t *Table) MatchSlot(host, method, path, scratch []byte) Result {
 	if len(path) == 0 || path[0] != '/' {
 		return Result{Index: -1}
 	}
@@ -207,6 +203,15 @@ func (t *Table) MatchSlot(host, method, path, scratch []byte) Result {
 		return result(i, allow, matched)
 	}
 	return Result{Index: -1}
+}
+
+// MatchIndex is Match with Result.Index the chosen spec's index in the
+// list the table is of: its slot less the removed slots below it. Safe
+// for concurrent use, as Match.
+func (t *Table) MatchIndex(host, method, path, scratch []byte) Result {
+	r := t.Match(host, method, path, scratch)
+	r.Index = t.at(r.Index)
+	return r
 }
 
 // result builds the Result for a route set's verdict: index >= 0 is a
