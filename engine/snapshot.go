@@ -281,7 +281,6 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 	var twins config.RouteTwins
 	breakers := settingsOf[config.CircuitBreaker, policy.BreakerSettings]{make: policy.NewBreakerSettings}
 	isolations := settingsOf[config.Isolation, policy.IsolationSettings]{make: policy.NewIsolationSettings}
-	var reusable func(rt *route, j, g int, r *config.Route) *route
 	var b *chainBuilder
 	if !keep || refresh {
 		var err error
@@ -290,23 +289,24 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 		}
 		s.trusted, s.shared = b.trusted, b.shared
 	}
-	// reuse is prev's compiled route of prevCfg's route j when cfg's
-	// route r (upstream g) keeps it, else nil.
-	reuse := func(j, g int, r *config.Route) *route {
-		if j < 0 {
-			return nil
-		}
-		return reusable(prev.routes.at(prev.table.SlotOf(j)), j, g, r)
-	}
-	reusable = func(rt *route, j, g int, r *config.Route) *route {
-		if refresh && rt.prepared || rt.upstream != g ||
+	// reusable is rt, prev's compiled route of prevCfg's route j, when
+	// cfg's route r (upstream up) keeps it, else nil; reuse finds rt.
+	reusable := func(rt *route, j, up int, r *config.Route) *route {
+		if refresh && rt.prepared || rt.upstream != up ||
 			!r.SameRoute(prevCfg.Routes[j]) && !twins.Twins(r, prevCfg.Routes[j]) {
 			return nil
 		}
 		return rt
 	}
+	reuse := func(j, up int, r *config.Route) *route {
+		if j < 0 {
+			return nil
+		}
+		return reusable(prev.routes.at(prev.table.SlotOf(j)), j, up, r)
+	}
 	// The routes go by router slot (routeList): a slot the table removed
-	// is empty. gone[g] is the next removed slot, g of them below.
+	// is empty. gone[g] is the next removed slot, g of them below it, and
+	// prevGone[pg] prev's.
 	var slots int
 	var gone, prevGone []int
 	if table != nil {
