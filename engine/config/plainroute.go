@@ -17,7 +17,8 @@ import (
 // through the YAML decoder.
 func PlainRoute(v map[string]any) bool { return v != nil && decodePlainRoute(v, nil) }
 
-// plainRoute is v as decodeDocument decodes the same route from YAML.
+// plainRoute is v as decodeDocument decodes the same route from YAML, in
+// a route of slab.
 func plainRoute(v map[string]any, slab *routeSlab) (*Route, bool) {
 	r := slab.next()
 	if !decodePlainRoute(v, r) {
