@@ -253,7 +253,7 @@ func (t *tunnel) traffic(in *tunnelEnd) {
 		in.direct = in.tls == nil
 	}
 	in.bytes += int64(n)
-	t.stats.bytes[in.side].Add(uint64(n))
+	t.stats.addBytes(in.side, n)
 	t.lastActive = t.loop.wheel.Ticks()
 	if t.state != tunnelOpen {
 		return

@@ -87,7 +87,7 @@ func (t *tunnel) relay(s *tunnelEnd) {
 	h.pending = append(h.pending, buf...)
 	s.discard(n)
 	s.bytes += int64(n)
-	t.stats.bytes[s.side].Add(uint64(n))
+	t.stats.addBytes(s.side, n)
 	t.lastActive = t.loop.wheel.Ticks()
 	if !t.writeHalf() {
 		return
@@ -211,7 +211,7 @@ func (t *tunnel) readSource() {
 		}
 		h.pending = h.pending[:len(h.pending)+n]
 		s.bytes += int64(n)
-		t.stats.bytes[s.side].Add(uint64(n))
+		t.stats.addBytes(s.side, n)
 	}
 }
 

@@ -64,6 +64,15 @@ type tunnelShard struct {
 	_      cacheLine
 }
 
+// addBytes counts n bytes read from side. The loop is the shard's only
+// writer, so a load and a store do, rather than an atomic add: the reader
+// (the metrics writer) sees one value or the next, and the add's locked
+// instruction, twice a round trip, is spared.
+func (sh *tunnelShard) addBytes(side tunnelSide, n int) {
+	b := &sh.bytes[side&1] // the mask spares the bounds check
+	b.Store(b.Load() + uint64(n))
+}
+
 // newTunnelSettings compiles the websocket section.
 func newTunnelSettings(cfg *config.Config) tunnelSettings {
 	return tunnelSettings{idle: time.Duration(cfg.WebSocket.IdleTimeout), maxTunnels: int64(cfg.WebSocket.MaxTunnels),

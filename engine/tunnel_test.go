@@ -95,6 +95,14 @@ func TestTunnelPipelinedAndByteByByte(t *testing.T) {
 	}
 	c.Close()
 	waitFor(t, "the tunnel to close", func() bool { return g.srv.Tunnels() == 0 && g.srv.Clients() == 0 })
+	// Every byte counted once each way, the pipelined ones too.
+	m := scrapeMetrics(t, g.srv)
+	want := float64(len("early-bytes|") + len(msg))
+	for _, dir := range []string{"to_upstream", "to_client"} {
+		if got := m.get(t, `loopgate_route_tunnel_bytes_total{route="all",direction="`+dir+`"}`); got != want {
+			t.Errorf("%s bytes %v, want %v", dir, got, want)
+		}
+	}
 }
 
 // TestTunnelUpstreamBytesAfter101: bytes the upstream sends in the same
