@@ -12,9 +12,12 @@
 # Environment:
 #   WS_PARTS      space-separated subset of: echo idle flood (default all three;
 #                 `make bench` runs echo, `make bench-ws-slow` flood)
-#   WS_PROXIES    space-separated subset of: loopgate nginx loopgate-loops (default
-#                 loopgate nginx); loopgate-loops, echo only, is Loopgate run with
-#                 GOMAXPROCS=1, the loops' count, instead of the binary's loops + 1
+#   WS_PROXIES    space-separated subset of: loopgate nginx loopgate-loops
+#                 loopgate-batch (default loopgate nginx); echo only:
+#                 loopgate-loops is Loopgate run with GOMAXPROCS=1, the loops'
+#                 count, instead of the binary's loops + 1; loopgate-batch is
+#                 Loopgate under SCHED_BATCH (chrt -b 0), whose threads a
+#                 wake-up does not let preempt the one running (docs/architecture.md)
 #   WS_CONNS      concurrent tunnels of the echo rows (default 64)
 #   WS_SECONDS    length of one echo run (default 10)
 #   WS_ROUNDS     echo runs per proxy, alternating (default 3)
@@ -42,7 +45,7 @@ for p in $PARTS; do
 	[[ $p == echo || $p == idle || $p == flood ]] || { log "WS_PARTS: unknown part '$p'"; exit 2; }
 done
 for p in $PROXIES; do
-	[[ $p == loopgate || $p == nginx || $p == loopgate-loops ]] || { log "WS_PROXIES: unknown proxy '$p'"; exit 2; }
+	[[ $p == loopgate || $p == nginx || $p == loopgate-loops || $p == loopgate-batch ]] || { log "WS_PROXIES: unknown proxy '$p'"; exit 2; }
 done
 if [[ $PROXIES == *" nginx "* ]] && ! command -v nginx >/dev/null 2>&1; then
 	log "nginx is needed for the comparison (or WS_PROXIES=loopgate)"
@@ -118,8 +121,8 @@ main() {
 	log "building bench tools"
 	build_tools
 	go build -o "$TMP/bin/" ./bench/cmd/wsbench
-	local ports lg="" ng="" worker="" lp=""
-	mapfile -t ports < <(free_ports 4)
+	local ports lg="" ng="" worker="" lp="" lb=""
+	mapfile -t ports < <(free_ports 5)
 	start_pinned ws-upstream "$LOAD_CPU" "$TMP/bin/wsbench" -mode upstream -listen "127.0.0.1:${ports[0]}"
 	if proxy loopgate; then
 		write_ws_loopgate_conf "$TMP/loopgate.yaml" "${ports[1]}" "${ports[0]}"
@@ -133,6 +136,13 @@ main() {
 		lp=$STARTED_PID
 		wait_ready loopgate-loops "$lp" "${ports[3]}" || exit 1
 	fi
+	if proxy loopgate-batch; then
+		command -v chrt >/dev/null 2>&1 || { log "loopgate-batch needs chrt (util-linux)"; exit 1; }
+		write_ws_loopgate_conf "$TMP/loopgate-batch.yaml" "${ports[4]}" "${ports[0]}"
+		start_pinned loopgate-batch "$PROXY_CPU" chrt -b 0 "$LOOPGATE_BIN" -config "$TMP/loopgate-batch.yaml" -loops 1
+		lb=$STARTED_PID
+		wait_ready loopgate-batch "$lb" "${ports[4]}" || exit 1
+	fi
 	if proxy nginx; then
 		write_ws_nginx_conf "$TMP/nginx-ws" "${ports[2]}" "${ports[0]}"
 		start_nginx nginx-ws "$TMP/nginx-ws" "$PROXY_CPU"
@@ -141,13 +151,14 @@ main() {
 		worker=$(pgrep -P "$ng" | head -1)
 	fi
 
-	local r lgr=() ngr=() lpr=() lgi="" ngi="" lgf="" ngf=""
+	local r lgr=() ngr=() lpr=() lbr=() lgi="" ngi="" lgf="" ngf=""
 	if part echo; then
 		for ((r = 1; r <= ROUNDS; r++)); do
 			log "echo round $r of $ROUNDS: $CONNS tunnels, ${SECONDS_PER_RUN}s each"
 			proxy loopgate && lgr+=("$(echo_run loopgate "$lg" "${ports[1]}")")
 			proxy nginx && ngr+=("$(echo_run nginx "$ng" "${ports[2]}")")
 			proxy loopgate-loops && lpr+=("$(echo_run loopgate-loops "$lp" "${ports[3]}")")
+			proxy loopgate-batch && lbr+=("$(echo_run loopgate-batch "$lb" "${ports[4]}")")
 		done
 	fi
 	if part idle; then
@@ -187,6 +198,10 @@ main() {
 				if proxy loopgate-loops; then
 					read -r n us <<<"${lpr[r]}"
 					echo "| loopgate, GOMAXPROCS=1 | $((r + 1)) | $((n / SECONDS_PER_RUN)) | $us |"
+				fi
+				if proxy loopgate-batch; then
+					read -r n us <<<"${lbr[r]}"
+					echo "| loopgate, SCHED_BATCH | $((r + 1)) | $((n / SECONDS_PER_RUN)) | $us |"
 				fi
 			done
 		fi
