@@ -170,9 +170,10 @@ func openTunnel(l *loop, cc *clientConn, up gnet.Conn, upTLS *tlsedge.Session, s
 
 func (t *tunnel) setState(s tunnelState) { t.state = s }
 
-// peek, discard and write are an end's bytes, through its TLS session
-// when it has one (as clientio.go's for a client connection): a tunnel
-// carries the plaintext, each side encrypted with its own keys.
+// peek and discard are an end's bytes, through its TLS session when it
+// has one (as traffic's write is, and clientio.go's for a client
+// connection): a tunnel carries the plaintext, each side encrypted with
+// its own keys.
 func (e *tunnelEnd) peek() []byte {
 	if e.tls != nil {
 		e.tls.Traffic() // new records may have arrived: decrypt them
@@ -207,20 +208,6 @@ func (e *tunnelEnd) discard(n int) {
 	_, _ = e.gc.Discard(n)
 }
 
-// write sends p to e; whole reports that it all went straight to the
-// socket, so nothing is queued for e (traffic's common case).
-func (e *tunnelEnd) write(p []byte) (whole bool) {
-	if e.tls != nil {
-		_, _ = e.tls.Write(p)
-		return false
-	}
-	// Straight to the socket while nothing is queued (sockio); what it
-	// does not take, or an error, is left to gnet's Write, which queues the
-	// rest or closes the connection as it always does.
-	whole, _ = sockio.Write(e.gc, p)
-	return whole
-}
-
 // traffic is OnTraffic for end e: its bytes go to the peer's output while
 // the tunnel is open (and are dropped once it is not); past the buffer e
 // stops being read.
@@ -247,7 +234,18 @@ func (t *tunnel) traffic(in *tunnelEnd) {
 	// Write before Discard: buf may be a copy gnet returns to its pool at
 	// Discard. A failed write closes the peer at once (OnClose runs inside
 	// it), which the state check after it sees.
-	whole := out.write(buf)
+	// whole: it all went straight to the socket, so nothing is queued
+	// for out (the common case, below). Plain TCP goes to the socket while
+	// nothing is queued (sockio); what it does not take, or an error, is
+	// left to gnet's Write, which queues the rest or closes the connection
+	// as it always does. Written out here rather than in a method of
+	// tunnelEnd: its frame cost 20 instructions a write.
+	whole := false
+	if out.tls == nil {
+		whole, _ = sockio.Write(out.gc, buf)
+	} else {
+		_, _ = out.tls.Write(buf)
+	}
 	if !taken {
 		in.discard(n)
 		in.direct = in.tls == nil
