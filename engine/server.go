@@ -159,6 +159,7 @@ func (s *Server) Run() error {
 	go s.returnMemory(stop)
 	go s.watchCertificates(stop)
 	go s.resilience.Prober().Run(stop)
+	returnStartScratch(len(s.state.Load().cfg.Routes))
 	addrs := make([]string, len(s.edge.addrs))
 	for i, a := range s.edge.addrs {
 		addrs[i] = "tcp://" + a
