@@ -66,9 +66,8 @@ var errIsolated = &codec.Error{Status: 429, Code: 42901, Message: "route at its 
 // code 42901. Done (endResilience) gives a permit back on every path, so
 // a client that leaves leaks nothing.
 func (ex *exchange) acquireIsolation() bool {
-	iso := ex.route.limiter()
-	if iso.Acquire() {
-		ex.policy.isoHeld = true
+	if iso := ex.route.limiter(); iso.Acquire() {
+		ex.policy.iso = iso // kept for the call's pool share and the release
 		return true
 	}
 	if !ex.waitForPermit() {
@@ -88,37 +87,43 @@ func (ex *exchange) refuseIsolated() {
 // request that never got one left the queue with its waiting phase
 // (putExchange).
 func (ex *exchange) releaseIsolation() {
-	if !ex.policy.isoHeld {
+	iso := ex.policy.iso
+	if iso == nil {
 		return
 	}
-	ex.policy.isoHeld = false
-	r := ex.route
+	ex.policy.iso = nil
 	if l := ex.loop; l.permitWaiters.head != nil {
 		l.grantDue = true // leave or the next tick hands it on
 	}
 	switch ex.end.upErr {
 	case upstream.ErrPoolShare, upstream.ErrQueueFull, upstream.ErrPoolFull:
 		// Refused by the pool, not answered by the upstream: no sample.
-		r.limiter().Drop(ex.end.upErr == upstream.ErrPoolShare)
+		iso.Drop(ex.end.upErr == upstream.ErrPoolShare)
 		return
 	}
 	if ex.retry.n == 0 { // answered before its call began: no sample
-		r.limiter().Drop(false)
+		iso.Drop(false)
 		return
 	}
 	now := ex.loop.fresh()
-	r.limiter().Release(r.isolationCfg, now-ex.end.callStart, now)
+	iso.Release(ex.route.isolationCfg, now-ex.end.callStart, now)
 }
 
 // poolShare is what the route's upstream calls count against in each
 // pool: its tenant and share, or none when isolation is off or the share
-// is the whole pool.
-func (r *route) poolShare() (*upstream.Tenant, int) {
+// is the whole pool. The tenant is the limiter whose permit the exchange
+// holds (every call of a route with isolation starts holding one).
+func (ex *exchange) poolShare() (*upstream.Tenant, int) {
+	r := ex.route
 	if r.isolationCfg == nil {
 		return nil, 0
 	}
 	if share := r.isolationCfg.PoolShare(); share < 100 {
-		return r.limiter().Tenant(), share
+		iso := ex.policy.iso
+		if iso == nil {
+			iso = r.limiter()
+		}
+		return iso.Tenant(), share
 	}
 	return nil, 0
 }

@@ -258,7 +258,7 @@ type attempts struct {
 // (isolationqueue.go).
 type admission struct {
 	brk        *policy.BreakerPhase // nil when the route has no breaker or it was counted
-	isoHeld    bool                 // a permit of the route's isolation limiter is held
+	iso        *policy.Limiter      // the route's isolation limiter while a permit of it is held; nil = none held
 	prev, next *exchange            // links in the loop's permitWaiters, while waiting
 }
 

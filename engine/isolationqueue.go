@@ -80,9 +80,9 @@ func (l *loop) grantPermits() {
 	l.grantDue = false
 	for ex := l.permitWaiters.head; ex != nil; {
 		next := ex.policy.next // granting changes only ex's own links
-		if ex.route.limiter().Acquire() {
+		if iso := ex.route.limiter(); iso.Acquire() {
 			ex.leaveQueue()
-			ex.policy.isoHeld = true
+			ex.policy.iso = iso
 			ex.run()
 		}
 		ex = next

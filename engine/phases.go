@@ -443,7 +443,7 @@ func (ex *exchange) startCall(p *upstream.Pool, head *pool.Buffer) {
 	if r.retry.PerTry > 0 && r.retry.PerTry < timeout {
 		timeout = r.retry.PerTry
 	}
-	tenant, share := r.poolShare()
+	tenant, share := ex.poolShare()
 	ex.call.Start(p, head, upstream.Options{
 		ConnectTimeout:  r.connectTimeout,
 		ResponseTimeout: timeout,
