@@ -14,6 +14,7 @@ type RetryPolicy struct {
 	Attempts int           // tries in all, the first included
 	methods  []string      // retried after their bytes reached a node
 	onStatus uint8         // bit s-502 for a retried status 502, 503, 504
+	known    uint16        // methodBit of each of methods that has one
 	PerTry   time.Duration // each attempt's response timeout; 0 = the route's
 }
 
@@ -23,7 +24,36 @@ func NewRetryPolicy(r *Retry) RetryPolicy {
 	for _, s := range r.OnStatus {
 		p.onStatus |= 1 << uint(s-502)
 	}
+	for _, m := range r.Methods {
+		p.known |= methodBit(m)
+	}
 	return p
+}
+
+// methodBit is a bit of its own for each method RFC 9110 and RFC 5789
+// define, 0 for any other (an extension method, compared by name).
+func methodBit[M string | []byte](m M) uint16 {
+	switch string(m) { // compared in place: no copy of a []byte
+	case "GET":
+		return 1 << 0
+	case "HEAD":
+		return 1 << 1
+	case "POST":
+		return 1 << 2
+	case "PUT":
+		return 1 << 3
+	case "DELETE":
+		return 1 << 4
+	case "OPTIONS":
+		return 1 << 5
+	case "PATCH":
+		return 1 << 6
+	case "TRACE":
+		return 1 << 7
+	case "CONNECT":
+		return 1 << 8
+	}
+	return 0
 }
 
 // RetriesStatus reports whether status is on the route's on_status list.
@@ -32,8 +62,12 @@ func (p *RetryPolicy) RetriesStatus(status int) bool {
 }
 
 // AllowsMethod reports whether method may be retried after its bytes
-// reached a node. string(method) in a comparison does not allocate.
+// reached a node: a standard method by its bit, an extension method by
+// name. string(method) in a comparison does not allocate.
 func (p *RetryPolicy) AllowsMethod(method []byte) bool {
+	if b := methodBit(method); b != 0 {
+		return p.known&b != 0
+	}
 	for _, m := range p.methods {
 		if m == string(method) {
 			return true

@@ -47,3 +47,20 @@ func TestRetryBudget(t *testing.T) {
 		t.Fatalf("totals %+v, want %+v", got, want)
 	}
 }
+
+// A listed method is retried, standard or extension, spelt exactly; any
+// other is not, whatever its bit or name shares with a listed one.
+func TestRetryAllowsListedMethods(t *testing.T) {
+	p := NewRetryPolicy(&Retry{Attempts: 2, Methods: []string{"GET", "PUT", "PURGE"}})
+	for m, want := range map[string]bool{
+		"GET": true, "PUT": true, "PURGE": true,
+		"POST": false, "DELETE": false, "HEAD": false, "get": false, "PURGED": false, "": false,
+	} {
+		if got := p.AllowsMethod([]byte(m)); got != want {
+			t.Errorf("AllowsMethod(%q) = %v, want %v", m, got, want)
+		}
+	}
+	if none := NewRetryPolicy(&Retry{Attempts: 2}); none.AllowsMethod([]byte("GET")) {
+		t.Error("a policy without methods allows GET")
+	}
+}
