@@ -130,6 +130,7 @@ type exchange struct {
 	phase phase       // changed only by setPhase
 	snap  *snapshot   // the config version the request runs on, start to finish; set by begin
 	route *route      // nil until routed
+	shard *routeShard // route's series shard of this loop, from routing to record
 	chain *filters.Chain
 
 	head   headInfo  // what the request head said
@@ -422,20 +423,20 @@ func (ex *exchange) record() {
 		return // never began, or counted already
 	}
 	l := ex.loop
-	m := l.srv.metrics.unrouted
-	if ex.route != nil {
-		m = ex.route.metrics
-	}
 	code := ex.end.errCode
 	if ex.resp.cut {
 		code = 0 // not an answer the gateway made: the status class counts it
 	}
-	m.observe(l.index, ex.fx.End.Status, code, ex.fx.End.Duration)
-	if ex.route != nil {
-		// Last: a reader that sees the request out of flight sees it
-		// counted, and the registry's sweep never drops a route before
-		// its last count.
-		m.end(l.index)
+	if ex.route == nil {
+		l.srv.metrics.unrouted.observe(l.index, ex.fx.End.Status, code, ex.fx.End.Duration)
+		ex.end.started = 0
+		return
 	}
+	if !ex.route.metrics.quiet.Load() {
+		ex.shard.count(ex.fx.End.Status, code, ex.fx.End.Duration)
+	}
+	// Last: a reader that sees the request out of flight sees it counted,
+	// and the registry's sweep never drops a route before its last count.
+	ex.shard.end()
 	ex.end.started = 0
 }

@@ -656,7 +656,7 @@ func (l *loop) putExchange(ex *exchange) {
 	if ex.chain != nil { // only a filter starts a sub-request
 		ex.sub.abort()
 	}
-	ex.cc, ex.snap, ex.route, ex.chain = nil, nil, nil, nil
+	ex.cc, ex.snap, ex.route, ex.shard, ex.chain = nil, nil, nil, nil, nil
 	if ex.saved != nil {
 		ex.saved.SafeRelease()
 		ex.saved = nil

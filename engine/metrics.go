@@ -428,11 +428,16 @@ func (m *routeMetrics) shard(loop int) *routeShard {
 	return &s.shards[loop]
 }
 
-// begin counts an exchange routed to the route on loop, until end.
-func (m *routeMetrics) begin(loop int) { m.shard(loop).routed.Add(1) }
+// begin counts an exchange routed to the route on loop, until its
+// shard's end, and returns that shard for the exchange to keep.
+func (m *routeMetrics) begin(loop int) *routeShard {
+	sh := m.shard(loop)
+	sh.routed.Add(1)
+	return sh
+}
 
-// end counts the end of an exchange begin counted.
-func (m *routeMetrics) end(loop int) { m.shard(loop).ended.Add(1) }
+// end counts the end of an exchange begin counted on sh.
+func (sh *routeShard) end() { sh.ended.Add(1) }
 
 // inFlight is how many routed exchanges have not ended, on every loop.
 // Each shard's ended is read before its routed, and a loop adds to routed
@@ -481,7 +486,7 @@ func (m *routeMetrics) touched() bool {
 type routeShard struct {
 	_        cacheLine
 	classes  [5]atomic.Uint64 // finished exchanges by status class, 1xx to 5xx
-	routed   atomic.Uint64    // exchanges routed here (begin), whether or not per_request records them
+	routed   atomic.Uint64    // exchanges routed here (routeMetrics.begin), whether or not per_request records them
 	ended    atomic.Uint64    // of those, the ended ones (end); routed - ended are in flight
 	latency  loopstat.Histogram
 	rejected codeCounts
@@ -531,7 +536,12 @@ func (m *routeMetrics) observe(loop int, status, code int, ns int64) {
 }
 
 func (m *routeMetrics) count(loop int, status, code int, ns int64) {
-	sh := m.shard(loop)
+	m.shard(loop).count(status, code, ns)
+}
+
+// count is routeMetrics.count on the route's shard of a loop, which an
+// exchange keeps from its routing on.
+func (sh *routeShard) count(status, code int, ns int64) {
 	class := status/100 - 1
 	if class < 0 || class > 4 {
 		class = 4 // not an HTTP status: cannot happen, but never index out of range

@@ -24,7 +24,7 @@ func BenchmarkMetricsPerRequest(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		ls.requests.Add(1)
 		start := loopstat.Now()
-		rm.begin(1)
+		sh := rm.begin(1)
 		callStart := loopstat.Now()
 		node.Reuses.Add(1) // the pool gauges' reuse
 		node.FirstByte.Observe(loopstat.Now() - callStart)
@@ -33,7 +33,7 @@ func BenchmarkMetricsPerRequest(b *testing.B) {
 			self[f].Observe(300)
 			total[f].Observe(40_000)
 		}
-		rm.end(1)
+		sh.end()
 		rm.record(1, 200, 0, start)
 	}
 }
@@ -57,19 +57,18 @@ func TestRouteSeriesMadeByFirstExchange(t *testing.T) {
 	if idle.series.Load() != nil || idle.touched() || idle.inFlight() != 0 {
 		t.Fatal("a route no request reached has its series")
 	}
-	busy.begin(1)
+	first := busy.begin(1)
 	made := busy.series.Load()
 	if made == nil || !busy.touched() || busy.inFlight() != 1 || made.label != `{route="busy"}` {
 		t.Fatalf("after the first exchange: series %v, in flight %d", made, busy.inFlight())
 	}
 	if n := testing.AllocsPerRun(100, func() {
-		busy.begin(0)
-		busy.end(0)
+		busy.begin(0).end()
 		busy.record(0, 200, 0, 0)
 	}); n != 0 {
 		t.Fatalf("an exchange of a route with series allocates %v times", n)
 	}
-	busy.end(1)
+	first.end()
 	if busy.series.Load() != made || busy.inFlight() != 0 || idle.series.Load() != nil {
 		t.Fatal("the series were made again, or for another route")
 	}

@@ -118,7 +118,7 @@ func (ex *exchange) routeRequest() bool {
 		return false
 	}
 	ex.route = snap.routes.at(res.Index)
-	ex.route.metrics.begin(l.index) // until record
+	ex.shard = ex.route.metrics.begin(l.index) // until record
 	if flags != 0 && !ex.route.keepEscapes {
 		ex.localReply(errEscapedSlash)
 		return false
