@@ -59,8 +59,24 @@ func (cc *clientConn) sink() spool.Conn {
 	if cc.tls != nil {
 		return &cc.tlsSink
 	}
-	return cc.gc
+	return (*plainSink)(cc)
 }
+
+// plainSink is a plain client connection as the spool sees it: body bytes
+// go straight to the socket while nothing is queued, as send's do. A view
+// of the clientConn itself, so handing it to the spool allocates nothing.
+type plainSink clientConn
+
+func (s *plainSink) Write(p []byte) (int, error) {
+	if _, err := sockio.Write(s.gc, p); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
+
+func (s *plainSink) OutboundBuffered() int { return s.gc.OutboundBuffered() }
+
+var _ spool.Conn = (*plainSink)(nil)
 
 // tlsSink is a TLS client connection as the spool sees it: it writes
 // through the session and measures the queue on the gnet connection (in
