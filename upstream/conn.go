@@ -298,6 +298,9 @@ func (uc *Conn) detach() {
 // gnet. It returns ErrReset when the connection failed. Flow control is
 // the caller's: see Call.Backlog.
 func (uc *Conn) write(p []byte) *Error {
+	if uc.state == connClosed {
+		return ErrReset // its descriptor may be another connection's by now
+	}
 	var err error
 	if uc.tls != nil {
 		_, err = uc.tls.Write(p)
