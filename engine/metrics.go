@@ -231,9 +231,10 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 	r.made = r.made[:0]
 }
 
-// sharedChunk reports whether snap's chunk k is last's chunk k.
+// sharedChunk reports whether snap's chunk k is last's chunk k; a chunk
+// only one of them has is not shared.
 func sharedChunk(last, snap *snapshot, k int) bool {
-	if last == nil || k >= len(last.routes.chunks) {
+	if last == nil || k >= len(last.routes.chunks) || k >= len(snap.routes.chunks) {
 		return false
 	}
 	a, b := last.routes.chunks[k], snap.routes.chunks[k]

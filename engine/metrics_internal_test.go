@@ -118,3 +118,34 @@ func TestRetireWalksOnlyChangedChunks(t *testing.T) {
 		t.Error("the unrouted series retired")
 	}
 }
+
+// A version with fewer chunks than the last applied one (its last route
+// deleted where the count crosses a chunk boundary) retires the routes of
+// the chunk it no longer has, and keeps the shared ones live.
+func TestRetireAfterTheChunksShrink(t *testing.T) {
+	reg := newRegistry(2)
+	chunk := func(from, to int) []route {
+		c := make([]route, 0, to-from)
+		for i := from; i < to; i++ {
+			id := fmt.Sprint("r", i)
+			c = append(c, route{id: id, metrics: reg.route(id)})
+		}
+		return c
+	}
+	head, tail := chunk(0, routeChunk), chunk(routeChunk, routeChunk+1)
+	a := &snapshot{}
+	a.routes.add(head)
+	a.routes.add(tail)
+	reg.applied(2, a)
+	b := &snapshot{}
+	b.routes.add(head) // r256 deleted: one chunk fewer
+	reg.applied(3, b)
+	if gone := tail[0].metrics; gone.retired != 3 {
+		t.Errorf("the deleted route: retired %d, want 3", gone.retired)
+	}
+	for i := range b.routes.len() {
+		if m := b.routes.at(i).metrics; m.live != 2 || m.retired != 0 {
+			t.Fatalf("%s: live %d, retired %d; want live 2", m.id, m.live, m.retired)
+		}
+	}
+}
