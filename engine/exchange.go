@@ -436,7 +436,9 @@ func (ex *exchange) record() {
 		ex.shard.count(ex.fx.End.Status, code, ex.fx.End.Duration)
 	}
 	// Last: a reader that sees the request out of flight sees it counted,
-	// and the registry's sweep never drops a route before its last count.
+	// and the registry's sweep never drops a route (or trims its filter
+	// stats) before its last count.
 	ex.shard.end()
+	ex.snap.flights[l.index].add(-1)
 	ex.end.started = 0
 }

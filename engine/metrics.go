@@ -80,12 +80,20 @@ type registry struct {
 	nodeIx   map[nodeKey]*upstream.Node
 	unrouted *routeMetrics
 
-	// prune are the live routes whose filter stats hold a filter their
-	// chain in version pruneAt no longer runs (registry.retire): sweep
-	// drops those stats once no exchange of an older version can record
-	// into them. Guarded by mu.
-	prune   []filterPrune
-	pruneAt uint64
+	// prune are the live routes whose chain changed, each with its chain
+	// and the version that changed it (registry.retire): an exchange of
+	// an older version may still record (or make anew) the stats of a
+	// filter the chain no longer runs, so a route stays listed until
+	// sweep has trimmed its stats past every such exchange. At most one
+	// entry a route; nil when empty. Guarded by mu.
+	prune map[*routeMetrics]filterPrune
+
+	// versions are the applied versions whose routed exchanges may not
+	// all have ended, oldest first, with each one's in-flight counts
+	// (snapshot.flights): the versions some loop may still take, and the
+	// older ones with an exchange in flight, so no more of them than
+	// loops lagging plus exchanges running. Guarded by mu.
+	versions []versionFlights
 
 	// last is the snapshot retire last ran on; the next retire walks only
 	// the chunks the two do not share (see retire). made are the routes
@@ -97,11 +105,39 @@ type registry struct {
 	retiring []*routeMetrics
 }
 
-// filterPrune is a route whose filter stats sweep trims to chain's.
+// filterPrune is what sweep trims a listed route's filter stats to:
+// chain's filters, once no exchange of a version before at can record.
 type filterPrune struct {
-	route *routeMetrics
 	chain *filters.Chain // nil: the route runs no filter any more
+	at    uint64
 }
+
+// versionFlights are an applied version's in-flight counts, by loop.
+type versionFlights struct {
+	version uint64
+	flights []flightCount
+}
+
+// ended reports whether no routed exchange of the version is in flight.
+func (f *versionFlights) ended() bool {
+	for i := range f.flights {
+		if f.flights[i].n.Load() != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// flightCount is how many routed exchanges of one version one loop has
+// not ended yet. Only that loop writes it, with a load and a store (no
+// locked add); sweep reads it. Each loop's count has its own cache line.
+type flightCount struct {
+	n atomic.Int64
+	_ [56]byte
+}
+
+// add counts d more exchanges in flight. On the count's loop only.
+func (c *flightCount) add(d int64) { c.n.Store(c.n.Load() + d) }
 
 type nodeKey struct{ upstream, addr string }
 
@@ -137,23 +173,23 @@ func (r *registry) routeLocked(id string) *routeMetrics {
 	return m
 }
 
-// applied records that version v (snap) is the running config: the reload
-// counts, and what v no longer uses is retired, and swept if it can be.
-// Off-loop; Server.reloading is held.
-func (r *registry) applied(v uint64, snap *snapshot) {
+// applied records that version v (snap) is the running config, after
+// prev: the reload counts, and what v no longer uses is retired, and
+// swept if it can be. Off-loop; Server.reloading is held.
+func (r *registry) applied(v uint64, snap, prev *snapshot) {
 	r.reloadsOK.Add(1)
 	r.lastReload.Store(time.Now().UnixNano())
-	r.retire(v, snap)
+	r.retire(v, snap, prev)
 	r.sweep()
 }
 
-// retire is called by apply once version v (snap) is the running config:
-// the route series snap does not use are marked retired at v, those it
-// uses are live, and any of them a sweep removed while a compile still
-// held it is put back. A live route whose filter stats name a filter its
-// chain in v does not run is listed for sweep to trim. It marks rather
-// than builds sets: at 30,000 routes a map of the live ones cost most of
-// an API write. r.mu is taken; never on a loop.
+// retire is called by apply once version v (snap) is the running config,
+// after prev: the route series snap does not use are marked retired at
+// v, those it uses are live, and any of them a sweep removed while a
+// compile still held it is put back. A live route whose chain is not the
+// one it had in prev is listed for sweep to trim its filter stats to. It
+// marks rather than builds sets: at 30,000 routes a map of the live ones
+// cost most of an API write. r.mu is taken; never on a loop.
 //
 // It walks only what changed since the snapshot it ran on last: a chunk
 // of compiled routes snap shares with that one (in its place, as compile
@@ -162,18 +198,22 @@ func (r *registry) applied(v uint64, snap *snapshot) {
 // other chunks of the last one, and those made since (by compiles that
 // may never apply), retire unless snap has them. A one-route write at
 // 30,000 routes walks one chunk or two, where every route was walked twice.
-func (r *registry) retire(v uint64, snap *snapshot) {
+func (r *registry) retire(v uint64, snap, prev *snapshot) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	last := r.last
 	r.last = snap
-	// The pending trims of routes whose chain did not change again stay
-	// listed, now until v is past reach (a later version only delays them).
-	var listed []filterPrune // snap's routes to trim
-	r.pruneAt = v
+	if last == nil && prev != nil { // the version the server started with: its exchanges count too
+		r.versions = append(r.versions, versionFlights{v - 1, prev.flights})
+	}
+	r.versions = append(r.versions, versionFlights{v, snap.flights})
 	for k := range snap.routes.chunks {
 		if sharedChunk(last, snap, k) {
 			continue
+		}
+		var before []route // prev's chunk k: a route in the same slot with the same chain kept it
+		if prev != nil && k < len(prev.routes.chunks) {
+			before = prev.routes.chunks[k]
 		}
 		for i := range snap.routes.chunks[k] {
 			rt := &snap.routes.chunks[k][i]
@@ -190,19 +230,18 @@ func (r *registry) retire(v uint64, snap *snapshot) {
 				r.routeIx[m.id] = m
 				r.routes = append(r.routes, m)
 			}
-			if m.filters.Has(rt.chain) { // almost never: only routes with traffic have stats
-				listed = append(listed, filterPrune{m, rt.chain})
+			if i < len(before) && before[i].metrics == m && before[i].chain == rt.chain {
+				continue // its listing, if its chain changed before, stands
 			}
+			// Its chain changed, or the route moved and may have: older
+			// exchanges may record filters this chain lacks, even on a
+			// route with no filter stats yet.
+			if r.prune == nil {
+				r.prune = map[*routeMetrics]filterPrune{}
+			}
+			r.prune[m] = filterPrune{rt.chain, v}
 		}
 	}
-	prune := r.prune[:0]
-	for _, p := range r.prune {
-		if p.route.live != v { // its chain is the one it had when listed
-			prune = append(prune, p)
-		}
-	}
-	clear(r.prune[len(prune):])
-	r.prune = append(prune, listed...)
 	retireUnlisted := func(m *routeMetrics) {
 		if m.live != v && m != r.unrouted && m.retired == 0 {
 			m.retired = v
@@ -247,9 +286,14 @@ func sharedChunk(last, snap *snapshot, k int) bool {
 // the running version for every new exchange, and no version from v on
 // has the route) and none of its exchanges is in flight: exchanges of
 // older versions count in the route's in-flight gauge from the moment
-// they are routed, before their loop can adopt anything newer. Filter
-// stats are recorded by the route's exchanges, so the same test on their
-// route covers them. Off-loop only.
+// they are routed, before their loop can adopt anything newer.
+//
+// A listed route's stats of filters its chain since version v lacks are
+// recorded only by exchanges of versions before v, so they go once every
+// loop runs v or later and those exchanges have ended: either the
+// route's in-flight gauge is 0, or every older version's own in-flight
+// counts (snapshot.flights, counted from routing on, as the gauge) are,
+// so a route that is never idle is trimmed too. Off-loop only.
 func (r *registry) sweep() {
 	// The loops' versions are read before any in-flight count.
 	caughtUp := uint64(math.MaxUint64)
@@ -281,16 +325,39 @@ func (r *registry) sweep() {
 	if someGone {
 		r.sweepRoutes(gone)
 	}
-	prune := r.prune[:0]
-	for _, p := range r.prune {
-		if !gone(r.pruneAt, p.route) {
-			prune = append(prune, p)
-			continue
+	ended := r.endedBefore(caughtUp)
+	for m, p := range r.prune {
+		if p.at > caughtUp || p.at > ended && m.inFlight() != 0 {
+			continue // an exchange of an older version may still record
 		}
-		p.route.filters.Keep(p.chain)
+		if m.filters.Has(p.chain) {
+			m.filters.Keep(p.chain)
+		}
+		delete(r.prune, m)
 	}
-	clear(r.prune[len(prune):])
-	r.prune = prune
+	if len(r.prune) == 0 {
+		r.prune = nil // a map keeps its size: a reload that listed every route would hold it
+	}
+}
+
+// endedBefore drops the versions before caughtUp (the oldest version a
+// loop runs) whose exchanges have all ended, which none can begin again,
+// and returns the oldest version whose exchanges may not have, at most
+// caughtUp: every exchange of a version before it has ended. r.mu must be
+// held.
+func (r *registry) endedBefore(caughtUp uint64) uint64 {
+	kept := r.versions[:0]
+	for _, f := range r.versions {
+		if f.version >= caughtUp || !f.ended() {
+			kept = append(kept, f)
+		}
+	}
+	clear(r.versions[len(kept):])
+	r.versions = kept
+	if len(kept) > 0 {
+		return min(caughtUp, kept[0].version)
+	}
+	return caughtUp
 }
 
 // sweepRoutes removes the routes gone reports, from the routes, their

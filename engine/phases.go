@@ -119,6 +119,7 @@ func (ex *exchange) routeRequest() bool {
 	}
 	ex.route = snap.routes.at(res.Index)
 	ex.shard = ex.route.metrics.begin(l.index) // until record
+	snap.flights[l.index].add(1)               // until record too
 	if flags != 0 && !ex.route.keepEscapes {
 		ex.localReply(errEscapedSlash)
 		return false

@@ -105,9 +105,9 @@ func (s *Server) apply(old *state, c *Compiled) uint64 {
 			_ = el.Execute(context.Background(), l.refresh) // fails only once the engine stopped
 		}
 	}
-	s.metrics.applied(st.version, c.snap) // after the store: see registry.sweep
-	s.noteApply()                         // returnMemory hands back what the last version left behind
-	s.checkCertificates(time.Now())       // a replaced certificate resolves its alert at once
+	s.metrics.applied(st.version, c.snap, old.snap) // after the store: see registry.sweep
+	s.noteApply()                                   // returnMemory hands back what the last version left behind
+	s.checkCertificates(time.Now())                 // a replaced certificate resolves its alert at once
 	return st.version
 }
 

@@ -59,6 +59,12 @@ type snapshot struct {
 	// from their files when this version was compiled; indexed like
 	// config.ClientListeners, nil for a plain listener (tls.go).
 	tls []*tlsedge.ServerState
+
+	// flights count, by loop, this version's routed exchanges that have
+	// not ended: from routing to record, as the route's in-flight gauge.
+	// The registry's sweep reads them to know when no exchange of an
+	// older version can record into a route's filter stats any more.
+	flights []flightCount
 }
 
 // clientTimeouts are the client-side deadlines (config.Timeouts).
@@ -182,7 +188,7 @@ func compile(cfg *config.Config, loops int, kept *durable, prev *snapshot, prevC
 	if err != nil {
 		errs = append(errs, fmt.Errorf("engine: routes: %w", err))
 	}
-	s := &snapshot{table: table, limits: codec.Limits{
+	s := &snapshot{table: table, flights: make([]flightCount, loops), limits: codec.Limits{
 		MaxURIBytes:    int(cfg.Limits.MaxURIBytes),
 		MaxHeaderCount: cfg.Limits.MaxHeaderCount,
 		MaxHeaderBytes: int(cfg.Limits.MaxHeaderBytes),
