@@ -131,7 +131,10 @@ type exchange struct {
 	snap  *snapshot   // the config version the request runs on, start to finish; set by begin
 	route *route      // nil until routed
 	shard *routeShard // route's series shard of this loop, from routing to record
-	chain *filters.Chain
+	// flight is the loop's count of snap's routed exchanges in flight,
+	// from routing to record (snapshot.flights).
+	flight *flightCount
+	chain  *filters.Chain
 
 	head   headInfo  // what the request head said
 	resp   respState // the response on its way to the client
@@ -439,6 +442,6 @@ func (ex *exchange) record() {
 	// and the registry's sweep never drops a route (or trims its filter
 	// stats) before its last count.
 	ex.shard.end()
-	ex.snap.flights[l.index].add(-1)
+	ex.flight.add(-1)
 	ex.end.started = 0
 }

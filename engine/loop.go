@@ -39,6 +39,7 @@ type loop struct {
 	// state is the config version the loop runs (see current); the
 	// scratch sizes follow it.
 	state   *state
+	flight  *flightCount // this loop's count of state's routed exchanges in flight (snapshot.flights)
 	wheel   *wheel.Wheel
 	up      *upstream.Loop
 	req     codec.Request // scratch: the head being parsed
@@ -185,6 +186,7 @@ func (l *loop) adopt(st *state) {
 		l.scratch = make([]byte, 0, n)
 	}
 	l.state = st
+	l.flight = &snap.flights[l.index]
 	l.srv.metrics.adopted[l.index].Store(st.version) // the metrics' sweep waits for every loop
 }
 
@@ -656,7 +658,7 @@ func (l *loop) putExchange(ex *exchange) {
 	if ex.chain != nil { // only a filter starts a sub-request
 		ex.sub.abort()
 	}
-	ex.cc, ex.snap, ex.route, ex.shard, ex.chain = nil, nil, nil, nil, nil
+	ex.cc, ex.snap, ex.route, ex.shard, ex.flight, ex.chain = nil, nil, nil, nil, nil, nil
 	if ex.saved != nil {
 		ex.saved.SafeRelease()
 		ex.saved = nil

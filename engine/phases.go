@@ -119,7 +119,8 @@ func (ex *exchange) routeRequest() bool {
 	}
 	ex.route = snap.routes.at(res.Index)
 	ex.shard = ex.route.metrics.begin(l.index) // until record
-	snap.flights[l.index].add(1)               // until record too
+	ex.flight = l.flight                       // snap's, as l runs snap (see begin)
+	ex.flight.add(1)
 	if flags != 0 && !ex.route.keepEscapes {
 		ex.localReply(errEscapedSlash)
 		return false
