@@ -294,3 +294,77 @@ routes:
 		t.Errorf("route b has series before any request:\n%s", grepLines(s.text, `route="b"`))
 	}
 }
+
+// A reload drops a filter from a route while a request of the older
+// version is in flight on it, the route's first: that request records
+// the dropped filter as it ends, after the reload was applied, and a
+// request of the new version keeps the route busy throughout. The
+// filter's series still go once the older request has ended, at a later
+// scrape, with no reload since and the route never idle.
+func TestMetricsDroppedFilterSeriesGoOnABusyRoute(t *testing.T) {
+	arrived := make(chan string, 2)
+	gates := map[string]chan struct{}{"/a/old": make(chan struct{}), "/a/new": make(chan struct{})}
+	up := startUpstream(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- r.URL.Path
+		<-gates[r.URL.Path]
+		io.WriteString(w, "ok")
+	}))
+	const cfg = `
+upstreams:
+  - {name: backend, nodes: ["%s"], response_timeout: 30s}
+routes:
+  - {id: a, prefix: /a, upstream: backend%s}
+`
+	g := startGateway(t, cfg, up, "")
+	released := map[string]bool{}
+	release := func(path string) {
+		if !released[path] {
+			released[path] = true
+			close(gates[path])
+		}
+	}
+	t.Cleanup(func() { release("/a/old"); release("/a/new") }) // before the gateway's shutdown
+	get := func(path string) chan fetched {
+		done := make(chan fetched, 1)
+		go func() { done <- fetch(g.url(path)) }()
+		if p := <-arrived; p != path {
+			t.Fatalf("the upstream got %s, want %s", p, path)
+		}
+		return done
+	}
+	served := func(done chan fetched) {
+		t.Helper()
+		if r := <-done; r.err != nil || r.resp.StatusCode != 200 {
+			t.Fatalf("request: %v %v", r.err, r.resp)
+		}
+	}
+	series := func(filter string) string {
+		return `loopgate_filter_self_seconds_count{route="a",filter="` + filter + `"}`
+	}
+
+	old := get("/a/old")
+	g.reload(t, cfg, up, ", disable_filters: [forwarded]")
+	busy := get("/a/new")
+	release("/a/old")
+	served(old)
+	waitMetric(t, g.srv, series("request_id"), 1) // the older chain recorded, forwarded with it
+	deadline := time.Now().Add(5 * time.Second)   // well within testClient's timeout, which would end the newer request
+	for s := scrapeMetrics(t, g.srv); ; s = scrapeMetrics(t, g.srv) {
+		if _, ok := s.values[series("forwarded")]; !ok {
+			if n := s.get(t, `loopgate_route_requests_in_flight{route="a"}`); n != 1 {
+				t.Fatalf("route a has %v requests in flight, want the newer one: the route must be busy", n)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the dropped filter's series stayed on a busy route:\n%s", grepLines(s.text, `filter="forwarded"`))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	release("/a/new")
+	served(busy)
+	s := waitMetric(t, g.srv, series("request_id"), 2)
+	if _, ok := s.values[series("forwarded")]; ok {
+		t.Errorf("the newer chain made the dropped filter's series again:\n%s", grepLines(s.text, `filter="forwarded"`))
+	}
+}
