@@ -55,9 +55,9 @@ type cacheLine [64]byte
 // while it is still here); apply marks what the running config no longer
 // has as retired, and sweep removes a retired route, with its filters'
 // stats, once no loop can record into it any more (see sweep), and the
-// stats of filters a kept route no longer runs, on the same test. Loops
-// never touch mu: they reach their shards through the compiled snapshot
-// and the loop's pools.
+// stats of filters a kept route no longer runs once no exchange of an
+// older version can record into those. Loops never touch mu: they reach
+// their shards through the compiled snapshot and the loop's pools.
 type registry struct {
 	loops int
 
