@@ -187,9 +187,10 @@ func (r *registry) applied(v uint64, snap, prev *snapshot) {
 // after prev: the route series snap does not use are marked retired at
 // v, those it uses are live, and any of them a sweep removed while a
 // compile still held it is put back. A live route whose chain is not the
-// one it had in prev is listed for sweep to trim its filter stats to. It
-// marks rather than builds sets: at 30,000 routes a map of the live ones
-// cost most of an API write. r.mu is taken; never on a loop.
+// one it had in prev is listed (prune) for sweep to trim its filter stats
+// to that chain; one moved to another slot is too, as its chain may have
+// changed. It marks rather than builds sets: at 30,000 routes a map of
+// the live ones cost most of an API write. r.mu is taken; never on a loop.
 //
 // It walks only what changed since the snapshot it ran on last: a chunk
 // of compiled routes snap shares with that one (in its place, as compile
