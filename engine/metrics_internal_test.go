@@ -76,20 +76,24 @@ func TestRouteSeriesMadeByFirstExchange(t *testing.T) {
 	}
 }
 
+// registeredRoutes is routes r<from> to r<to-1>, each with its series
+// in reg.
+func registeredRoutes(reg *registry, from, to int) []route {
+	c := make([]route, 0, to-from)
+	for i := from; i < to; i++ {
+		id := fmt.Sprint("r", i)
+		c = append(c, route{id: id, metrics: reg.route(id)})
+	}
+	return c
+}
+
 // retire walks only the chunks a version does not share with the last
 // one: the routes of a shared chunk keep the version they were last
 // marked in. A route the new chunks lack retires, and so does one a
 // compile made that never applied; the others stay live.
 func TestRetireWalksOnlyChangedChunks(t *testing.T) {
 	reg := newRegistry(2)
-	chunk := func(from, to int) []route {
-		c := make([]route, 0, to-from)
-		for i := from; i < to; i++ {
-			id := fmt.Sprint("r", i)
-			c = append(c, route{id: id, metrics: reg.route(id)})
-		}
-		return c
-	}
+	chunk := func(from, to int) []route { return registeredRoutes(reg, from, to) }
 	head, tail := chunk(0, routeChunk), chunk(routeChunk, routeChunk+50)
 	a := &snapshot{}
 	a.routes.add(head)
@@ -126,14 +130,7 @@ func TestRetireWalksOnlyChangedChunks(t *testing.T) {
 // the chunk it no longer has, and keeps the shared ones live.
 func TestRetireAfterTheChunksShrink(t *testing.T) {
 	reg := newRegistry(2)
-	chunk := func(from, to int) []route {
-		c := make([]route, 0, to-from)
-		for i := from; i < to; i++ {
-			id := fmt.Sprint("r", i)
-			c = append(c, route{id: id, metrics: reg.route(id)})
-		}
-		return c
-	}
+	chunk := func(from, to int) []route { return registeredRoutes(reg, from, to) }
 	head, tail := chunk(0, routeChunk), chunk(routeChunk, routeChunk+1)
 	a := &snapshot{}
 	a.routes.add(head)
